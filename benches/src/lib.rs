@@ -1,0 +1,1 @@
+//! Shared fixtures for the criterion benchmarks under `benches/benches/`.

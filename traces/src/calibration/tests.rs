@@ -1,0 +1,93 @@
+//! Round trips and error messages of the calibration format.
+
+use super::*;
+
+fn sample_profile() -> CalibrationProfile {
+    let mut profile = CalibrationProfile::new(Provenance {
+        tool: "afd-probe test".to_owned(),
+        gpus: vec!["Test GPU".to_owned(), "Test GPU".to_owned()],
+        ..Provenance::default()
+    });
+    profile.tables.push(CostTable {
+        op: "p2p.one_way".to_owned(),
+        variant: BTreeMap::from([("graph".to_owned(), "false".to_owned())]),
+        axes: vec!["bytes".to_owned()],
+        points: vec![CostPoint {
+            at: vec![8.0],
+            stats: SampleStats {
+                n: 3,
+                min_us: 9.0,
+                median_us: 10.0,
+                p99_us: 11.0,
+                max_us: 11.0,
+                mean_us: 10.0,
+            },
+            samples_us: vec![9.0, 10.0, 11.0],
+            derived: BTreeMap::new(),
+        }],
+    });
+    profile
+}
+
+#[test]
+fn profile_round_trips_through_json() {
+    let profile = sample_profile();
+    let text = profile.to_json();
+    assert_eq!(CalibrationProfile::from_json(&text).unwrap(), profile);
+    assert!(profile.find("p2p.one_way", &[("graph", "false")]).is_some());
+    assert!(profile.find("p2p.one_way", &[("graph", "true")]).is_none());
+}
+
+#[test]
+fn wrong_axis_count_names_the_point() {
+    let mut profile = sample_profile();
+    profile.tables[0].points[0].at.push(1.0);
+    let err = CalibrationProfile::from_json(&profile.to_json()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "calibration profile field tables[0].points[0].at: has 2 coordinates but the table has 1 axes [\"bytes\"]"
+    );
+}
+
+#[test]
+fn unordered_stats_are_rejected() {
+    let mut profile = sample_profile();
+    profile.tables[0].points[0].stats.median_us = 20.0;
+    let err = CalibrationProfile::from_json(&profile.to_json()).unwrap_err();
+    assert!(
+        err.to_string().contains("tables[0].points[0].stats"),
+        "{err}"
+    );
+}
+
+#[test]
+fn type_errors_carry_the_json_path() {
+    let text = sample_profile()
+        .to_json()
+        .replace("\"median_us\": 10.0", "\"median_us\": \"ten\"");
+    let err = CalibrationProfile::from_json(&text).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("tables[0].points[0].stats.median_us"),
+        "{message}"
+    );
+}
+
+#[test]
+fn other_schema_versions_are_refused() {
+    let text = sample_profile()
+        .to_json()
+        .replace("\"schema_version\": 1", "\"schema_version\": 99");
+    let err = CalibrationProfile::from_json(&text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "calibration profile has schema_version 99, this build reads 1"
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = CalibrationProfile::from_json(&text);
+    }
+}
