@@ -32,6 +32,10 @@
 //! | `launch.graph` | `kernels` | – | the same kernel sequence replayed as one CUDA graph |
 //!
 //! Producers may add tables with other `op` names; consumers ignore what they do not know.
+//!
+//! Two `derived` keys carry what the simulator needs to price eager execution (launch gaps):
+//! `kernels`, the number of kernel launches (and NCCL calls) one operation issues, and `host_us`, the
+//! median host time to enqueue one operation. Producers record both wherever they are meaningful.
 
 use std::collections::BTreeMap;
 
