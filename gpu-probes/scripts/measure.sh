@@ -54,7 +54,7 @@ if [[ $PHASES == *full* ]]; then
     step calibrate 330 "$PROBE" calibrate --out "$OUT/h200-deepseek-v2-lite.json"
   fi
   if passed smoke-pipeline; then
-    step pipeline 240 "$PROBE" pipeline --tokens 4,32,128,512 --contexts 1024,4096 --steps 60 \
+    step pipeline 240 "$PROBE" pipeline --tokens 4,32,128,512 --contexts 1024,4096 --steps 100 \
       --warmup-steps 10 --out "$OUT/pipeline-deepseek-v2-lite.json"
   fi
   if passed smoke-moe; then

@@ -46,7 +46,12 @@ pub fn point(
 }
 
 /// A cost table with string variant values.
-pub fn table(op: &str, variant: &[(&str, String)], axes: &[&str], points: Vec<CostPoint>) -> CostTable {
+pub fn table(
+    op: &str,
+    variant: &[(&str, String)],
+    axes: &[&str],
+    points: Vec<CostPoint>,
+) -> CostTable {
     CostTable {
         op: op.to_owned(),
         variant: variant
@@ -107,9 +112,7 @@ pub fn relevant_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMa
 
 /// UTC date and time in RFC 3339 with seconds (`2026-11-29T08:15:00Z`).
 pub fn rfc3339(time: SystemTime) -> String {
-    let secs = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (year, month, day) = civil_from_days(days);

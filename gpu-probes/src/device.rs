@@ -75,6 +75,9 @@ where
     ranks::run_ranks(layout, move |setup| body(setup.rank, setup.gpu))
 }
 
+#[cfg(test)]
+mod tests;
+
 /// The NCCL version actually loaded (empty when NCCL cannot be loaded).
 pub fn nccl_version() -> String {
     // SAFETY: only tries to dlopen the library.

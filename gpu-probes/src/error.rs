@@ -3,7 +3,9 @@
 /// Why a probe could not run or could not be trusted.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("no CUDA driver found (searched {searched}): afd-probe needs an NVIDIA GPU and its driver")]
+    #[error(
+        "no CUDA driver found (searched {searched}): afd-probe needs an NVIDIA GPU and its driver"
+    )]
     NoDriver { searched: String },
     #[error("CUDA driver present but unusable: {call} failed with {code}")]
     DriverInit { call: &'static str, code: String },

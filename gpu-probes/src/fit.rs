@@ -50,7 +50,11 @@ pub fn alpha_beta(points: &[(f64, f64)], small_bytes: f64, large_bytes: f64) -> 
         .map(|p| p.1)
         .collect();
     let latency_us = crate::stats::median(&small)?;
-    let large: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.0 >= large_bytes).collect();
+    let large: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|p| p.0 >= large_bytes)
+        .collect();
     let line = least_squares(&large)?;
     if line.slope <= 0.0 {
         return None;

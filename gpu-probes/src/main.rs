@@ -51,26 +51,36 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// NCCL send/recv (one-way, ping-pong, bidirectional, fan-in) and all-reduce/all-to-all, 8 B … 1 GiB.
-    #[command(after_help = "Example: afd-probe p2p --sizes 8:1G --modes one-way,bidirectional --out p2p.json")]
+    #[command(
+        after_help = "Example: afd-probe p2p --sizes 8:1G --modes one-way,bidirectional --out p2p.json"
+    )]
     P2p(P2pArgs),
     /// Device-to-device copy bandwidth (bytes read + written).
     #[command(after_help = "Example: afd-probe hbm --sizes 64M:4G")]
     Hbm(HbmArgs),
     /// One MoE layer's FFN work: router, routed experts (grid of active experts × tokens per expert),
     /// shared experts, dense MLP, whole layer per token count.
-    #[command(after_help = "Example: afd-probe moe --model models/Qwen3-30B-A3B/config.json --out qwen3-moe.json")]
+    #[command(
+        after_help = "Example: afd-probe moe --model models/Qwen3-30B-A3B/config.json --out qwen3-moe.json"
+    )]
     Moe(MoeArgs),
     /// One layer's Attention work: projections, MLA decode over batch × context, prefill chunks.
-    #[command(after_help = "Example: afd-probe attention --batch 1:512 --context 512:8192 --out attention.json")]
+    #[command(
+        after_help = "Example: afd-probe attention --batch 1:512 --context 512:8192 --out attention.json"
+    )]
     Attention(AttentionArgs),
     /// Host cost of launching N tiny kernels eagerly versus one graph replay of the same N.
     #[command(after_help = "Example: afd-probe launch --kernels 1:1024")]
     Launch(LaunchArgs),
     /// Run the set the simulator needs and write one calibration profile.
-    #[command(after_help = "Example: afd-probe calibrate --out traces/data/calibration/h200-deepseek-v2-lite.json")]
+    #[command(
+        after_help = "Example: afd-probe calibrate --out traces/data/calibration/h200-deepseek-v2-lite.json"
+    )]
     Calibrate(CalibrateArgs),
     /// Real Attention→FFN→Attention steps on two GPUs (GPU 0 Attention, GPU 1 FFN), DBO and graph variants.
-    #[command(after_help = "Example: afd-probe pipeline --tokens 4,32,128,512 --contexts 1024,4096 --out pipeline.json")]
+    #[command(
+        after_help = "Example: afd-probe pipeline --tokens 4,32,128,512 --contexts 1024,4096 --out pipeline.json"
+    )]
     Pipeline(PipelineArgs),
 }
 
@@ -100,10 +110,16 @@ struct TimingArgs {
 impl TimingArgs {
     fn timing(&self) -> anyhow::Result<Timing> {
         if self.iters == 0 || self.iters > 10_000 {
-            anyhow::bail!(ProbeError::setting("--iters", format!("{} is outside 1..=10000", self.iters)));
+            anyhow::bail!(ProbeError::setting(
+                "--iters",
+                format!("{} is outside 1..=10000", self.iters)
+            ));
         }
         if !(self.min_replay_us.is_finite() && self.min_replay_us > 0.0) {
-            anyhow::bail!(ProbeError::setting("--min-replay-us", "must be a positive number"));
+            anyhow::bail!(ProbeError::setting(
+                "--min-replay-us",
+                "must be a positive number"
+            ));
         }
         Ok(Timing {
             warmup: self.warmup,
@@ -144,18 +160,18 @@ enum CollectiveArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Both {
+enum Switch {
     Off,
     On,
     Both,
 }
 
-impl Both {
+impl Switch {
     fn modes(self) -> Vec<bool> {
         match self {
-            Both::Off => vec![false],
-            Both::On => vec![true],
-            Both::Both => vec![false, true],
+            Switch::Off => vec![false],
+            Switch::On => vec![true],
+            Switch::Both => vec![false, true],
         }
     }
 }
@@ -165,16 +181,26 @@ struct P2pArgs {
     /// Message sizes: MIN:MAX (factor 2) or a list; suffixes K, M, G.
     #[arg(long, default_value = "8:1G")]
     sizes: String,
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "one-way,ping-pong,bidirectional,fan-in")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "one-way,ping-pong,bidirectional,fan-in"
+    )]
     modes: Vec<Mode>,
     /// FFN-side collectives to measure as well (empty list: none).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "all-reduce,all-to-all")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "all-reduce,all-to-all"
+    )]
     collectives: Vec<CollectiveArg>,
     #[arg(long, default_value = "8:256M")]
     collective_sizes: String,
     /// Eager (off), graph-captured (on) or both.
     #[arg(long, value_enum, default_value = "both")]
-    graph: Both,
+    graph: Switch,
     /// GPUs, one thread each (ignored under a launcher).
     #[arg(long, value_delimiter = ',')]
     gpus: Vec<usize>,
@@ -216,7 +242,7 @@ struct MoeArgs {
     #[arg(long)]
     grid_active: Option<String>,
     /// Tokens per expert of the routed-expert grid.
-    #[arg(long, default_value = "1:2048")]
+    #[arg(long, default_value = "1:4096")]
     grid_tokens_per_expert: String,
     /// Skip the routed-expert grid.
     #[arg(long)]
@@ -308,9 +334,9 @@ struct PipelineArgs {
     #[arg(long, default_value = "1024,4096")]
     contexts: String,
     #[arg(long, value_enum, default_value = "both")]
-    dbo: Both,
+    dbo: Switch,
     #[arg(long, value_enum, default_value = "both")]
-    graph: Both,
+    graph: Switch,
     #[arg(long, default_value_t = 50)]
     steps: usize,
     #[arg(long, default_value_t = 10)]
@@ -334,7 +360,9 @@ fn main() -> ExitCode {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(err)) => {
             eprintln!("afd-probe: {err:#}");
-            let code = err.downcast_ref::<ProbeError>().map_or(2, ProbeError::exit_code);
+            let code = err
+                .downcast_ref::<ProbeError>()
+                .map_or(2, ProbeError::exit_code);
             ExitCode::from(code)
         }
         Err(_) => {
@@ -362,7 +390,9 @@ fn list(flag: &str, text: &str, min: u64, max: u64) -> anyhow::Result<Vec<u64>> 
 
 fn progress_bar() -> ProgressBar {
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("static template"));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("static template"),
+    );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }
@@ -376,7 +406,10 @@ fn layout(gpus: &[usize], default_count: usize) -> anyhow::Result<(RankLayout, R
     match LauncherEnv::from_process()? {
         Some(env) => {
             if env.world_size < 2 {
-                anyhow::bail!(ProbeError::setting("WORLD_SIZE", "multi-GPU probes need at least 2 ranks"));
+                anyhow::bail!(ProbeError::setting(
+                    "WORLD_SIZE",
+                    "multi-GPU probes need at least 2 ranks"
+                ));
             }
             let req = Requirements {
                 gpus: vec![env.local_rank],
@@ -386,12 +419,19 @@ fn layout(gpus: &[usize], default_count: usize) -> anyhow::Result<(RankLayout, R
             Ok((RankLayout::Processes(env), req))
         }
         None => {
-            let gpus: Vec<usize> = if gpus.is_empty() { (0..default_count).collect() } else { gpus.to_vec() };
+            let gpus: Vec<usize> = if gpus.is_empty() {
+                (0..default_count).collect()
+            } else {
+                gpus.to_vec()
+            };
             let mut unique = gpus.clone();
             unique.sort_unstable();
             unique.dedup();
             if unique.len() != gpus.len() {
-                anyhow::bail!(ProbeError::setting("--gpus", format!("{gpus:?} names a GPU twice")));
+                anyhow::bail!(ProbeError::setting(
+                    "--gpus",
+                    format!("{gpus:?} names a GPU twice")
+                ));
             }
             if gpus.len() < 2 {
                 anyhow::bail!(ProbeError::TooFewGpus {
@@ -418,7 +458,12 @@ fn is_root(layout: &RankLayout) -> bool {
 }
 
 /// Writes the profile and prints the table (or the JSON).
-fn emit_profile(info: &SystemInfo, measured: Measured, out: Option<&Path>, json: bool) -> anyhow::Result<()> {
+fn emit_profile(
+    info: &SystemInfo,
+    measured: Measured,
+    out: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<()> {
     let mut profile = CalibrationProfile::new(assemble::provenance(
         info,
         command_line(),
@@ -427,10 +472,13 @@ fn emit_profile(info: &SystemInfo, measured: Measured, out: Option<&Path>, json:
         measured.notes,
     ));
     profile.tables = measured.tables;
-    profile.check().context("the measured profile does not pass its own format check")?;
+    profile
+        .check()
+        .context("the measured profile does not pass its own format check")?;
     let text = profile.to_json();
     if let Some(path) = out {
-        assemble::write_atomic(path, &text).with_context(|| format!("writing {}", path.display()))?;
+        assemble::write_atomic(path, &text)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if json {
         print!("{text}");
@@ -450,7 +498,12 @@ fn emit_profile(info: &SystemInfo, measured: Measured, out: Option<&Path>, json:
 fn print_header(info: &SystemInfo) {
     println!(
         "GPUs {:?}, driver {}, CUDA {}, NCCL {} ({}), cuBLAS {}",
-        info.gpus, info.driver_version, info.cuda_version, info.nccl_version, info.nccl_library, info.cublas_version
+        info.gpus,
+        info.driver_version,
+        info.cuda_version,
+        info.nccl_version,
+        info.nccl_library,
+        info.cublas_version
     );
 }
 
@@ -503,7 +556,12 @@ fn p2p(args: P2pArgs) -> anyhow::Result<()> {
     let measured = device::p2p(&spec)?;
     bar.finish_and_clear();
     match measured {
-        Some(measured) => emit_profile(&info, measured, args.output.out.as_deref(), args.output.json),
+        Some(measured) => emit_profile(
+            &info,
+            measured,
+            args.output.out.as_deref(),
+            args.output.json,
+        ),
         None => Ok(()),
     }
 }
@@ -515,7 +573,10 @@ fn hbm(args: HbmArgs) -> anyhow::Result<()> {
         timing: args.timing.timing()?,
     };
     if spec.sizes.iter().any(|s| s % 4 != 0) {
-        anyhow::bail!(ProbeError::setting("--sizes", "copy sizes must be multiples of 4 bytes"));
+        anyhow::bail!(ProbeError::setting(
+            "--sizes",
+            "copy sizes must be multiples of 4 bytes"
+        ));
     }
     let info = device::preflight(&Requirements {
         gpus: vec![args.gpu],
@@ -523,7 +584,12 @@ fn hbm(args: HbmArgs) -> anyhow::Result<()> {
         ..Requirements::default()
     })?;
     let measured = device::hbm(&spec)?;
-    emit_profile(&info, measured, args.output.out.as_deref(), args.output.json)
+    emit_profile(
+        &info,
+        measured,
+        args.output.out.as_deref(),
+        args.output.json,
+    )
 }
 
 fn default_grid_active(experts: usize, top_k: usize) -> Vec<u64> {
@@ -547,8 +613,17 @@ fn moe_spec(args: &MoeArgs, gpu: usize) -> anyhow::Result<MoeSpec> {
         tokens: list("--tokens", &args.tokens, 1, 65_536)?,
         routings: args.routing.clone(),
         seed: args.seed,
-        grid_active: if args.no_grid { Vec::new() } else { grid_active },
-        grid_tokens_per_expert: list("--grid-tokens-per-expert", &args.grid_tokens_per_expert, 1, 65_536)?,
+        grid_active: if args.no_grid {
+            Vec::new()
+        } else {
+            grid_active
+        },
+        grid_tokens_per_expert: list(
+            "--grid-tokens-per-expert",
+            &args.grid_tokens_per_expert,
+            1,
+            65_536,
+        )?,
         parts: !args.no_parts,
         layers: args.layers,
         timing: args.timing.timing()?,
@@ -567,7 +642,12 @@ fn moe(args: MoeArgs) -> anyhow::Result<()> {
     let bar = progress_bar();
     let measured = device::moe(&spec, &|m| bar.set_message(m.to_owned()))?;
     bar.finish_and_clear();
-    emit_profile(&info, measured, args.output.out.as_deref(), args.output.json)
+    emit_profile(
+        &info,
+        measured,
+        args.output.out.as_deref(),
+        args.output.json,
+    )
 }
 
 fn attention_spec(args: &AttentionArgs, gpu: usize) -> anyhow::Result<AttentionSpec> {
@@ -603,7 +683,12 @@ fn attention(args: AttentionArgs) -> anyhow::Result<()> {
     let bar = progress_bar();
     let measured = device::attention(&spec, &|m| bar.set_message(m.to_owned()))?;
     bar.finish_and_clear();
-    emit_profile(&info, measured, args.output.out.as_deref(), args.output.json)
+    emit_profile(
+        &info,
+        measured,
+        args.output.out.as_deref(),
+        args.output.json,
+    )
 }
 
 fn launch(args: LaunchArgs) -> anyhow::Result<()> {
@@ -618,7 +703,12 @@ fn launch(args: LaunchArgs) -> anyhow::Result<()> {
         ..Requirements::default()
     })?;
     let measured = device::launch(&spec)?;
-    emit_profile(&info, measured, args.output.out.as_deref(), args.output.json)
+    emit_profile(
+        &info,
+        measured,
+        args.output.out.as_deref(),
+        args.output.json,
+    )
 }
 
 fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
@@ -630,18 +720,32 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
     model.require_mla()?;
     let timing = args.timing.timing()?;
     let quick = args.quick;
-    let pick = |full: &str, small: &str| if quick { small.to_owned() } else { full.to_owned() };
+    let pick = |full: &str, small: &str| {
+        if quick {
+            small.to_owned()
+        } else {
+            full.to_owned()
+        }
+    };
     let p2p = p2p_spec(
         &P2pArgs {
             sizes: pick("8:1G", "8:1M"),
-            modes: vec![Mode::OneWay, Mode::PingPong, Mode::Bidirectional, Mode::FanIn],
+            modes: vec![
+                Mode::OneWay,
+                Mode::PingPong,
+                Mode::Bidirectional,
+                Mode::FanIn,
+            ],
             collectives: vec![CollectiveArg::AllReduce, CollectiveArg::AllToAll],
             collective_sizes: pick("8:256M", "8:1M"),
-            graph: Both::Both,
+            graph: Switch::Both,
             gpus: args.gpus.clone(),
             warmup: 5,
             iters: if quick { 5 } else { 50 },
-            output: Output { out: None, json: false },
+            output: Output {
+                out: None,
+                json: false,
+            },
         },
         layout.clone(),
     )?;
@@ -660,7 +764,10 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
             prefill_tokens: pick("64,256,1024,4096", "64"),
             prefill_context: pick("0,1024,4096", "0"),
             timing: timing_args.clone(),
-            output: Output { out: None, json: false },
+            output: Output {
+                out: None,
+                json: false,
+            },
         },
         0,
     )?;
@@ -672,12 +779,15 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
             routing: vec![Routing::Uniform, Routing::PowerLaw { alpha: 1.2 }],
             seed: 1,
             grid_active: if quick { Some("1,64".to_owned()) } else { None },
-            grid_tokens_per_expert: pick("1:2048", "1,64"),
+            grid_tokens_per_expert: pick("1:4096", "1,64"),
             no_grid: false,
             no_parts: false,
             layers: if quick { Some(4) } else { None },
             timing: timing_args.clone(),
-            output: Output { out: None, json: false },
+            output: Output {
+                out: None,
+                json: false,
+            },
         },
         1,
     )?;
@@ -714,10 +824,18 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
     let Some(mut measured) = measured else {
         return Ok(());
     };
-    measured.notes.insert("model".to_owned(), format!("{:?}", spec.attention.model));
-    measured.notes.insert("layout".to_owned(), format!("{} ranks as {}", layout.world_size(), layout.name()));
+    measured
+        .notes
+        .insert("model".to_owned(), format!("{:?}", spec.attention.model));
+    measured.notes.insert(
+        "layout".to_owned(),
+        format!("{} ranks as {}", layout.world_size(), layout.name()),
+    );
     if quick {
-        measured.notes.insert("quick".to_owned(), "small grids and few iterations: a smoke test".to_owned());
+        measured.notes.insert(
+            "quick".to_owned(),
+            "small grids and few iterations: a smoke test".to_owned(),
+        );
     }
     emit_profile(&info, measured, Some(&args.out), args.json)
 }
@@ -727,7 +845,10 @@ fn pipeline(args: PipelineArgs) -> anyhow::Result<()> {
     if layout.world_size() != 2 {
         anyhow::bail!(ProbeError::setting(
             "--gpus",
-            format!("the pipeline needs exactly 2 ranks (Attention, FFN), got {}", layout.world_size())
+            format!(
+                "the pipeline needs exactly 2 ranks (Attention, FFN), got {}",
+                layout.world_size()
+            )
         ));
     }
     req.nccl = true;
@@ -801,9 +922,12 @@ fn pipeline(args: PipelineArgs) -> anyhow::Result<()> {
         },
     );
     results.records = outcome.records;
-    results.check().context("the measured results do not pass their own format check")?;
+    results
+        .check()
+        .context("the measured results do not pass their own format check")?;
     let text = results.to_json();
-    assemble::write_atomic(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    assemble::write_atomic(&args.out, &text)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     if args.json {
         print!("{text}");
     } else {

@@ -48,7 +48,9 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
-    #[error("model config {source_name} is not valid JSON (line {line}, column {column}): {message}")]
+    #[error(
+        "model config {source_name} is not valid JSON (line {line}, column {column}): {message}"
+    )]
     Json {
         source_name: String,
         line: usize,
@@ -152,7 +154,9 @@ impl ModelShape {
         if let Some(step) = reader.optional("moe_layer_freq")?
             && step != 1
         {
-            return Err(reader.field_error("moe_layer_freq", "only 1 (every layer MoE) is supported"));
+            return Err(
+                reader.field_error("moe_layer_freq", "only 1 (every layer MoE) is supported")
+            );
         }
         if let Some(step) = reader.optional("decoder_sparse_step")?
             && step != 1
@@ -234,19 +238,28 @@ impl ModelShape {
         if mla.kv_lora_rank != 512 {
             return Err(unsupported(
                 "kv_lora_rank",
-                format!("{} is not supported: the MLA decode kernel is built for 512", mla.kv_lora_rank),
+                format!(
+                    "{} is not supported: the MLA decode kernel is built for 512",
+                    mla.kv_lora_rank
+                ),
             ));
         }
         if mla.qk_rope_head_dim != 64 {
             return Err(unsupported(
                 "qk_rope_head_dim",
-                format!("{} is not supported: the MLA decode kernel is built for 64", mla.qk_rope_head_dim),
+                format!(
+                    "{} is not supported: the MLA decode kernel is built for 64",
+                    mla.qk_rope_head_dim
+                ),
             ));
         }
-        if self.num_heads % 16 != 0 {
+        if !self.num_heads.is_multiple_of(16) {
             return Err(unsupported(
                 "num_attention_heads",
-                format!("{} is not a multiple of 16 (heads per MLA tile)", self.num_heads),
+                format!(
+                    "{} is not a multiple of 16 (heads per MLA tile)",
+                    self.num_heads
+                ),
             ));
         }
         if mla.q_lora_rank.is_some() {
@@ -267,34 +280,49 @@ impl ModelShape {
         if self.dense_layers > self.num_layers {
             return Err(err(
                 "first_k_dense_replace",
-                format!("{} exceeds num_hidden_layers {}", self.dense_layers, self.num_layers),
+                format!(
+                    "{} exceeds num_hidden_layers {}",
+                    self.dense_layers, self.num_layers
+                ),
             ));
         }
         if self.experts_per_token > self.n_routed_experts {
             return Err(err(
                 "num_experts_per_tok",
-                format!("{} exceeds the {} routed experts", self.experts_per_token, self.n_routed_experts),
+                format!(
+                    "{} exceeds the {} routed experts",
+                    self.experts_per_token, self.n_routed_experts
+                ),
             ));
         }
         if self.experts_per_token > MAX_EXPERTS_PER_TOKEN {
             return Err(err(
                 "num_experts_per_tok",
-                format!("{} exceeds the probe's limit of {MAX_EXPERTS_PER_TOKEN}", self.experts_per_token),
+                format!(
+                    "{} exceeds the probe's limit of {MAX_EXPERTS_PER_TOKEN}",
+                    self.experts_per_token
+                ),
             ));
         }
         if self.n_routed_experts > MAX_ROUTED_EXPERTS {
             return Err(err(
                 "n_routed_experts",
-                format!("{} exceeds the probe's limit of {MAX_ROUTED_EXPERTS}", self.n_routed_experts),
+                format!(
+                    "{} exceeds the probe's limit of {MAX_ROUTED_EXPERTS}",
+                    self.n_routed_experts
+                ),
             ));
         }
         for (field, value) in [
             ("hidden_size", self.hidden_size),
             ("moe_intermediate_size", self.moe_intermediate_size),
             ("intermediate_size", self.dense_intermediate_size),
-            ("shared_expert_intermediate_size", self.shared_intermediate_size),
+            (
+                "shared_expert_intermediate_size",
+                self.shared_intermediate_size,
+            ),
         ] {
-            if value % 8 != 0 {
+            if !value.is_multiple_of(8) {
                 return Err(err(
                     field,
                     format!("{value} is not a multiple of 8 (16-byte bf16 vectors)"),

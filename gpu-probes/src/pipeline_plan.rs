@@ -30,7 +30,12 @@ impl Config {
 }
 
 /// Every configuration, context-major; DBO is skipped where it cannot split (T < 2, afd-spec §4.2).
-pub fn configs(tokens: &[u64], contexts: &[u64], dbo_modes: &[bool], graph_modes: &[bool]) -> Vec<Config> {
+pub fn configs(
+    tokens: &[u64],
+    contexts: &[u64],
+    dbo_modes: &[bool],
+    graph_modes: &[bool],
+) -> Vec<Config> {
     let mut out = Vec::new();
     for &context in contexts {
         for &t in tokens {
@@ -65,7 +70,10 @@ pub fn control_payload(ubatches: &[usize]) -> String {
             }),
         );
     }
-    map.insert("is_graph_capturing".to_owned(), serde_json::Value::Bool(false));
+    map.insert(
+        "is_graph_capturing".to_owned(),
+        serde_json::Value::Bool(false),
+    );
     map.insert("is_warmup".to_owned(), serde_json::Value::Bool(false));
     serde_json::Value::Object(map).to_string()
 }
@@ -85,8 +93,11 @@ pub fn parse_control_payload(bytes: &[u8]) -> Result<Vec<usize>, ControlError> {
         payload: payload.clone(),
         problem: problem.to_owned(),
     };
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| error(&e.to_string()))?;
-    let object = value.as_object().ok_or_else(|| error("not a JSON object"))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| error(&e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| error("not a JSON object"))?;
     let mut stages: BTreeMap<usize, usize> = BTreeMap::new();
     for (key, entry) in object {
         let Ok(stage) = key.parse::<usize>() else {
@@ -113,7 +124,12 @@ pub fn routing_seed(seed: u64, config: &Config) -> u64 {
 }
 
 /// Routing plans of every MoE layer (index `layer - dense_layers`) and ubatch of a configuration.
-pub fn routing_plans(shape: &ModelShape, routing: Routing, seed: u64, config: &Config) -> Vec<Vec<RoutingPlan>> {
+pub fn routing_plans(
+    shape: &ModelShape,
+    routing: Routing,
+    seed: u64,
+    config: &Config,
+) -> Vec<Vec<RoutingPlan>> {
     let seed = routing_seed(seed, config);
     let ubatches = config.ubatches();
     (shape.dense_layers..shape.num_layers)
@@ -143,12 +159,15 @@ pub fn routing_record(shape: &ModelShape, plans: &[Vec<RoutingPlan>]) -> Vec<Lay
         .iter()
         .enumerate()
         .flat_map(|(i, stages)| {
-            stages.iter().enumerate().map(move |(stage, plan)| LayerRouting {
-                layer: (shape.dense_layers + i) as u32,
-                ubatch: stage as u32,
-                active_experts: plan.active.len() as u32,
-                max_tokens_per_expert: plan.max_tokens_per_expert as u32,
-            })
+            stages
+                .iter()
+                .enumerate()
+                .map(move |(stage, plan)| LayerRouting {
+                    layer: (shape.dense_layers + i) as u32,
+                    ubatch: stage as u32,
+                    active_experts: plan.active.len() as u32,
+                    max_tokens_per_expert: plan.max_tokens_per_expert as u32,
+                })
         })
         .collect()
 }

@@ -36,7 +36,14 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
 
 /// Absorbed MLA decode for one query and `heads` heads: `q_lat [heads][512]`, `q_pe [heads][64]`, and
 /// `len` cache rows `[c (512) | k_pe (64)]`. Returns `out [heads][512]`.
-pub fn mla_decode(q_lat: &[u16], q_pe: &[u16], rows: &[u16], heads: usize, len: usize, scale: f64) -> Vec<f64> {
+pub fn mla_decode(
+    q_lat: &[u16],
+    q_pe: &[u16],
+    rows: &[u16],
+    heads: usize,
+    len: usize,
+    scale: f64,
+) -> Vec<f64> {
     assert_eq!(q_lat.len(), heads * 512);
     assert_eq!(q_pe.len(), heads * 64);
     assert!(rows.len() >= len * 576);
@@ -77,7 +84,13 @@ pub fn mla_decode(q_lat: &[u16], q_pe: &[u16], rows: &[u16], heads: usize, len: 
 
 /// One token through a gated MLP: `down · (silu(gate · x) ⊙ (up · x))` with `gate_up [2·inter][hidden]`
 /// (gate rows first) and `down [hidden][inter]`, rounding the intermediates to bf16 as the GPU does.
-pub fn gated_mlp(x: &[u16], gate_up: &[u16], down: &[u16], hidden: usize, inter: usize) -> Vec<f64> {
+pub fn gated_mlp(
+    x: &[u16],
+    gate_up: &[u16],
+    down: &[u16],
+    hidden: usize,
+    inter: usize,
+) -> Vec<f64> {
     assert_eq!(x.len(), hidden);
     assert_eq!(gate_up.len(), 2 * inter * hidden);
     assert_eq!(down.len(), hidden * inter);

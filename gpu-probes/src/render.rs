@@ -24,7 +24,11 @@ const DERIVED_COLUMNS: [(&str, &str); 9] = [
 pub fn tables(tables: &[CostTable]) -> String {
     let mut out = String::new();
     for table in tables {
-        let variant: Vec<String> = table.variant.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let variant: Vec<String> = table
+            .variant
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         let _ = writeln!(out, "{} {}", table.op, variant.join(" "));
         let columns: Vec<(&str, &str)> = DERIVED_COLUMNS
             .iter()
@@ -48,12 +52,24 @@ pub fn tables(tables: &[CostTable]) -> String {
                     }
                 })
                 .collect();
-            row.extend([p.stats.median_us, p.stats.min_us, p.stats.p99_us, p.stats.max_us].map(number));
-            row.extend(columns.iter().map(|(key, _)| match (*key, p.derived.get(*key)) {
-                ("hbm_fraction", Some(v)) => format!("{:.0} %", v * 100.0),
-                (_, Some(v)) => number(*v),
-                (_, None) => "-".to_owned(),
-            }));
+            row.extend(
+                [
+                    p.stats.median_us,
+                    p.stats.min_us,
+                    p.stats.p99_us,
+                    p.stats.max_us,
+                ]
+                .map(number),
+            );
+            row.extend(
+                columns
+                    .iter()
+                    .map(|(key, _)| match (*key, p.derived.get(*key)) {
+                        ("hbm_fraction", Some(v)) => format!("{:.0} %", v * 100.0),
+                        (_, Some(v)) => number(*v),
+                        (_, None) => "-".to_owned(),
+                    }),
+            );
             rows.push(row);
         }
         out.push_str(&align(&rows));
@@ -65,9 +81,19 @@ pub fn tables(tables: &[CostTable]) -> String {
 /// One row per pipeline configuration, then the DBO and graph gains.
 pub fn pipeline(records: &[PipelineRecord]) -> String {
     let mut rows = vec![
-        ["tokens", "context", "dbo", "graph", "steps", "median µs", "min µs", "p99 µs", "max µs"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "tokens",
+            "context",
+            "dbo",
+            "graph",
+            "steps",
+            "median µs",
+            "min µs",
+            "p99 µs",
+            "max µs",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     for r in records {
         rows.push(vec![
@@ -83,12 +109,28 @@ pub fn pipeline(records: &[PipelineRecord]) -> String {
         ]);
     }
     let mut out = align(&rows);
-    let mut gains = vec![["tokens", "context", "graph", "DBO gain", "dbo", "graph gain"].map(str::to_owned).to_vec()];
+    let mut gains = vec![
+        [
+            "tokens",
+            "context",
+            "graph",
+            "DBO gain",
+            "dbo",
+            "graph gain",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
     for r in records.iter().filter(|r| !r.dbo && !r.graph) {
         let find = |dbo: bool, graph: bool| {
             records
                 .iter()
-                .find(|o| o.tokens == r.tokens && o.context == r.context && o.dbo == dbo && o.graph == graph)
+                .find(|o| {
+                    o.tokens == r.tokens
+                        && o.context == r.context
+                        && o.dbo == dbo
+                        && o.graph == graph
+                })
                 .map(|o| o.step_us.median_us)
         };
         for graph in [false, true] {
@@ -131,7 +173,13 @@ fn number(v: f64) -> String {
 
 fn align(rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..rows.iter().map(Vec::len).max().unwrap_or(0))
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {

@@ -59,7 +59,13 @@ pub enum RendezvousError {
     Protocol { addr: String, problem: String },
 }
 
-const VARIABLES: [&str; 5] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"];
+const VARIABLES: [&str; 5] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
 
 impl LauncherEnv {
     /// Reads the launcher variables through `get`; `Ok(None)` when none is set.
@@ -148,10 +154,7 @@ pub struct RootListener {
 /// An open out-of-band link between one rank and rank 0.
 pub enum Link {
     /// Rank 0 holds one stream per other rank, in rank order (rank 1 first).
-    Root {
-        peers: Vec<TcpStream>,
-        addr: String,
-    },
+    Root { peers: Vec<TcpStream>, addr: String },
     /// Any other rank holds its stream to rank 0.
     Peer {
         root: TcpStream,
@@ -169,10 +172,12 @@ impl RootListener {
             addr: addr.to_owned(),
             source,
         })?;
-        let local = listener.local_addr().map_err(|source| RendezvousError::Io {
-            addr: addr.to_owned(),
-            source,
-        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| RendezvousError::Io {
+                addr: addr.to_owned(),
+                source,
+            })?;
         Ok(RootListener {
             listener,
             addr: local.to_string(),
@@ -211,10 +216,12 @@ impl RootListener {
                         .map_err(io)?;
                     let mut hello = [0u8; 16];
                     stream.read_exact(&mut hello).map_err(io)?;
-                    let (rank, world) = parse_hello(&hello).ok_or_else(|| RendezvousError::Protocol {
-                        addr: addr.clone(),
-                        problem: "a connection did not speak the afd-probe rendezvous protocol".to_owned(),
-                    })?;
+                    let (rank, world) =
+                        parse_hello(&hello).ok_or_else(|| RendezvousError::Protocol {
+                            addr: addr.clone(),
+                            problem: "a connection did not speak the afd-probe rendezvous protocol"
+                                .to_owned(),
+                        })?;
                     if world != world_size {
                         return Err(RendezvousError::Protocol {
                             addr: addr.clone(),
@@ -309,7 +316,11 @@ pub fn join(
     hello.extend_from_slice(&(world_size as u32 | (PROTOCOL_VERSION << 24)).to_le_bytes());
     stream.write_all(&hello).map_err(io)?;
     stream
-        .set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1))))
+        .set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(1)),
+        ))
         .map_err(io)?;
     let mut reply = [0u8; 8 + ID_BYTES];
     stream.read_exact(&mut reply).map_err(io)?;
@@ -347,7 +358,8 @@ impl Link {
                     addr: addr.clone(),
                     source,
                 };
-                root.write_all(&(blob.len() as u64).to_le_bytes()).map_err(io)?;
+                root.write_all(&(blob.len() as u64).to_le_bytes())
+                    .map_err(io)?;
                 root.write_all(&blob).map_err(io)?;
                 root.flush().map_err(io)?;
                 Ok(None)

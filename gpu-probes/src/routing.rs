@@ -106,7 +106,10 @@ pub fn draw(
             for _ in 0..experts_per_token {
                 let total: f64 = left.iter().sum();
                 let mut target = rng.random::<f64>() * total;
-                let mut pick = left.iter().rposition(|&w| w > 0.0).expect("a choice remains");
+                let mut pick = left
+                    .iter()
+                    .rposition(|&w| w > 0.0)
+                    .expect("a choice remains");
                 for (expert, &w) in left.iter().enumerate() {
                     if w > 0.0 && target < w {
                         pick = expert;
@@ -129,7 +132,11 @@ impl RoutingPlan {
         let experts_per_token = choices.first().map_or(0, Vec::len);
         let mut per_expert: Vec<Vec<usize>> = vec![Vec::new(); n_experts];
         for (token, experts) in choices.iter().enumerate() {
-            assert_eq!(experts.len(), experts_per_token, "ragged top-k at token {token}");
+            assert_eq!(
+                experts.len(),
+                experts_per_token,
+                "ragged top-k at token {token}"
+            );
             for &expert in experts {
                 per_expert[expert as usize].push(token);
             }
@@ -178,8 +185,13 @@ impl RoutingPlan {
     /// A synthetic plan with `active` experts spread evenly over `n_experts`, each holding
     /// exactly `tokens_per_expert` rows (the `moe.routed_experts` calibration grid).
     pub fn uniform_grid(n_experts: usize, active: usize, tokens_per_expert: usize) -> RoutingPlan {
-        assert!(active >= 1 && active <= n_experts, "{active} of {n_experts} experts");
-        let ids: Vec<u32> = (0..active).map(|a| (a * n_experts / active) as u32).collect();
+        assert!(
+            active >= 1 && active <= n_experts,
+            "{active} of {n_experts} experts"
+        );
+        let ids: Vec<u32> = (0..active)
+            .map(|a| (a * n_experts / active) as u32)
+            .collect();
         RoutingPlan {
             tokens: active * tokens_per_expert,
             experts_per_token: 1,

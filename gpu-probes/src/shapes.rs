@@ -30,12 +30,17 @@ pub struct MlaSplit {
 }
 
 /// Shortest split worth its fixed cost (loading 16 query heads and writing a 32 KiB partial).
-pub const MLA_MIN_SPLIT_TOKENS: usize = 256;
+pub const MLA_MIN_SPLIT_TOKENS: usize = 128;
 
 impl MlaSplit {
     /// Splits so that `queries × head_groups × splits` reaches `target_blocks`, each split at least
     /// [`MLA_MIN_SPLIT_TOKENS`] long (unless the context is shorter).
-    pub fn choose(queries: usize, head_groups: usize, max_len: usize, target_blocks: usize) -> MlaSplit {
+    pub fn choose(
+        queries: usize,
+        head_groups: usize,
+        max_len: usize,
+        target_blocks: usize,
+    ) -> MlaSplit {
         let max_len = max_len.max(1);
         let by_occupancy = target_blocks.div_ceil((queries * head_groups).max(1));
         let by_length = max_len.div_ceil(MLA_MIN_SPLIT_TOKENS).max(1);

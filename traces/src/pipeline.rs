@@ -313,7 +313,10 @@ impl PipelineRecord {
             if routing.layer >= self.layers {
                 return Err(invalid(
                     format!("{path}.routing[{i}].layer"),
-                    format!("layer {} is not below layers {}", routing.layer, self.layers),
+                    format!(
+                        "layer {} is not below layers {}",
+                        routing.layer, self.layers
+                    ),
                 ));
             }
             if routing.ubatch as usize >= self.ubatch_tokens.len() {

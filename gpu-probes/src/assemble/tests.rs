@@ -32,9 +32,17 @@ fn only_nccl_and_cuda_variables_are_kept() {
 fn a_profile_of_recorded_points_passes_the_format_check() {
     // One-way 8-byte sends recorded on 2×H200 (µs).
     let samples = vec![10.6, 10.9, 11.4, 10.2, 25.0];
-    let p = point(vec![8.0], samples, derived(&[("algbw_gbps", 0.0007), ("bad", f64::NAN)])).unwrap();
+    let p = point(
+        vec![8.0],
+        samples,
+        derived(&[("algbw_gbps", 0.0007), ("bad", f64::NAN)]),
+    )
+    .unwrap();
     assert_eq!(p.stats.median_us, 10.9);
-    assert!(!p.derived.contains_key("bad"), "non-finite derived values are dropped");
+    assert!(
+        !p.derived.contains_key("bad"),
+        "non-finite derived values are dropped"
+    );
     let mut profile = CalibrationProfile::new(provenance(
         &SystemInfo {
             gpus: vec!["NVIDIA H200".to_owned(); 2],
@@ -45,9 +53,12 @@ fn a_profile_of_recorded_points_passes_the_format_check() {
         Vec::new(),
         BTreeMap::new(),
     ));
-    profile
-        .tables
-        .push(table("p2p.one_way", &[("graph", "false".to_owned())], &["bytes"], vec![p]));
+    profile.tables.push(table(
+        "p2p.one_way",
+        &[("graph", "false".to_owned())],
+        &["bytes"],
+        vec![p],
+    ));
     let text = profile.to_json();
     assert_eq!(CalibrationProfile::from_json(&text).unwrap(), profile);
 }

@@ -122,7 +122,13 @@ impl AttnWeights {
         let mut filled = |len: usize, fan_in: usize, what: &str| -> Result<Buffer, ProbeError> {
             let buffer = gpu.alloc(len * BF16, what)?;
             n += 1;
-            kernels.fill_bf16(stream, buffer.ptr, len as u64, seed ^ (n << 32), (3.0 / fan_in as f32).sqrt())?;
+            kernels.fill_bf16(
+                stream,
+                buffer.ptr,
+                len as u64,
+                seed ^ (n << 32),
+                (3.0 / fan_in as f32).sqrt(),
+            )?;
             Ok(buffer)
         };
         let layers = (0..shape.num_layers)
@@ -132,9 +138,17 @@ impl AttnWeights {
                     w_q: filled(heads * qd * h, h, "q_proj weights")?,
                     w_kva: filled(576 * h, h, "kv_a_proj weights")?,
                     kv_norm: filled(512, 3, "kv_a RMSNorm weight")?,
-                    w_uk: filled(heads * mla.qk_nope_head_dim * 512, mla.qk_nope_head_dim, "W_UK")?,
+                    w_uk: filled(
+                        heads * mla.qk_nope_head_dim * 512,
+                        mla.qk_nope_head_dim,
+                        "W_UK",
+                    )?,
                     w_uv: filled(heads * 512 * mla.v_head_dim, 512, "W_UV")?,
-                    w_o: filled(h * heads * mla.v_head_dim, heads * mla.v_head_dim, "o_proj weights")?,
+                    w_o: filled(
+                        h * heads * mla.v_head_dim,
+                        heads * mla.v_head_dim,
+                        "o_proj weights",
+                    )?,
                     post_norm: filled(h, 3, "post-attention RMSNorm weight")?,
                 })
             })
@@ -147,13 +161,20 @@ impl AttnWeights {
     pub(super) fn layer_bytes(shape: &ModelShape, mla: &MlaShape) -> usize {
         let (h, heads) = (shape.hidden_size, shape.num_heads);
         let qd = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
-        BF16 * (heads * qd * h + 576 * h + heads * mla.qk_nope_head_dim * 512 + heads * 512 * mla.v_head_dim
+        BF16 * (heads * qd * h
+            + 576 * h
+            + heads * mla.qk_nope_head_dim * 512
+            + heads * 512 * mla.v_head_dim
             + h * heads * mla.v_head_dim)
     }
 }
 
 impl AttnWorkspace {
     /// Scratch for up to `tokens_cap` tokens and `part_cap` (query × split) MLA partials.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "handles, shapes and sizes of one workspace"
+    )]
     pub(super) fn new(
         gpu: &Gpu,
         kernels: &Kernels,
@@ -184,8 +205,17 @@ impl AttnWorkspace {
             part_o: gpu.alloc(p * heads * 512 * 4, "MLA partial outputs")?,
             part_ml: gpu.alloc(p * heads * 2 * 4, "MLA partial max/sum")?,
         };
-        for (i, b) in [&ws.residual, &ws.q, &ws.q_pe, &ws.q_lat, &ws.lat].into_iter().enumerate() {
-            kernels.fill_bf16(stream, b.ptr, (b.bytes / BF16) as u64, seed ^ ((i as u64 + 1) << 40), 1.0)?;
+        for (i, b) in [&ws.residual, &ws.q, &ws.q_pe, &ws.q_lat, &ws.lat]
+            .into_iter()
+            .enumerate()
+        {
+            kernels.fill_bf16(
+                stream,
+                b.ptr,
+                (b.bytes / BF16) as u64,
+                seed ^ ((i as u64 + 1) << 40),
+                1.0,
+            )?;
         }
         Ok(ws)
     }
@@ -224,16 +254,52 @@ impl Attn<'_> {
 
     /// Input RMSNorm (adding `add`, the FFN result of the previous layer, unless 0), q and kv_a
     /// projections, KV append and RoPE, absorbed W_UK.
-    pub(super) fn proj_pre(&self, ws: &AttnWorkspace, layer: usize, add: u64, tokens: usize, kv: &KvView) -> Result<(), ProbeError> {
-        assert!(tokens <= ws.tokens_cap, "{tokens} tokens exceed the workspace's {}", ws.tokens_cap);
+    pub(super) fn proj_pre(
+        &self,
+        ws: &AttnWorkspace,
+        layer: usize,
+        add: u64,
+        tokens: usize,
+        kv: &KvView,
+    ) -> Result<(), ProbeError> {
+        assert!(
+            tokens <= ws.tokens_cap,
+            "{tokens} tokens exceed the workspace's {}",
+            ws.tokens_cap
+        );
         let w = &self.weights.layers[layer];
         let (h, heads) = (self.shape.hidden_size, self.heads());
         let nope = self.mla.qk_nope_head_dim;
         let qd = nope + self.mla.qk_rope_head_dim;
         let eps = self.shape.rms_norm_eps as f32;
-        self.kernels.add_rmsnorm(self.stream, add, ws.residual.ptr, ws.x_norm.ptr, w.in_norm.ptr, tokens, h, eps)?;
-        self.blas.linear(Mat::new(ws.x_norm.ptr, h), Mat::new(w.w_q.ptr, h), Mat::new(ws.q.ptr, heads * qd), tokens, h, heads * qd, false)?;
-        self.blas.linear(Mat::new(ws.x_norm.ptr, h), Mat::new(w.w_kva.ptr, h), Mat::new(ws.kva.ptr, 576), tokens, h, 576, false)?;
+        self.kernels.add_rmsnorm(
+            self.stream,
+            add,
+            ws.residual.ptr,
+            ws.x_norm.ptr,
+            w.in_norm.ptr,
+            tokens,
+            h,
+            eps,
+        )?;
+        self.blas.linear(
+            Mat::new(ws.x_norm.ptr, h),
+            Mat::new(w.w_q.ptr, h),
+            Mat::new(ws.q.ptr, heads * qd),
+            tokens,
+            h,
+            heads * qd,
+            false,
+        )?;
+        self.blas.linear(
+            Mat::new(ws.x_norm.ptr, h),
+            Mat::new(w.w_kva.ptr, h),
+            Mat::new(ws.kva.ptr, 576),
+            tokens,
+            h,
+            576,
+            false,
+        )?;
         self.kernels.mla_prep(
             self.stream,
             ws.q.ptr,
@@ -268,8 +334,17 @@ impl Attn<'_> {
     }
 
     /// MLA decode + split merge into the latent output.
-    pub(super) fn decode(&self, ws: &AttnWorkspace, tokens: usize, kv: &KvView, split: MlaSplit) -> Result<(), ProbeError> {
-        assert!(tokens * split.splits <= ws.part_cap, "MLA partials overflow the workspace");
+    pub(super) fn decode(
+        &self,
+        ws: &AttnWorkspace,
+        tokens: usize,
+        kv: &KvView,
+        split: MlaSplit,
+    ) -> Result<(), ProbeError> {
+        assert!(
+            tokens * split.splits <= ws.part_cap,
+            "MLA partials overflow the workspace"
+        );
         self.kernels.mla_decode(
             self.variant,
             self.stream,
@@ -286,11 +361,24 @@ impl Attn<'_> {
             ws.part_o.ptr,
             ws.part_ml.ptr,
         )?;
-        self.kernels.mla_combine(self.stream, ws.part_o.ptr, ws.part_ml.ptr, ws.lat.ptr, split, tokens, self.heads())
+        self.kernels.mla_combine(
+            self.stream,
+            ws.part_o.ptr,
+            ws.part_ml.ptr,
+            ws.lat.ptr,
+            split,
+            tokens,
+            self.heads(),
+        )
     }
 
     /// Absorbed W_UV, o_proj, residual add and post-attention RMSNorm into `ws.out`.
-    pub(super) fn proj_post(&self, ws: &AttnWorkspace, layer: usize, tokens: usize) -> Result<(), ProbeError> {
+    pub(super) fn proj_post(
+        &self,
+        ws: &AttnWorkspace,
+        layer: usize,
+        tokens: usize,
+    ) -> Result<(), ProbeError> {
         let w = &self.weights.layers[layer];
         let (h, heads, vd) = (self.shape.hidden_size, self.heads(), self.mla.v_head_dim);
         // v[t, h, :] = lat[t, h, :] · W_UV[h] (column-major: C[v, T] = A[v, 512] · B[512, T]).
@@ -309,7 +397,15 @@ impl Attn<'_> {
             512,
             heads,
         )?;
-        self.blas.linear(Mat::new(ws.v.ptr, heads * vd), Mat::new(w.w_o.ptr, heads * vd), Mat::new(ws.o.ptr, h), tokens, heads * vd, h, false)?;
+        self.blas.linear(
+            Mat::new(ws.v.ptr, heads * vd),
+            Mat::new(w.w_o.ptr, heads * vd),
+            Mat::new(ws.o.ptr, h),
+            tokens,
+            heads * vd,
+            h,
+            false,
+        )?;
         self.kernels.add_rmsnorm(
             self.stream,
             ws.o.ptr,
@@ -323,7 +419,14 @@ impl Attn<'_> {
     }
 
     /// One whole layer.
-    pub(super) fn layer(&self, ws: &AttnWorkspace, layer: usize, add: u64, tokens: usize, kv: &KvView) -> Result<(), ProbeError> {
+    pub(super) fn layer(
+        &self,
+        ws: &AttnWorkspace,
+        layer: usize,
+        add: u64,
+        tokens: usize,
+        kv: &KvView,
+    ) -> Result<(), ProbeError> {
         let split = self.split(tokens, kv);
         self.proj_pre(ws, layer, add, tokens, kv)?;
         self.decode(ws, tokens, kv, split)?;
@@ -332,7 +435,12 @@ impl Attn<'_> {
 
     /// Compares the latent output of the last `decode` for the first `queries` queries with the CPU;
     /// returns the relative L2 error.
-    pub(super) fn check_decode(&self, ws: &AttnWorkspace, kv: &KvView, queries: usize) -> Result<f64, ProbeError> {
+    pub(super) fn check_decode(
+        &self,
+        ws: &AttnWorkspace,
+        kv: &KvView,
+        queries: usize,
+    ) -> Result<f64, ProbeError> {
         self.stream.sync()?;
         let gpu = self.stream.gpu;
         let heads = self.heads();
@@ -358,8 +466,8 @@ impl Attn<'_> {
     }
 }
 
-/// Picks the MLA decode kernel: the tensor-core one if it matches the CPU reference on a small case
-/// with several splits and a ragged tail, else the CUDA-core one, else an error.
+/// Picks the MLA decode kernel: the first of prefetching tensor-core, plain tensor-core and CUDA-core
+/// that matches the CPU reference on a small case with several splits and a ragged tail.
 pub(super) fn select_variant(
     gpu: &Gpu,
     kernels: &Kernels,
@@ -370,12 +478,27 @@ pub(super) fn select_variant(
     weights: &AttnWeights,
 ) -> Result<(MlaVariant, f64), ProbeError> {
     let (queries, capacity, context) = (3usize, 320usize, 300usize);
-    let ws = AttnWorkspace::new(gpu, kernels, stream, shape, mla, queries, queries * 8, 0x5e1f)?;
+    let ws = AttnWorkspace::new(
+        gpu,
+        kernels,
+        stream,
+        shape,
+        mla,
+        queries,
+        queries * 8,
+        0x5e1f,
+    )?;
     let cache = gpu.alloc(queries * capacity * KV_ROW_BYTES, "MLA self-test cache")?;
-    kernels.fill_bf16(stream, cache.ptr, (queries * capacity * 576) as u64, 0x5e20, 1.0)?;
+    kernels.fill_bf16(
+        stream,
+        cache.ptr,
+        (queries * capacity * 576) as u64,
+        0x5e20,
+        1.0,
+    )?;
     let kv = KvView::decode(cache.ptr, capacity, context);
     let mut errors = Vec::new();
-    for variant in [MlaVariant::Mma, MlaVariant::Simple] {
+    for variant in [MlaVariant::MmaPrefetch, MlaVariant::Mma, MlaVariant::Simple] {
         let attn = Attn {
             shape,
             mla: *mla,
@@ -402,8 +525,14 @@ pub(super) fn select_variant(
 fn base_derived(samples: &OpSamples, kernels: usize) -> Vec<(&'static str, f64)> {
     vec![
         ("kernels", kernels as f64),
-        ("host_us", crate::stats::median(&samples.host_us).unwrap_or(f64::NAN)),
-        ("eager_us", crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN)),
+        (
+            "host_us",
+            crate::stats::median(&samples.host_us).unwrap_or(f64::NAN),
+        ),
+        (
+            "eager_us",
+            crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN),
+        ),
         ("reps_per_replay", samples.reps as f64),
     ]
 }
@@ -417,7 +546,8 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
     let stream = gpu.stream()?;
     let blas = Blas::new(&gpu, &stream)?;
     let weights = AttnWeights::new(&gpu, &kernels, &stream, shape, &mla, 0xa77e)?;
-    let (variant, self_test_error) = select_variant(&gpu, &kernels, &blas, &stream, shape, &mla, &weights)?;
+    let (variant, self_test_error) =
+        select_variant(&gpu, &kernels, &blas, &stream, shape, &mla, &weights)?;
     let heads = shape.num_heads;
     let target_blocks = 6 * gpu.sm_count;
     let n_layers = shape.num_layers;
@@ -451,11 +581,14 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             let split = MlaSplit::choose(t, heads / 16, c + t, target_blocks);
             part_cap = part_cap.max(t * split.splits);
             let bytes = (c + t) * KV_ROW_BYTES;
-            pool_bytes = pool_bytes.max((kv_copies(bytes).min(n_layers) * bytes).min(kv_budget.max(bytes)));
+            pool_bytes =
+                pool_bytes.max((kv_copies(bytes).min(n_layers) * bytes).min(kv_budget.max(bytes)));
         }
     }
     pool_bytes = pool_bytes.max(tokens_cap * KV_ROW_BYTES);
-    let ws = AttnWorkspace::new(&gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa77f)?;
+    let ws = AttnWorkspace::new(
+        &gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa77f,
+    )?;
     let pool = gpu.alloc(pool_bytes, "KV-cache pool")?;
     kernels.fill_bf16(&stream, pool.ptr, (pool_bytes / BF16) as u64, 0xcafe, 1.0)?;
     stream.sync()?;
@@ -492,7 +625,9 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
         points.push(point(vec![t as f64], samples.graph_us, derived(&d))?);
     }
     if !points.is_empty() {
-        measured.tables.push(table("attention.proj", &variant_pairs, &["tokens"], points));
+        measured
+            .tables
+            .push(table("attention.proj", &variant_pairs, &["tokens"], points));
     }
 
     // MLA decode over batch × context, rotating distinct KV buffers so L2 cannot hold them.
@@ -506,9 +641,13 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             let b = b as usize;
             let bytes = b * c * KV_ROW_BYTES;
             let copies = (pool_bytes / bytes).clamp(1, kv_copies(bytes));
-            let views: Vec<KvView> = (0..copies).map(|i| KvView::decode(pool.at(i * bytes), c, c)).collect();
+            let views: Vec<KvView> = (0..copies)
+                .map(|i| KvView::decode(pool.at(i * bytes), c, c))
+                .collect();
             let split = attn.split(b, &views[0]);
-            let samples = time_op(&gpu, &stream, &timing, copies, |rep| attn.decode(&ws, b, &views[rep % copies], split))?;
+            let samples = time_op(&gpu, &stream, &timing, copies, |rep| {
+                attn.decode(&ws, b, &views[rep % copies], split)
+            })?;
             if !checked {
                 let queries = b.min(2);
                 attn.decode(&ws, b, &views[0], split)?;
@@ -516,7 +655,9 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
                 if check_error > 2e-2 {
                     return Err(ProbeError::DataCheck {
                         what: format!("attention.mla_decode (batch {b}, context {c})"),
-                        detail: format!("differs from the CPU reference by {check_error:.3e} (relative L2)"),
+                        detail: format!(
+                            "differs from the CPU reference by {check_error:.3e} (relative L2)"
+                        ),
                     });
                 }
                 checked = true;
@@ -528,11 +669,20 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             d.push(("gbps", moved as f64 / (median * 1e3)));
             d.push(("splits", split.splits as f64));
             d.push(("kv_copies", copies as f64));
-            points.push(point(vec![b as f64, c as f64], samples.graph_us, derived(&d))?);
+            points.push(point(
+                vec![b as f64, c as f64],
+                samples.graph_us,
+                derived(&d),
+            )?);
         }
     }
     if !points.is_empty() {
-        measured.tables.push(table("attention.mla_decode", &variant_pairs, &["batch", "context"], points));
+        measured.tables.push(table(
+            "attention.mla_decode",
+            &variant_pairs,
+            &["batch", "context"],
+            points,
+        ));
     }
 
     // Prefill chunks: a whole layer over `tokens` new tokens of one sequence after `context` cached.
@@ -543,16 +693,27 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             progress(&format!("attention.prefill, {t} tokens after {c}"));
             let bytes = (c + t) * KV_ROW_BYTES;
             let copies = (pool_bytes / bytes).clamp(1, n_layers);
-            let views: Vec<KvView> = (0..copies).map(|i| KvView::prefill(pool.at(i * bytes), c, t)).collect();
+            let views: Vec<KvView> = (0..copies)
+                .map(|i| KvView::prefill(pool.at(i * bytes), c, t))
+                .collect();
             let samples = time_op(&gpu, &stream, &timing, copies, |rep| {
                 attn.layer(&ws, rep % n_layers, 0, t, &views[rep % copies])
             })?;
             let d = base_derived(&samples, PROJ_KERNELS + DECODE_KERNELS);
-            points.push(point(vec![t as f64, c as f64], samples.graph_us, derived(&d))?);
+            points.push(point(
+                vec![t as f64, c as f64],
+                samples.graph_us,
+                derived(&d),
+            )?);
         }
     }
     if !points.is_empty() {
-        measured.tables.push(table("attention.prefill", &variant_pairs, &["tokens", "context"], points));
+        measured.tables.push(table(
+            "attention.prefill",
+            &variant_pairs,
+            &["tokens", "context"],
+            points,
+        ));
     }
 
     // Whole-layer output must be finite.
@@ -585,6 +746,8 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             timing.iters
         ),
     );
-    measured.notes.insert("mla_kernel".to_owned(), variant.name().to_owned());
+    measured
+        .notes
+        .insert("mla_kernel".to_owned(), variant.name().to_owned());
     Ok(measured)
 }

@@ -52,7 +52,9 @@ impl Blas {
         let workspace = gpu.alloc(WORKSPACE_BYTES, "cuBLAS workspace")?;
         let mut handle: blas::cublasHandle_t = std::ptr::null_mut();
         // SAFETY: creates a handle in the bound context.
-        status(gpu.ordinal, "cublasCreate", unsafe { blas::cublasCreate_v2(&mut handle) })?;
+        status(gpu.ordinal, "cublasCreate", unsafe {
+            blas::cublasCreate_v2(&mut handle)
+        })?;
         let blas = Blas {
             handle,
             gpu: gpu.ordinal,
@@ -124,7 +126,10 @@ impl Blas {
     }
 
     /// `batch` independent linear layers whose operands lie at fixed strides (elements).
-    #[expect(clippy::too_many_arguments, reason = "a batched GEMM has this many dimensions")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a batched GEMM has this many dimensions"
+    )]
     pub(super) fn linear_strided(
         &self,
         x: Mat,
@@ -171,7 +176,10 @@ impl Blas {
 
     /// `batch` linear layers whose operands are listed in device arrays of device pointers
     /// (`w_ptrs`, `x_ptrs`, `y_ptrs`, each `batch` u64).
-    #[expect(clippy::too_many_arguments, reason = "a batched GEMM has this many dimensions")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a batched GEMM has this many dimensions"
+    )]
     pub(super) fn linear_pointers(
         &self,
         x_ptrs: u64,
@@ -215,7 +223,10 @@ impl Blas {
 
     /// Per-head matrix products of MLA's absorbed projections, column-major view: for each of
     /// `batch` heads, `C[m, n] = A[m, k] · B[k, n]` with A non-transposed (`lda`), B non-transposed.
-    #[expect(clippy::too_many_arguments, reason = "a batched GEMM has this many dimensions")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a batched GEMM has this many dimensions"
+    )]
     pub(super) fn bmm_col_major(
         &self,
         a: u64,

@@ -15,7 +15,11 @@ use cudarc::driver::{CudaContext, result, sys};
 use crate::error::ProbeError;
 
 /// Maps a driver result to a probe error naming the call and GPU.
-pub(super) fn cu<T>(gpu: usize, call: &'static str, r: Result<T, DriverError>) -> Result<T, ProbeError> {
+pub(super) fn cu<T>(
+    gpu: usize,
+    call: &'static str,
+    r: Result<T, DriverError>,
+) -> Result<T, ProbeError> {
     r.map_err(|e| ProbeError::Cuda {
         call,
         gpu,
@@ -57,7 +61,11 @@ impl Gpu {
             "cuDeviceGetAttribute",
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
         )? as usize;
-        let compute_capability = cu(ordinal, "cuDeviceComputeCapability", ctx.compute_capability())?;
+        let compute_capability = cu(
+            ordinal,
+            "cuDeviceComputeCapability",
+            ctx.compute_capability(),
+        )?;
         Ok(Gpu {
             ordinal,
             ctx,
@@ -208,7 +216,9 @@ impl Event {
     /// Microseconds from `self` to `end`; both must have completed.
     pub(super) fn elapsed_us(&self, end: &Event) -> Result<f64, ProbeError> {
         // SAFETY: both events are alive; the caller synchronised the stream they were recorded on.
-        cu(self.gpu, "cuEventSynchronize", unsafe { result::event::synchronize(end.raw) })?;
+        cu(self.gpu, "cuEventSynchronize", unsafe {
+            result::event::synchronize(end.raw)
+        })?;
         // SAFETY: as above; both events have completed.
         let ms = cu(self.gpu, "cuEventElapsedTime", unsafe {
             result::event::elapsed(self.raw, end.raw)
@@ -300,7 +310,11 @@ impl Buffer {
 
     /// Device address `offset` bytes in.
     pub(super) fn at(&self, offset: usize) -> u64 {
-        debug_assert!(offset <= self.bytes, "offset {offset} past {} bytes", self.bytes);
+        debug_assert!(
+            offset <= self.bytes,
+            "offset {offset} past {} bytes",
+            self.bytes
+        );
         self.ptr + offset as u64
     }
 
@@ -312,14 +326,22 @@ impl Buffer {
     /// Copies host values to `offset` bytes into the buffer (synchronous).
     pub(super) fn upload_at<T: Copy>(&self, offset: usize, values: &[T]) -> Result<(), ProbeError> {
         let bytes = std::mem::size_of_val(values);
-        assert!(offset + bytes <= self.bytes, "upload of {bytes} B at {offset} overflows {} B", self.bytes);
+        assert!(
+            offset + bytes <= self.bytes,
+            "upload of {bytes} B at {offset} overflows {} B",
+            self.bytes
+        );
         if bytes == 0 {
             return Ok(());
         }
         let _ = self.ctx.bind_to_thread();
         // SAFETY: the range lies inside this allocation; the host slice is valid for `bytes`.
         check(self.gpu, "cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(self.ptr + offset as u64, values.as_ptr().cast::<c_void>(), bytes)
+            sys::cuMemcpyHtoD_v2(
+                self.ptr + offset as u64,
+                values.as_ptr().cast::<c_void>(),
+                bytes,
+            )
         })
     }
 
@@ -329,16 +351,28 @@ impl Buffer {
     }
 
     /// Copies from `offset` bytes into the buffer to host values (synchronous).
-    pub(super) fn download_at<T: Copy>(&self, offset: usize, values: &mut [T]) -> Result<(), ProbeError> {
+    pub(super) fn download_at<T: Copy>(
+        &self,
+        offset: usize,
+        values: &mut [T],
+    ) -> Result<(), ProbeError> {
         let bytes = std::mem::size_of_val(values);
-        assert!(offset + bytes <= self.bytes, "download of {bytes} B at {offset} overflows {} B", self.bytes);
+        assert!(
+            offset + bytes <= self.bytes,
+            "download of {bytes} B at {offset} overflows {} B",
+            self.bytes
+        );
         if bytes == 0 {
             return Ok(());
         }
         let _ = self.ctx.bind_to_thread();
         // SAFETY: as for upload.
         check(self.gpu, "cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(values.as_mut_ptr().cast::<c_void>(), self.ptr + offset as u64, bytes)
+            sys::cuMemcpyDtoH_v2(
+                values.as_mut_ptr().cast::<c_void>(),
+                self.ptr + offset as u64,
+                bytes,
+            )
         })
     }
 }
@@ -352,7 +386,11 @@ impl Drop for Buffer {
 }
 
 /// Downloads `n` values starting at a raw device address.
-pub(super) fn download_raw<T: Copy + Default>(gpu: usize, ptr: u64, n: usize) -> Result<Vec<T>, ProbeError> {
+pub(super) fn download_raw<T: Copy + Default>(
+    gpu: usize,
+    ptr: u64,
+    n: usize,
+) -> Result<Vec<T>, ProbeError> {
     let mut values = vec![T::default(); n];
     if n == 0 {
         return Ok(values);
@@ -369,7 +407,12 @@ pub(super) fn download_raw<T: Copy + Default>(gpu: usize, ptr: u64, n: usize) ->
 }
 
 /// Asynchronous device-to-device copy.
-pub(super) fn copy_async(stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<(), ProbeError> {
+pub(super) fn copy_async(
+    stream: &Stream,
+    dst: u64,
+    src: u64,
+    bytes: usize,
+) -> Result<(), ProbeError> {
     // SAFETY: the caller owns both ranges.
     check(stream.gpu, "cuMemcpyDtoDAsync", unsafe {
         sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.raw)
@@ -377,7 +420,11 @@ pub(super) fn copy_async(stream: &Stream, dst: u64, src: u64, bytes: usize) -> R
 }
 
 /// Asynchronous host-to-device copy from pageable memory (as `tensor.cuda()` does).
-pub(super) fn upload_async<T: Copy>(stream: &Stream, dst: u64, values: &[T]) -> Result<(), ProbeError> {
+pub(super) fn upload_async<T: Copy>(
+    stream: &Stream,
+    dst: u64,
+    values: &[T],
+) -> Result<(), ProbeError> {
     // SAFETY: the caller owns the device range; the host slice outlives the call (pageable copies are
     // staged before the call returns).
     check(stream.gpu, "cuMemcpyHtoDAsync", unsafe {
@@ -391,7 +438,11 @@ pub(super) fn upload_async<T: Copy>(stream: &Stream, dst: u64, values: &[T]) -> 
 }
 
 /// Asynchronous device-to-host copy into pageable memory; the caller synchronises before reading.
-pub(super) fn download_async<T: Copy>(stream: &Stream, values: &mut [T], src: u64) -> Result<(), ProbeError> {
+pub(super) fn download_async<T: Copy>(
+    stream: &Stream,
+    values: &mut [T],
+    src: u64,
+) -> Result<(), ProbeError> {
     // SAFETY: as above; the host slice must stay alive until the stream is synchronised, which the
     // caller does before touching it.
     check(stream.gpu, "cuMemcpyDtoHAsync", unsafe {
@@ -410,7 +461,12 @@ pub(super) fn zero_async(stream: &Stream, dst: u64, bytes: usize) -> Result<(), 
 }
 
 /// Sets `words` u32 at `dst` to `value`.
-pub(super) fn memset_u32_async(stream: &Stream, dst: u64, value: u32, words: usize) -> Result<(), ProbeError> {
+pub(super) fn memset_u32_async(
+    stream: &Stream,
+    dst: u64,
+    value: u32,
+    words: usize,
+) -> Result<(), ProbeError> {
     // SAFETY: the caller owns the range.
     check(stream.gpu, "cuMemsetD32Async", unsafe {
         sys::cuMemsetD32Async(dst, value, words, stream.raw)
@@ -454,7 +510,9 @@ impl Graph {
             sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
         })?;
         // SAFETY: exec and stream are valid.
-        check(stream.gpu, "cuGraphUpload", unsafe { sys::cuGraphUpload(exec, stream.raw) })?;
+        check(stream.gpu, "cuGraphUpload", unsafe {
+            sys::cuGraphUpload(exec, stream.raw)
+        })?;
         Ok(Graph {
             graph,
             exec,
@@ -465,7 +523,9 @@ impl Graph {
 
     pub(super) fn launch(&self, stream: &Stream) -> Result<(), ProbeError> {
         // SAFETY: both handles are alive.
-        check(self.gpu, "cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.exec, stream.raw) })
+        check(self.gpu, "cuGraphLaunch", unsafe {
+            sys::cuGraphLaunch(self.exec, stream.raw)
+        })
     }
 }
 

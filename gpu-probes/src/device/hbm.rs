@@ -71,6 +71,8 @@ pub(super) fn run(spec: &HbmSpec) -> Result<Measured, ProbeError> {
             gpu.ordinal, gpu.name, spec.timing.warmup
         ),
     );
-    measured.tables.push(table("hbm.copy", &[], &["bytes"], points));
+    measured
+        .tables
+        .push(table("hbm.copy", &[], &["bytes"], points));
     Ok(measured)
 }

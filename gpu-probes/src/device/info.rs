@@ -108,7 +108,11 @@ fn describe(req: &Requirements, found: usize) -> Result<SystemInfo, ProbeError> 
         let mut name = [0 as std::ffi::c_char; 256];
         // SAFETY: plain queries after cuInit; the buffer is large enough and NUL-terminated by the driver.
         unsafe {
-            super::gpu::check(ordinal, "cuDeviceGet", sys::cuDeviceGet(&mut dev, ordinal as i32))?;
+            super::gpu::check(
+                ordinal,
+                "cuDeviceGet",
+                sys::cuDeviceGet(&mut dev, ordinal as i32),
+            )?;
             super::gpu::check(
                 ordinal,
                 "cuDeviceGetName",
@@ -124,7 +128,13 @@ fn describe(req: &Requirements, found: usize) -> Result<SystemInfo, ProbeError> 
     }
     let mut version = 0i32;
     // SAFETY: plain query.
-    unsafe { super::gpu::check(0, "cuDriverGetVersion", sys::cuDriverGetVersion(&mut version))? };
+    unsafe {
+        super::gpu::check(
+            0,
+            "cuDriverGetVersion",
+            sys::cuDriverGetVersion(&mut version),
+        )?
+    };
     let cuda_version = format!("{}.{}", version / 1000, (version % 1000) / 10);
     let (nccl_version, nccl_library) = if req.nccl {
         let v = nccl::version()?;
@@ -132,7 +142,11 @@ fn describe(req: &Requirements, found: usize) -> Result<SystemInfo, ProbeError> 
     } else {
         (String::new(), String::new())
     };
-    let cublas_version = if req.cublas { cublas_version()? } else { String::new() };
+    let cublas_version = if req.cublas {
+        cublas_version()?
+    } else {
+        String::new()
+    };
     let mut topology = nvidia_smi(&["topo", "-m"]).map_or_else(Vec::new, |text| {
         text.lines()
             .map(|l| l.trim_end().to_owned())
@@ -218,10 +232,12 @@ pub(crate) fn loaded_library(prefix: &str) -> String {
 
 fn driver_version(cuda: i32) -> String {
     if let Ok(text) = std::fs::read_to_string("/proc/driver/nvidia/version")
-        && let Some(version) = text
-            .lines()
-            .next()
-            .and_then(|line| line.split_whitespace().find(|w| w.chars().filter(|c| *c == '.').count() >= 1 && w.chars().next().is_some_and(|c| c.is_ascii_digit())))
+        && let Some(version) = text.lines().next().and_then(|line| {
+            line.split_whitespace().find(|w| {
+                w.chars().filter(|c| *c == '.').count() >= 1
+                    && w.chars().next().is_some_and(|c| c.is_ascii_digit())
+            })
+        })
     {
         return version.to_owned();
     }

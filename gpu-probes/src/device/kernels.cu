@@ -199,7 +199,31 @@ __device__ __forceinline__ void mma_bf16_16816(float* c, unsigned a0, unsigned a
 
 __device__ __forceinline__ unsigned ld32(const bf16* p) { return *(const unsigned*)p; }
 
-template <bool MMA>
+// 16-byte loads per thread per tile: 32 rows x 72 vectors / 128 threads.
+#define MLA_TILE_LOADS (MLA_TILE * (MLA_DQK / 8) / MLA_THREADS)
+
+__device__ __forceinline__ void mla_load_tile(u4* pre, const bf16* kv_seq, int t0, int end, int tid) {
+#pragma unroll
+    for (int j = 0; j < MLA_TILE_LOADS; ++j) {
+        int i = tid + j * MLA_THREADS;
+        int r = i / (MLA_DQK / 8), c = (i % (MLA_DQK / 8)) * 8;
+        int tok = t0 + r;
+        u4 v = {0u, 0u, 0u, 0u};
+        if (tok < end) v = *(const u4*)(kv_seq + (long long)tok * MLA_DQK + c);
+        pre[j] = v;
+    }
+}
+
+__device__ __forceinline__ void mla_store_tile(const u4* pre, bf16* sKV, int tid) {
+#pragma unroll
+    for (int j = 0; j < MLA_TILE_LOADS; ++j) {
+        int i = tid + j * MLA_THREADS;
+        int r = i / (MLA_DQK / 8), c = (i % (MLA_DQK / 8)) * 8;
+        *(u4*)(sKV + r * MLA_ROW + c) = pre[j];
+    }
+}
+
+template <bool MMA, bool PREFETCH>
 __device__ void mla_decode_body(const bf16* __restrict__ q_lat, const bf16* __restrict__ q_pe,
                                 const bf16* __restrict__ kv, long long kv_seq_stride, int len_base,
                                 int len_step, int chunk, int n_splits, int heads, float scale,
@@ -220,7 +244,9 @@ __device__ void mla_decode_body(const bf16* __restrict__ q_lat, const bf16* __re
     const int end = min(begin + chunk, len);
     const bf16* kv_seq = kv + (long long)query * kv_seq_stride;
 
-    for (int i = tid; i < 16 * (MLA_DQK / 8); i += MLA_THREADS) {
+#pragma unroll
+    for (int j = 0; j < 16 * (MLA_DQK / 8) / MLA_THREADS; ++j) {
+        int i = tid + j * MLA_THREADS;
         int h = i / (MLA_DQK / 8), c = (i % (MLA_DQK / 8)) * 8;
         long long head = (long long)query * heads + group * 16 + h;
         u4 v;
@@ -236,15 +262,25 @@ __device__ void mla_decode_body(const bf16* __restrict__ q_lat, const bf16* __re
     for (int i = 0; i < 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     __syncthreads();
 
+    // PREFETCH keeps the next tile's rows in registers while this tile is computed, so global-load
+    // latency overlaps the tensor-core work; without it every tile waits for its own loads.
+    u4 pre[MLA_TILE_LOADS];
+    if (PREFETCH && begin < end) mla_load_tile(pre, kv_seq, begin, end, tid);
     for (int t0 = begin; t0 < end; t0 += MLA_TILE) {
-        for (int i = tid; i < MLA_TILE * (MLA_DQK / 8); i += MLA_THREADS) {
-            int r = i / (MLA_DQK / 8), c = (i % (MLA_DQK / 8)) * 8;
-            int tok = t0 + r;
-            u4 v = {0u, 0u, 0u, 0u};
-            if (tok < end) v = *(const u4*)(kv_seq + (long long)tok * MLA_DQK + c);
-            *(u4*)(sKV + r * MLA_ROW + c) = v;
+        if (PREFETCH) {
+            mla_store_tile(pre, sKV, tid);
+            __syncthreads();
+            if (t0 + MLA_TILE < end) mla_load_tile(pre, kv_seq, t0 + MLA_TILE, end, tid);
+        } else {
+            for (int i = tid; i < MLA_TILE * (MLA_DQK / 8); i += MLA_THREADS) {
+                int r = i / (MLA_DQK / 8), c = (i % (MLA_DQK / 8)) * 8;
+                int tok = t0 + r;
+                u4 v = {0u, 0u, 0u, 0u};
+                if (tok < end) v = *(const u4*)(kv_seq + (long long)tok * MLA_DQK + c);
+                *(u4*)(sKV + r * MLA_ROW + c) = v;
+            }
+            __syncthreads();
         }
-        __syncthreads();
 
         // Scores of the 16 heads against the tile's tokens.
         if (MMA) {
@@ -377,19 +413,17 @@ __device__ void mla_decode_body(const bf16* __restrict__ q_lat, const bf16* __re
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_decode_mma(
-    const bf16* q_lat, const bf16* q_pe, const bf16* kv, long long kv_seq_stride, int len_base, int len_step,
-    int chunk, int n_splits, int heads, float scale, float* part_o, float* part_ml) {
-    mla_decode_body<true>(q_lat, q_pe, kv, kv_seq_stride, len_base, len_step, chunk, n_splits, heads, scale,
-                          part_o, part_ml);
-}
+#define MLA_KERNEL(NAME, MMA, PREFETCH)                                                                  \
+    extern "C" __global__ void __launch_bounds__(MLA_THREADS)                                            \
+        NAME(const bf16* q_lat, const bf16* q_pe, const bf16* kv, long long kv_seq_stride, int len_base, \
+             int len_step, int chunk, int n_splits, int heads, float scale, float* part_o, float* part_ml) { \
+        mla_decode_body<MMA, PREFETCH>(q_lat, q_pe, kv, kv_seq_stride, len_base, len_step, chunk,         \
+                                       n_splits, heads, scale, part_o, part_ml);                          \
+    }
 
-extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_decode_simple(
-    const bf16* q_lat, const bf16* q_pe, const bf16* kv, long long kv_seq_stride, int len_base, int len_step,
-    int chunk, int n_splits, int heads, float scale, float* part_o, float* part_ml) {
-    mla_decode_body<false>(q_lat, q_pe, kv, kv_seq_stride, len_base, len_step, chunk, n_splits, heads,
-                           scale, part_o, part_ml);
-}
+MLA_KERNEL(mla_decode_mma_prefetch, true, true)
+MLA_KERNEL(mla_decode_mma, true, false)
+MLA_KERNEL(mla_decode_simple, false, false)
 
 // Merges the splits of each (query, head): grid queries * heads, 128 threads, 4 columns each.
 extern "C" __global__ void mla_combine(const float* part_o, const float* part_ml, bf16* out, int n_splits,

@@ -19,7 +19,9 @@ pub(super) const MLA_SMEM_BYTES: u32 = 59_584;
 /// Which MLA decode kernel a GPU uses (chosen by a self-test against a CPU reference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum MlaVariant {
-    /// Tensor-core `mma.sync` m16n8k16 bf16.
+    /// Tensor-core `mma.sync` m16n8k16 bf16, next tile prefetched into registers.
+    MmaPrefetch,
+    /// Tensor-core `mma.sync` m16n8k16 bf16, each tile loaded when needed.
     Mma,
     /// CUDA-core fallback.
     Simple,
@@ -28,6 +30,9 @@ pub(super) enum MlaVariant {
 impl MlaVariant {
     pub(super) fn name(self) -> &'static str {
         match self {
+            MlaVariant::MmaPrefetch => {
+                "mla_decode_mma_prefetch (tensor cores, mma.sync m16n8k16 bf16, register-prefetched KV tiles)"
+            }
             MlaVariant::Mma => "mla_decode_mma (tensor cores, mma.sync m16n8k16 bf16)",
             MlaVariant::Simple => "mla_decode_simple (CUDA cores)",
         }
@@ -45,6 +50,7 @@ pub(super) struct Kernels {
     pub(super) add_one: sys::CUfunction,
     pub(super) add_rmsnorm: sys::CUfunction,
     pub(super) mla_prep: sys::CUfunction,
+    pub(super) mla_decode_mma_prefetch: sys::CUfunction,
     pub(super) mla_decode_mma: sys::CUfunction,
     pub(super) mla_decode_simple: sys::CUfunction,
     pub(super) mla_combine: sys::CUfunction,
@@ -61,10 +67,12 @@ unsafe impl Send for Kernels {}
 unsafe impl Sync for Kernels {}
 
 /// PTX per architecture, compiled once per process.
-fn ptx_for(arch: &'static str) -> Result<String, ProbeError> {
+pub(super) fn ptx_for(arch: &'static str) -> Result<String, ProbeError> {
     static CACHE: OnceLock<Mutex<Vec<(&'static str, String)>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
-    let mut cache = cache.lock().expect("the PTX cache lock is never poisoned by a panic while held");
+    let mut cache = cache
+        .lock()
+        .expect("the PTX cache lock is never poisoned by a panic while held");
     if let Some((_, ptx)) = cache.iter().find(|(a, _)| *a == arch) {
         return Ok(ptx.clone());
     }
@@ -136,6 +144,7 @@ impl Kernels {
             add_one: function("add_one")?,
             add_rmsnorm: function("add_rmsnorm")?,
             mla_prep: function("mla_prep")?,
+            mla_decode_mma_prefetch: function("mla_decode_mma_prefetch")?,
             mla_decode_mma: function("mla_decode_mma")?,
             mla_decode_simple: function("mla_decode_simple")?,
             mla_combine: function("mla_combine")?,
@@ -145,7 +154,11 @@ impl Kernels {
             silu_mul: function("silu_mul")?,
             sm_count: gpu.sm_count as u32,
         };
-        for f in [kernels.mla_decode_mma, kernels.mla_decode_simple] {
+        for f in [
+            kernels.mla_decode_mma_prefetch,
+            kernels.mla_decode_mma,
+            kernels.mla_decode_simple,
+        ] {
             // SAFETY: f is a loaded function of the bound context.
             check(gpu.ordinal, "cuFuncSetAttribute", unsafe {
                 sys::cuFuncSetAttribute(
@@ -193,7 +206,14 @@ impl Kernels {
     }
 
     /// Fills `n` bf16 values at `dst` with uniform values in `[-scale, scale)` drawn from `seed`.
-    pub(super) fn fill_bf16(&self, stream: &Stream, dst: u64, n: u64, seed: u64, scale: f32) -> Result<(), ProbeError> {
+    pub(super) fn fill_bf16(
+        &self,
+        stream: &Stream,
+        dst: u64,
+        n: u64,
+        seed: u64,
+        scale: f32,
+    ) -> Result<(), ProbeError> {
         let (mut dst, mut n, mut seed, mut scale) = (dst, n, seed, scale);
         self.launch(
             self.fill_bf16,
@@ -206,7 +226,13 @@ impl Kernels {
     }
 
     /// Fills `words` u32 at `dst` with the check pattern of `seed`.
-    pub(super) fn fill_u32(&self, stream: &Stream, dst: u64, words: u64, seed: u64) -> Result<(), ProbeError> {
+    pub(super) fn fill_u32(
+        &self,
+        stream: &Stream,
+        dst: u64,
+        words: u64,
+        seed: u64,
+    ) -> Result<(), ProbeError> {
         let (mut dst, mut n, mut seed) = (dst, words, seed);
         self.launch(
             self.fill_u32,
@@ -236,12 +262,25 @@ impl Kernels {
             (self.stride_grid(n), 1, 1),
             256,
             0,
-            &mut [arg(&mut src), arg(&mut n), arg(&mut seed), arg(&mut offset), arg(&mut wrong)],
+            &mut [
+                arg(&mut src),
+                arg(&mut n),
+                arg(&mut seed),
+                arg(&mut offset),
+                arg(&mut wrong),
+            ],
         )
     }
 
     /// Adds to `*wrong` the number of words at `src` that differ from `value`.
-    pub(super) fn check_const_u32(&self, stream: &Stream, src: u64, words: u64, value: u32, wrong: u64) -> Result<(), ProbeError> {
+    pub(super) fn check_const_u32(
+        &self,
+        stream: &Stream,
+        src: u64,
+        words: u64,
+        value: u32,
+        wrong: u64,
+    ) -> Result<(), ProbeError> {
         let (mut src, mut n, mut value, mut wrong) = (src, words, value, wrong);
         self.launch(
             self.check_const_u32,
@@ -254,7 +293,13 @@ impl Kernels {
     }
 
     /// Adds to `*count` the number of non-finite bf16 values at `x`.
-    pub(super) fn count_nonfinite(&self, stream: &Stream, x: u64, n: u64, count: u64) -> Result<(), ProbeError> {
+    pub(super) fn count_nonfinite(
+        &self,
+        stream: &Stream,
+        x: u64,
+        n: u64,
+        count: u64,
+    ) -> Result<(), ProbeError> {
         let (mut x, mut n, mut count) = (x, n, count);
         self.launch(
             self.count_nonfinite,
@@ -366,6 +411,7 @@ impl Kernels {
         part_ml: u64,
     ) -> Result<(), ProbeError> {
         let f = match variant {
+            MlaVariant::MmaPrefetch => self.mla_decode_mma_prefetch,
             MlaVariant::Mma => self.mla_decode_mma,
             MlaVariant::Simple => self.mla_decode_simple,
         };
@@ -397,6 +443,7 @@ impl Kernels {
         )
     }
 
+    #[expect(clippy::too_many_arguments, reason = "mirrors the kernel signature")]
     pub(super) fn mla_combine(
         &self,
         stream: &Stream,
@@ -473,7 +520,12 @@ impl Kernels {
             (rows as u32, 1, 1),
             256,
             0,
-            &mut [arg(&mut x), arg(&mut gather), arg(&mut xg), arg(&mut hidden)],
+            &mut [
+                arg(&mut x),
+                arg(&mut gather),
+                arg(&mut xg),
+                arg(&mut hidden),
+            ],
         )
     }
 
@@ -490,7 +542,8 @@ impl Kernels {
         k: usize,
         hidden: usize,
     ) -> Result<(), ProbeError> {
-        let (mut y, mut shared_y, mut slots, mut weights, mut out) = (y, shared_y, slots, weights, out);
+        let (mut y, mut shared_y, mut slots, mut weights, mut out) =
+            (y, shared_y, slots, weights, out);
         let (mut k, mut hidden) = (k as i32, hidden as i32);
         self.launch(
             self.moe_combine,
@@ -510,7 +563,14 @@ impl Kernels {
         )
     }
 
-    pub(super) fn silu_mul(&self, stream: &Stream, gu: u64, out: u64, rows: usize, inter: usize) -> Result<(), ProbeError> {
+    pub(super) fn silu_mul(
+        &self,
+        stream: &Stream,
+        gu: u64,
+        out: u64,
+        rows: usize,
+        inter: usize,
+    ) -> Result<(), ProbeError> {
         let (mut gu, mut out, mut rows_u, mut inter_i) = (gu, out, rows as u64, inter as i32);
         self.launch(
             self.silu_mul,
@@ -518,7 +578,12 @@ impl Kernels {
             (self.stride_grid(rows as u64 * inter as u64), 1, 1),
             256,
             0,
-            &mut [arg(&mut gu), arg(&mut out), arg(&mut rows_u), arg(&mut inter_i)],
+            &mut [
+                arg(&mut gu),
+                arg(&mut out),
+                arg(&mut rows_u),
+                arg(&mut inter_i),
+            ],
         )
     }
 }

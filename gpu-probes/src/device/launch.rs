@@ -49,9 +49,18 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
             vec![n as f64],
             total.clone(),
             derived(&[
-                ("host_us", crate::stats::median(&enqueue).unwrap_or(f64::NAN)),
-                ("device_us", crate::stats::median(&device).unwrap_or(f64::NAN)),
-                ("per_kernel_us", crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64),
+                (
+                    "host_us",
+                    crate::stats::median(&enqueue).unwrap_or(f64::NAN),
+                ),
+                (
+                    "device_us",
+                    crate::stats::median(&device).unwrap_or(f64::NAN),
+                ),
+                (
+                    "per_kernel_us",
+                    crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64,
+                ),
                 ("kernels", n as f64),
             ]),
         )?);
@@ -85,9 +94,18 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
             vec![n as f64],
             total.clone(),
             derived(&[
-                ("host_us", crate::stats::median(&enqueue).unwrap_or(f64::NAN)),
-                ("device_us", crate::stats::median(&device).unwrap_or(f64::NAN)),
-                ("per_kernel_us", crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64),
+                (
+                    "host_us",
+                    crate::stats::median(&enqueue).unwrap_or(f64::NAN),
+                ),
+                (
+                    "device_us",
+                    crate::stats::median(&device).unwrap_or(f64::NAN),
+                ),
+                (
+                    "per_kernel_us",
+                    crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64,
+                ),
                 ("kernels", n as f64),
             ]),
         )?);
@@ -98,7 +116,10 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
     if f64::from(count[0]) != launched as f64 {
         return Err(ProbeError::DataCheck {
             what: "launch".to_owned(),
-            detail: format!("{launched} kernels launched but the counter reads {}", count[0]),
+            detail: format!(
+                "{launched} kernels launched but the counter reads {}",
+                count[0]
+            ),
         });
     }
     let mut measured = Measured::default();
@@ -109,7 +130,10 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
             gpu.ordinal, gpu.name, spec.timing.warmup
         ),
     );
-    for (name, points) in [("launch.eager", &eager_points), ("launch.graph", &graph_points)] {
+    for (name, points) in [
+        ("launch.eager", &eager_points),
+        ("launch.graph", &graph_points),
+    ] {
         let line: Vec<(f64, f64)> = points
             .iter()
             .map(|p| (p.at[0], p.stats.median_us))
@@ -124,7 +148,11 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
             );
         }
     }
-    measured.tables.push(table("launch.eager", &[], &["kernels"], eager_points));
-    measured.tables.push(table("launch.graph", &[], &["kernels"], graph_points));
+    measured
+        .tables
+        .push(table("launch.eager", &[], &["kernels"], eager_points));
+    measured
+        .tables
+        .push(table("launch.graph", &[], &["kernels"], graph_points));
     Ok(measured)
 }

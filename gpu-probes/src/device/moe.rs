@@ -86,12 +86,22 @@ impl FfnWeights {
         dense_copies: usize,
         seed: u64,
     ) -> Result<FfnWeights, ProbeError> {
-        let (h, e, i) = (shape.hidden_size, shape.n_routed_experts, shape.moe_intermediate_size);
+        let (h, e, i) = (
+            shape.hidden_size,
+            shape.n_routed_experts,
+            shape.moe_intermediate_size,
+        );
         let mut n = 0u64;
         let mut filled = |len: usize, fan_in: usize, what: &str| -> Result<Buffer, ProbeError> {
             let buffer = gpu.alloc(len * BF16, what)?;
             n += 1;
-            kernels.fill_bf16(stream, buffer.ptr, len as u64, seed ^ (n << 32), scale_for(fan_in))?;
+            kernels.fill_bf16(
+                stream,
+                buffer.ptr,
+                len as u64,
+                seed ^ (n << 32),
+                scale_for(fan_in),
+            )?;
             Ok(buffer)
         };
         let mut layers = Vec::with_capacity(moe_layers);
@@ -126,8 +136,17 @@ impl FfnWeights {
 }
 
 impl FfnWorkspace {
-    pub(super) fn new(gpu: &Gpu, shape: &ModelShape, tokens_cap: usize, rows_cap: usize) -> Result<FfnWorkspace, ProbeError> {
-        let (h, e, k) = (shape.hidden_size, shape.n_routed_experts, shape.experts_per_token);
+    pub(super) fn new(
+        gpu: &Gpu,
+        shape: &ModelShape,
+        tokens_cap: usize,
+        rows_cap: usize,
+    ) -> Result<FfnWorkspace, ProbeError> {
+        let (h, e, k) = (
+            shape.hidden_size,
+            shape.n_routed_experts,
+            shape.experts_per_token,
+        );
         let (i, si, di) = (
             shape.moe_intermediate_size,
             shape.shared_intermediate_size.max(1),
@@ -154,9 +173,27 @@ impl FfnWorkspace {
     }
 
     /// Fills the routed-expert inputs with random data (the grid probe times GEMMs on them directly).
-    pub(super) fn randomize(&self, kernels: &Kernels, stream: &Stream, hidden: usize, seed: u64) -> Result<(), ProbeError> {
-        kernels.fill_bf16(stream, self.xg.ptr, (self.rows_cap * hidden) as u64, seed, 1.0)?;
-        kernels.fill_bf16(stream, self.act.ptr, (self.act.bytes / BF16) as u64, seed ^ 1, 1.0)
+    pub(super) fn randomize(
+        &self,
+        kernels: &Kernels,
+        stream: &Stream,
+        hidden: usize,
+        seed: u64,
+    ) -> Result<(), ProbeError> {
+        kernels.fill_bf16(
+            stream,
+            self.xg.ptr,
+            (self.rows_cap * hidden) as u64,
+            seed,
+            1.0,
+        )?;
+        kernels.fill_bf16(
+            stream,
+            self.act.ptr,
+            (self.act.bytes / BF16) as u64,
+            seed ^ 1,
+            1.0,
+        )
     }
 }
 
@@ -172,13 +209,26 @@ impl DevicePlan {
         let (h, i) = (shape.hidden_size, shape.moe_intermediate_size);
         let m = plan.max_tokens_per_expert;
         let a = plan.active.len();
-        assert!(plan.rows() <= ws.rows_cap, "plan needs {} rows, workspace has {}", plan.rows(), ws.rows_cap);
+        assert!(
+            plan.rows() <= ws.rows_cap,
+            "plan needs {} rows, workspace has {}",
+            plan.rows(),
+            ws.rows_cap
+        );
         let w = &weights.layers[layer];
         let mut ptrs: Vec<u64> = Vec::with_capacity(6 * a);
-        ptrs.extend(plan.active.iter().map(|&e| w.gate_up.at(e as usize * 2 * i * h * BF16)));
+        ptrs.extend(
+            plan.active
+                .iter()
+                .map(|&e| w.gate_up.at(e as usize * 2 * i * h * BF16)),
+        );
         ptrs.extend((0..a).map(|x| ws.xg.at(x * m * h * BF16)));
         ptrs.extend((0..a).map(|x| ws.gu.at(x * m * 2 * i * BF16)));
-        ptrs.extend(plan.active.iter().map(|&e| w.down.at(e as usize * h * i * BF16)));
+        ptrs.extend(
+            plan.active
+                .iter()
+                .map(|&e| w.down.at(e as usize * h * i * BF16)),
+        );
         ptrs.extend((0..a).map(|x| ws.act.at(x * m * i * BF16)));
         ptrs.extend((0..a).map(|x| ws.y.at(x * m * h * BF16)));
         let gather = gpu.alloc(plan.gather.len() * 4, "gather indices")?;
@@ -200,7 +250,11 @@ impl DevicePlan {
 
 /// Kernel launches (cuBLAS calls counted once) of each FFN operation.
 pub(super) fn kernels_of(shape: &ModelShape) -> FfnKernelCounts {
-    let shared = if shape.shared_intermediate_size > 0 { 3 } else { 0 };
+    let shared = if shape.shared_intermediate_size > 0 {
+        3
+    } else {
+        0
+    };
     FfnKernelCounts {
         router: 2,
         dispatch: 2,
@@ -233,7 +287,11 @@ pub(super) struct Ffn<'a> {
 impl Ffn<'_> {
     /// Router GEMM (fp32 logits) and top-k.
     pub(super) fn router(&self, layer: usize, x: u64, tokens: usize) -> Result<(), ProbeError> {
-        assert!(tokens <= self.ws.tokens_cap, "{tokens} tokens exceed the workspace's {}", self.ws.tokens_cap);
+        assert!(
+            tokens <= self.ws.tokens_cap,
+            "{tokens} tokens exceed the workspace's {}",
+            self.ws.tokens_cap
+        );
         let s = self.shape;
         let (h, e) = (s.hidden_size, s.n_routed_experts);
         self.blas.linear(
@@ -301,7 +359,8 @@ impl Ffn<'_> {
                 a,
             )?;
         }
-        self.kernels.silu_mul(self.stream, self.ws.gu.ptr, self.ws.act.ptr, a * m, i)?;
+        self.kernels
+            .silu_mul(self.stream, self.ws.gu.ptr, self.ws.act.ptr, a * m, i)?;
         if plan.strided {
             self.blas.linear_strided(
                 Mat::new(self.ws.act.ptr, i),
@@ -317,7 +376,18 @@ impl Ffn<'_> {
             )
         } else {
             let p = plan.ptrs.ptr + (24 * a) as u64;
-            self.blas.linear_pointers(p + (8 * a) as u64, i, p, i, p + (16 * a) as u64, h, m, i, h, a)
+            self.blas.linear_pointers(
+                p + (8 * a) as u64,
+                i,
+                p,
+                i,
+                p + (16 * a) as u64,
+                h,
+                m,
+                i,
+                h,
+                a,
+            )
         }
     }
 
@@ -327,9 +397,26 @@ impl Ffn<'_> {
             return Ok(());
         };
         let (h, si) = (self.shape.hidden_size, self.shape.shared_intermediate_size);
-        self.blas.linear(Mat::new(x, h), Mat::new(gate_up.ptr, h), Mat::new(self.ws.s_gu.ptr, 2 * si), tokens, h, 2 * si, false)?;
-        self.kernels.silu_mul(self.stream, self.ws.s_gu.ptr, self.ws.s_act.ptr, tokens, si)?;
-        self.blas.linear(Mat::new(self.ws.s_act.ptr, si), Mat::new(down.ptr, si), Mat::new(self.ws.s_y.ptr, h), tokens, si, h, false)
+        self.blas.linear(
+            Mat::new(x, h),
+            Mat::new(gate_up.ptr, h),
+            Mat::new(self.ws.s_gu.ptr, 2 * si),
+            tokens,
+            h,
+            2 * si,
+            false,
+        )?;
+        self.kernels
+            .silu_mul(self.stream, self.ws.s_gu.ptr, self.ws.s_act.ptr, tokens, si)?;
+        self.blas.linear(
+            Mat::new(self.ws.s_act.ptr, si),
+            Mat::new(down.ptr, si),
+            Mat::new(self.ws.s_y.ptr, h),
+            tokens,
+            si,
+            h,
+            false,
+        )
     }
 
     pub(super) fn combine(&self, plan: &DevicePlan, out: u64) -> Result<(), ProbeError> {
@@ -358,16 +445,44 @@ impl Ffn<'_> {
     }
 
     /// The dense MLP (copy `copy` of its weights).
-    pub(super) fn dense(&self, copy: usize, x: u64, out: u64, tokens: usize) -> Result<(), ProbeError> {
+    pub(super) fn dense(
+        &self,
+        copy: usize,
+        x: u64,
+        out: u64,
+        tokens: usize,
+    ) -> Result<(), ProbeError> {
         let (h, di) = (self.shape.hidden_size, self.shape.dense_intermediate_size);
         let w = &self.weights.dense[copy];
-        self.blas.linear(Mat::new(x, h), Mat::new(w.gate_up.ptr, h), Mat::new(self.ws.d_gu.ptr, 2 * di), tokens, h, 2 * di, false)?;
-        self.kernels.silu_mul(self.stream, self.ws.d_gu.ptr, self.ws.d_act.ptr, tokens, di)?;
-        self.blas.linear(Mat::new(self.ws.d_act.ptr, di), Mat::new(w.down.ptr, di), Mat::new(out, h), tokens, di, h, false)
+        self.blas.linear(
+            Mat::new(x, h),
+            Mat::new(w.gate_up.ptr, h),
+            Mat::new(self.ws.d_gu.ptr, 2 * di),
+            tokens,
+            h,
+            2 * di,
+            false,
+        )?;
+        self.kernels
+            .silu_mul(self.stream, self.ws.d_gu.ptr, self.ws.d_act.ptr, tokens, di)?;
+        self.blas.linear(
+            Mat::new(self.ws.d_act.ptr, di),
+            Mat::new(w.down.ptr, di),
+            Mat::new(out, h),
+            tokens,
+            di,
+            h,
+            false,
+        )
     }
 
     /// Checks token 0 of the last `moe_layer` run against a CPU reference; returns the relative error.
-    pub(super) fn check_token0(&self, plan: &DevicePlan, x: u64, out: u64) -> Result<f64, ProbeError> {
+    pub(super) fn check_token0(
+        &self,
+        plan: &DevicePlan,
+        x: u64,
+        out: u64,
+    ) -> Result<f64, ProbeError> {
         self.stream.sync()?;
         let s = self.shape;
         let (h, i, k) = (s.hidden_size, s.moe_intermediate_size, s.experts_per_token);
@@ -387,14 +502,16 @@ impl Ffn<'_> {
                 *acc += f64::from(reference::bf16_to_f32(reference::f32_to_bf16(v as f32)));
             }
         }
-        for j in 0..k {
+        for (j, &weight) in weights.iter().enumerate() {
             let row = plan.plan.slots[j] as usize;
             let expert = plan.plan.active[row / plan.plan.max_tokens_per_expert] as usize;
-            let gu: Vec<u16> = super::gpu::download_raw(gpu, w.gate_up.at(expert * 2 * i * h * BF16), 2 * i * h)?;
-            let dn: Vec<u16> = super::gpu::download_raw(gpu, w.down.at(expert * h * i * BF16), h * i)?;
+            let gu: Vec<u16> =
+                super::gpu::download_raw(gpu, w.gate_up.at(expert * 2 * i * h * BF16), 2 * i * h)?;
+            let dn: Vec<u16> =
+                super::gpu::download_raw(gpu, w.down.at(expert * h * i * BF16), h * i)?;
             let y = reference::gated_mlp(&x0, &gu, &dn, h, i);
             for (acc, v) in want.iter_mut().zip(y) {
-                *acc += f64::from(weights[j])
+                *acc += f64::from(weight)
                     * f64::from(reference::bf16_to_f32(reference::f32_to_bf16(v as f32)));
             }
         }
@@ -428,8 +545,14 @@ pub(super) fn hbm_gbps(gpu: &Gpu, stream: &Stream) -> Result<f64, ProbeError> {
 fn base_derived(samples: &OpSamples, kernels: usize) -> Vec<(&'static str, f64)> {
     vec![
         ("kernels", kernels as f64),
-        ("host_us", crate::stats::median(&samples.host_us).unwrap_or(f64::NAN)),
-        ("eager_us", crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN)),
+        (
+            "host_us",
+            crate::stats::median(&samples.host_us).unwrap_or(f64::NAN),
+        ),
+        (
+            "eager_us",
+            crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN),
+        ),
         ("reps_per_replay", samples.reps as f64),
     ]
 }
@@ -443,7 +566,10 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
     let blas = Blas::new(&gpu, &stream)?;
     let e = shape.n_routed_experts;
     let k = shape.experts_per_token;
-    let n_layers = spec.layers.unwrap_or(shape.moe_layers()).clamp(1, shape.moe_layers().max(1));
+    let n_layers = spec
+        .layers
+        .unwrap_or(shape.moe_layers())
+        .clamp(1, shape.moe_layers().max(1));
     let dense_bytes = 3 * shape.hidden_size * shape.dense_intermediate_size * BF16;
     let dense_copies = if shape.dense_layers > 0 && spec.parts {
         rotation(dense_bytes, gpu.l2_bytes, 3).min(4)
@@ -457,9 +583,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
     let draws: Vec<(Routing, usize, Vec<RoutingPlan>)> = spec
         .routings
         .iter()
-        .flat_map(|&routing| {
-            spec.tokens.iter().map(move |&t| (routing, t as usize))
-        })
+        .flat_map(|&routing| spec.tokens.iter().map(move |&t| (routing, t as usize)))
         .map(|(routing, t)| {
             let plans = (0..n_layers)
                 .map(|layer| RoutingPlan::new(&draw(routing, e, k, t, spec.seed, layer as u64), e))
@@ -471,7 +595,11 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
     let grid_rows = spec
         .grid_active
         .iter()
-        .flat_map(|&a| spec.grid_tokens_per_expert.iter().map(move |&m| (a * m) as usize))
+        .flat_map(|&a| {
+            spec.grid_tokens_per_expert
+                .iter()
+                .map(move |&m| (a * m) as usize)
+        })
         .max()
         .unwrap_or(0);
     let rows_cap = draws
@@ -480,11 +608,25 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         .chain([grid_rows, max_tokens])
         .max()
         .unwrap_or(1);
-    let weights = FfnWeights::new(&gpu, &kernels, &stream, shape, n_layers, dense_copies, spec.seed ^ 0xffe0)?;
+    let weights = FfnWeights::new(
+        &gpu,
+        &kernels,
+        &stream,
+        shape,
+        n_layers,
+        dense_copies,
+        spec.seed ^ 0xffe0,
+    )?;
     let ws = FfnWorkspace::new(&gpu, shape, max_tokens, rows_cap)?;
     let x = gpu.alloc(max_tokens * shape.hidden_size * BF16, "FFN input")?;
     let out = gpu.alloc(max_tokens * shape.hidden_size * BF16, "FFN output")?;
-    kernels.fill_bf16(&stream, x.ptr, (max_tokens * shape.hidden_size) as u64, spec.seed ^ 0x51, 1.0)?;
+    kernels.fill_bf16(
+        &stream,
+        x.ptr,
+        (max_tokens * shape.hidden_size) as u64,
+        spec.seed ^ 0x51,
+        1.0,
+    )?;
     ws.randomize(&kernels, &stream, shape.hidden_size, spec.seed ^ 0x52)?;
     stream.sync()?;
     let ffn = Ffn {
@@ -508,7 +650,9 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         for &t in &spec.tokens {
             let t = t as usize;
             progress(&format!("moe parts, {t} tokens"));
-            let samples = time_op(&gpu, &stream, &timing, 1, |rep| ffn.router(rep % n_layers, x.ptr, t))?;
+            let samples = time_op(&gpu, &stream, &timing, 1, |rep| {
+                ffn.router(rep % n_layers, x.ptr, t)
+            })?;
             let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
             let mut d = base_derived(&samples, counts.router);
             d.push(("tflops", 2.0 * (t * h * e) as f64 / (median * 1e6)));
@@ -517,9 +661,13 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
             if shape.shared_intermediate_size > 0 {
                 let si = shape.shared_intermediate_size;
                 let bytes = 3 * h * si * BF16;
-                let samples = time_op(&gpu, &stream, &timing, rotation(bytes, gpu.l2_bytes, 3), |rep| {
-                    ffn.shared(rep % n_layers, x.ptr, t)
-                })?;
+                let samples = time_op(
+                    &gpu,
+                    &stream,
+                    &timing,
+                    rotation(bytes, gpu.l2_bytes, 3),
+                    |rep| ffn.shared(rep % n_layers, x.ptr, t),
+                )?;
                 let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
                 let mut d = base_derived(&samples, counts.shared);
                 d.push(("weight_bytes", bytes as f64));
@@ -536,13 +684,19 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                 let mut d = base_derived(&samples, counts.dense);
                 d.push(("weight_bytes", dense_bytes as f64));
                 d.push(("gbps", dense_bytes as f64 / (median * 1e3)));
-                d.push(("tflops", 2.0 * (t * 3 * h * shape.dense_intermediate_size) as f64 / (median * 1e6)));
+                d.push((
+                    "tflops",
+                    2.0 * (t * 3 * h * shape.dense_intermediate_size) as f64 / (median * 1e6),
+                ));
                 dense_points.push(point(vec![t as f64], samples.graph_us, derived(&d))?);
             }
 
             let plans: Vec<DevicePlan> = (0..n_layers)
                 .map(|layer| {
-                    let plan = RoutingPlan::new(&draw(Routing::Uniform, e, k, t, spec.seed, layer as u64), e);
+                    let plan = RoutingPlan::new(
+                        &draw(Routing::Uniform, e, k, t, spec.seed, layer as u64),
+                        e,
+                    );
                     DevicePlan::new(&gpu, shape, &weights, &ws, layer, plan)
                 })
                 .collect::<Result<_, _>>()?;
@@ -559,14 +713,28 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
             )?);
         }
         let variant = [("model", model.clone())];
-        measured.tables.push(table("moe.router", &variant, &["tokens"], router_points));
+        measured
+            .tables
+            .push(table("moe.router", &variant, &["tokens"], router_points));
         if !shared_points.is_empty() {
-            measured.tables.push(table("moe.shared_experts", &variant, &["tokens"], shared_points));
+            measured.tables.push(table(
+                "moe.shared_experts",
+                &variant,
+                &["tokens"],
+                shared_points,
+            ));
         }
         if !dense_points.is_empty() {
-            measured.tables.push(table("mlp.dense", &variant, &["tokens"], dense_points));
+            measured
+                .tables
+                .push(table("mlp.dense", &variant, &["tokens"], dense_points));
         }
-        measured.tables.push(table("moe.dispatch", &variant, &["tokens"], dispatch_points));
+        measured.tables.push(table(
+            "moe.dispatch",
+            &variant,
+            &["tokens"],
+            dispatch_points,
+        ));
     }
 
     if !spec.grid_active.is_empty() && !spec.grid_tokens_per_expert.is_empty() {
@@ -578,22 +746,40 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                 let m = m as usize;
                 let plans: Vec<DevicePlan> = (0..n_layers)
                     .map(|layer| {
-                        DevicePlan::new(&gpu, shape, &weights, &ws, layer, RoutingPlan::uniform_grid(e, active, m))
+                        DevicePlan::new(
+                            &gpu,
+                            shape,
+                            &weights,
+                            &ws,
+                            layer,
+                            RoutingPlan::uniform_grid(e, active, m),
+                        )
                     })
                     .collect::<Result<_, _>>()?;
                 let bytes = active * 3 * h * i * BF16;
-                let samples = time_op(&gpu, &stream, &timing, rotation(bytes, gpu.l2_bytes, 3), |rep| {
-                    ffn.routed(&plans[rep % n_layers])
-                })?;
+                let samples = time_op(
+                    &gpu,
+                    &stream,
+                    &timing,
+                    rotation(bytes, gpu.l2_bytes, 3),
+                    |rep| ffn.routed(&plans[rep % n_layers]),
+                )?;
                 let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
                 let gbps = bytes as f64 / (median * 1e3);
                 let mut d = base_derived(&samples, counts.routed);
                 d.push(("weight_bytes", bytes as f64));
                 d.push(("gbps", gbps));
                 d.push(("hbm_fraction", gbps / hbm));
-                d.push(("tflops", 2.0 * (active * m * 3 * h * i) as f64 / (median * 1e6)));
+                d.push((
+                    "tflops",
+                    2.0 * (active * m * 3 * h * i) as f64 / (median * 1e6),
+                ));
                 d.push(("strided", f64::from(u8::from(active == e))));
-                points.push(point(vec![active as f64, m as f64], samples.graph_us, derived(&d))?);
+                points.push(point(
+                    vec![active as f64, m as f64],
+                    samples.graph_us,
+                    derived(&d),
+                )?);
             }
         }
         measured.tables.push(table(
@@ -639,7 +825,9 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         if error > 3e-2 {
             return Err(ProbeError::DataCheck {
                 what: format!("moe.layer ({routing}, {t} tokens)"),
-                detail: format!("token 0 differs from the CPU reference by {error:.3e} (relative L2)"),
+                detail: format!(
+                    "token 0 differs from the CPU reference by {error:.3e} (relative L2)"
+                ),
             });
         }
         measured.tables.push(table(
@@ -670,7 +858,9 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
             timing.iters,
         ),
     );
-    measured.notes.insert("hbm_copy_gbps".to_owned(), format!("{hbm:.1}"));
+    measured
+        .notes
+        .insert("hbm_copy_gbps".to_owned(), format!("{hbm:.1}"));
     Ok(measured)
 }
 
@@ -679,14 +869,25 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
 fn parts_sum_us(measured: &Measured, plans: &[DevicePlan], tokens: usize) -> Option<f64> {
     let at = |op: &str| -> Option<f64> {
         let t = measured.tables.iter().find(|t| t.op == op)?;
-        let points: Vec<(f64, f64)> = t.points.iter().map(|p| (p.at[0], p.stats.median_us)).collect();
+        let points: Vec<(f64, f64)> = t
+            .points
+            .iter()
+            .map(|p| (p.at[0], p.stats.median_us))
+            .collect();
         crate::fit::interpolate(&points, tokens as f64)
     };
-    let grid = measured.tables.iter().find(|t| t.op == "moe.routed_experts")?;
+    let grid = measured
+        .tables
+        .iter()
+        .find(|t| t.op == "moe.routed_experts")?;
     let routed: f64 = plans
         .iter()
         .map(|p| {
-            crate::fit::grid_lookup(grid, p.plan.active.len() as f64, p.plan.max_tokens_per_expert as f64)
+            crate::fit::grid_lookup(
+                grid,
+                p.plan.active.len() as f64,
+                p.plan.max_tokens_per_expert as f64,
+            )
         })
         .sum::<Option<f64>>()?
         / plans.len() as f64;
@@ -698,7 +899,9 @@ fn merge_layer_tables(measured: &mut Measured) {
     let mut merged: Vec<afd_traces::calibration::CostTable> = Vec::new();
     for t in std::mem::take(&mut measured.tables) {
         if t.op == "moe.layer"
-            && let Some(existing) = merged.iter_mut().find(|m| m.op == t.op && m.variant == t.variant)
+            && let Some(existing) = merged
+                .iter_mut()
+                .find(|m| m.op == t.op && m.variant == t.variant)
         {
             existing.points.extend(t.points);
             continue;

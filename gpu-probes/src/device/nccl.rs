@@ -41,7 +41,9 @@ pub(super) fn unique_id() -> Result<[u8; ID_BYTES], ProbeError> {
         internal: [0; ID_BYTES],
     };
     // SAFETY: writes 128 bytes into `id`.
-    code_of(0, "ncclGetUniqueId", unsafe { nccl::ncclGetUniqueId(&mut id) })?;
+    code_of(0, "ncclGetUniqueId", unsafe {
+        nccl::ncclGetUniqueId(&mut id)
+    })?;
     Ok(id.internal.map(|c| c as u8))
 }
 
@@ -96,23 +98,53 @@ impl Comm {
         stream.raw as nccl::cudaStream_t
     }
 
-    pub(super) fn send(&self, buf: u64, count: usize, dtype: Dtype, peer: usize, stream: &Stream) -> Result<(), ProbeError> {
+    pub(super) fn send(
+        &self,
+        buf: u64,
+        count: usize,
+        dtype: Dtype,
+        peer: usize,
+        stream: &Stream,
+    ) -> Result<(), ProbeError> {
         // SAFETY: buf holds `count` elements on this rank's GPU.
         code_of(self.rank, "ncclSend", unsafe {
-            nccl::ncclSend(buf as *const c_void, count, dtype.raw(), peer as i32, self.raw, Self::s(stream))
+            nccl::ncclSend(
+                buf as *const c_void,
+                count,
+                dtype.raw(),
+                peer as i32,
+                self.raw,
+                Self::s(stream),
+            )
         })
     }
 
-    pub(super) fn recv(&self, buf: u64, count: usize, dtype: Dtype, peer: usize, stream: &Stream) -> Result<(), ProbeError> {
+    pub(super) fn recv(
+        &self,
+        buf: u64,
+        count: usize,
+        dtype: Dtype,
+        peer: usize,
+        stream: &Stream,
+    ) -> Result<(), ProbeError> {
         // SAFETY: buf has room for `count` elements on this rank's GPU.
         code_of(self.rank, "ncclRecv", unsafe {
-            nccl::ncclRecv(buf as *mut c_void, count, dtype.raw(), peer as i32, self.raw, Self::s(stream))
+            nccl::ncclRecv(
+                buf as *mut c_void,
+                count,
+                dtype.raw(),
+                peer as i32,
+                self.raw,
+                Self::s(stream),
+            )
         })
     }
 
     pub(super) fn group_start(&self) -> Result<(), ProbeError> {
         // SAFETY: plain call.
-        code_of(self.rank, "ncclGroupStart", unsafe { nccl::ncclGroupStart() })
+        code_of(self.rank, "ncclGroupStart", unsafe {
+            nccl::ncclGroupStart()
+        })
     }
 
     pub(super) fn group_end(&self) -> Result<(), ProbeError> {
@@ -121,7 +153,12 @@ impl Comm {
     }
 
     /// In-place sum all-reduce of `count` f32.
-    pub(super) fn all_reduce_f32(&self, buf: u64, count: usize, stream: &Stream) -> Result<(), ProbeError> {
+    pub(super) fn all_reduce_f32(
+        &self,
+        buf: u64,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<(), ProbeError> {
         // SAFETY: buf holds `count` f32 on this rank's GPU.
         code_of(self.rank, "ncclAllReduce", unsafe {
             nccl::ncclAllReduce(
@@ -138,7 +175,13 @@ impl Comm {
 
     /// All-to-all by grouped send/recv: `bytes_per_peer` from `send + p·bytes_per_peer` to every rank p
     /// (itself included), received at `recv + p·bytes_per_peer` (as nccl-tests' alltoall).
-    pub(super) fn all_to_all(&self, send: u64, recv: u64, bytes_per_peer: usize, stream: &Stream) -> Result<(), ProbeError> {
+    pub(super) fn all_to_all(
+        &self,
+        send: u64,
+        recv: u64,
+        bytes_per_peer: usize,
+        stream: &Stream,
+    ) -> Result<(), ProbeError> {
         self.group_start()?;
         let mut result = Ok(());
         for peer in 0..self.world {

@@ -196,8 +196,18 @@ fn rank_body(spec: &P2pSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeError> {
         wrong: gpu.alloc(8, "check counter")?,
     };
     // Random data from the start: nothing is ever timed on zeros.
-    kernels.fill_u32(&stream, buffers.send.ptr, (buffers.send.bytes / 4) as u64, seed(setup.rank, 0))?;
-    kernels.fill_u32(&stream, buffers.recv.ptr, (buffers.recv.bytes / 4) as u64, seed(setup.rank, 1))?;
+    kernels.fill_u32(
+        &stream,
+        buffers.send.ptr,
+        (buffers.send.bytes / 4) as u64,
+        seed(setup.rank, 0),
+    )?;
+    kernels.fill_u32(
+        &stream,
+        buffers.recv.ptr,
+        (buffers.recv.bytes / 4) as u64,
+        seed(setup.rank, 1),
+    )?;
     let max_iters = spec.iters.max(20);
     let events = EventPairs::new(&gpu, max_iters)?;
     let ctx = RankCtx {
@@ -264,7 +274,11 @@ fn rank_body(spec: &P2pSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeError> {
                 ctx.wait("timed operations")?;
                 (events.elapsed_us(iters)?, host)
             };
-            let legs = if s.pattern == Pattern::PingPong { 2.0 } else { 1.0 };
+            let legs = if s.pattern == Pattern::PingPong {
+                2.0
+            } else {
+                1.0
+            };
             let wrong = ctx.check(s.pattern, bytes)?;
             out.push(samples.into_iter().map(|t| t / legs).collect());
             out.push(host);
@@ -336,9 +350,7 @@ impl RankCtx<'_> {
                     c.group_start()?;
                     let mut r = Ok(());
                     for i in 1..=senders {
-                        r = r.and_then(|()| {
-                            c.recv(b.recv.at((i - 1) * n), n, Dtype::U8, i, s)
-                        });
+                        r = r.and_then(|()| c.recv(b.recv.at((i - 1) * n), n, Dtype::U8, i, s));
                     }
                     let end = c.group_end();
                     r.and(end)
@@ -387,7 +399,14 @@ impl RankCtx<'_> {
             Pattern::FanIn { senders } => {
                 if self.rank == 0 {
                     for i in 1..=senders {
-                        k.check_u32(s, b.recv.at((i - 1) * bytes as usize), words, seed(i, bytes), 0, b.wrong.ptr)?;
+                        k.check_u32(
+                            s,
+                            b.recv.at((i - 1) * bytes as usize),
+                            words,
+                            seed(i, bytes),
+                            0,
+                            b.wrong.ptr,
+                        )?;
                     }
                 }
             }
@@ -418,7 +437,11 @@ impl RankCtx<'_> {
     }
 }
 
-fn assemble(spec: &P2pSpec, world: usize, per_rank: &[Vec<Vec<f64>>]) -> Result<Measured, ProbeError> {
+fn assemble(
+    spec: &P2pSpec,
+    world: usize,
+    per_rank: &[Vec<Vec<f64>>],
+) -> Result<Measured, ProbeError> {
     let mut measured = Measured::default();
     let mut cursor = 0usize;
     for s in plan(spec, world) {
@@ -428,10 +451,12 @@ fn assemble(spec: &P2pSpec, world: usize, per_rank: &[Vec<Vec<f64>>]) -> Result<
             let mut host_by_rank = Vec::new();
             let mut wrong = 0.0;
             for (rank, lists) in per_rank.iter().enumerate() {
-                let entry = lists.get(cursor..cursor + 3).ok_or_else(|| ProbeError::Rank {
-                    rank,
-                    message: "sent fewer results than planned".to_owned(),
-                })?;
+                let entry = lists
+                    .get(cursor..cursor + 3)
+                    .ok_or_else(|| ProbeError::Rank {
+                        rank,
+                        message: "sent fewer results than planned".to_owned(),
+                    })?;
                 if entry[2].get(1).copied() == Some(1.0) {
                     samples_by_rank.push(entry[0].clone());
                     host_by_rank.push(entry[1].clone());
@@ -460,9 +485,21 @@ fn assemble(spec: &P2pSpec, world: usize, per_rank: &[Vec<Vec<f64>>]) -> Result<
                 derived(&[
                     ("algbw_gbps", algbw),
                     ("busbw_gbps", algbw * factor),
-                    ("host_us", crate::stats::median(&host).unwrap_or(f64::NAN)),
+                    (
+                        // Eager: host time to enqueue one operation. Graph: host time of one replay
+                        // launch (of `ops_per_graph` operations), which is not a per-operation cost.
+                        if s.graph { "replay_host_us" } else { "host_us" },
+                        crate::stats::median(&host).unwrap_or(f64::NAN),
+                    ),
                     ("kernels", s.pattern.calls(world) as f64),
-                    ("ops_per_graph", if s.graph { ops_per_graph(bytes) as f64 } else { 0.0 }),
+                    (
+                        "ops_per_graph",
+                        if s.graph {
+                            ops_per_graph(bytes) as f64
+                        } else {
+                            0.0
+                        },
+                    ),
                 ]),
             )?);
         }
@@ -472,7 +509,10 @@ fn assemble(spec: &P2pSpec, world: usize, per_rank: &[Vec<Vec<f64>>]) -> Result<
             Pattern::AllReduce | Pattern::AllToAll => variant.push(("ranks", world.to_string())),
             _ => {}
         }
-        let fit_points: Vec<(f64, f64)> = points.iter().map(|p| (p.at[0], p.stats.median_us)).collect();
+        let fit_points: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| (p.at[0], p.stats.median_us))
+            .collect();
         if let Some(fit) = crate::fit::alpha_beta(&fit_points, 1024.0, 64.0 * 1024.0 * 1024.0) {
             measured.notes.insert(
                 format!("{}.{}.fit", s.pattern.op(), if s.graph { "graph" } else { "eager" }),
@@ -482,7 +522,9 @@ fn assemble(spec: &P2pSpec, world: usize, per_rank: &[Vec<Vec<f64>>]) -> Result<
                 ),
             );
         }
-        measured.tables.push(table(s.pattern.op(), &variant, &["bytes"], points));
+        measured
+            .tables
+            .push(table(s.pattern.op(), &variant, &["bytes"], points));
     }
     measured.notes.insert(
         "p2p".to_owned(),

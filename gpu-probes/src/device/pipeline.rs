@@ -14,13 +14,18 @@ use afd_traces::pipeline::PipelineRecord;
 
 use super::attention::{Attn, AttnWeights, AttnWorkspace, KV_ROW_BYTES, KvView, select_variant};
 use super::blas::Blas;
-use super::gpu::{EventPairs, Gpu, Graph, Stream, download_async, download_raw, upload_async, zero_async};
+use super::gpu::{
+    EventPairs, Gpu, Graph, Stream, download_async, download_raw, upload_async, zero_async,
+};
 use super::kernels::Kernels;
 use super::moe::{DevicePlan, Ffn, FfnWeights, FfnWorkspace};
 use super::nccl::{Comm, Dtype};
 use super::ranks::{RankSetup, run_ranks};
 use crate::error::ProbeError;
-use crate::pipeline_plan::{Config, checksum, configs, control_payload, parse_control_payload, routing_plans, routing_record};
+use crate::pipeline_plan::{
+    Config, checksum, configs, control_payload, parse_control_payload, routing_plans,
+    routing_record,
+};
 use crate::shapes::MlaSplit;
 use crate::spec::PipelineSpec;
 
@@ -38,11 +43,17 @@ pub struct PipelineOutcome {
 
 pub(super) type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 
-pub(super) fn run(spec: &PipelineSpec, progress: Progress) -> Result<Option<PipelineOutcome>, ProbeError> {
+pub(super) fn run(
+    spec: &PipelineSpec,
+    progress: Progress,
+) -> Result<Option<PipelineOutcome>, ProbeError> {
     if spec.layout.world_size() != 2 {
         return Err(ProbeError::setting(
             "ranks",
-            format!("the pipeline runs on exactly 2 ranks (Attention, FFN), got {}", spec.layout.world_size()),
+            format!(
+                "the pipeline runs on exactly 2 ranks (Attention, FFN), got {}",
+                spec.layout.world_size()
+            ),
         ));
     }
     let body_spec = spec.clone();
@@ -58,8 +69,8 @@ pub(super) fn run(spec: &PipelineSpec, progress: Progress) -> Result<Option<Pipe
             rank: ATTENTION,
             message: format!("sent unreadable results: {err}"),
         })?;
-    let (ffn_hashes, ffn_errors): (Vec<u32>, Vec<f64>) =
-        serde_json::from_slice(&blobs[FFN]).map_err(|err| ProbeError::Rank {
+    let (ffn_hashes, ffn_errors): (Vec<u32>, Vec<f64>) = serde_json::from_slice(&blobs[FFN])
+        .map_err(|err| ProbeError::Rank {
             rank: FFN,
             message: format!("sent unreadable results: {err}"),
         })?;
@@ -90,11 +101,21 @@ struct Channel<'a> {
 
 impl Channel<'_> {
     fn wait(&self, what: &str) -> Result<(), ProbeError> {
-        self.stream.sync_or_timeout(self.timeout, what, self.rank, || self.comm.async_error(), || self.comm.abort())
+        self.stream.sync_or_timeout(
+            self.timeout,
+            what,
+            self.rank,
+            || self.comm.async_error(),
+            || self.comm.abort(),
+        )
     }
 }
 
-fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -> Result<Vec<u8>, ProbeError> {
+fn attention_rank(
+    spec: &PipelineSpec,
+    setup: &RankSetup,
+    progress: &Progress,
+) -> Result<Vec<u8>, ProbeError> {
     let shape = &spec.model;
     let mla = shape.require_mla()?;
     let gpu = Gpu::open(setup.gpu)?;
@@ -104,7 +125,12 @@ fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -
     let weights = AttnWeights::new(&gpu, &kernels, &stream, shape, &mla, 0xa77e)?;
     let (variant, _) = select_variant(&gpu, &kernels, &blas, &stream, shape, &mla, &weights)?;
     let comm = Comm::init(&setup.id, setup.rank, setup.world)?;
-    let all = configs(&spec.tokens, &spec.contexts, &spec.dbo_modes, &spec.graph_modes);
+    let all = configs(
+        &spec.tokens,
+        &spec.contexts,
+        &spec.dbo_modes,
+        &spec.graph_modes,
+    );
     let h = shape.hidden_size;
     let n_layers = shape.num_layers;
     let target_blocks = 6 * gpu.sm_count;
@@ -112,12 +138,18 @@ fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -
     let part_cap = all
         .iter()
         .flat_map(|c| c.ubatches().into_iter().map(move |rows| (rows, c.context)))
-        .map(|(rows, ctx)| rows * MlaSplit::choose(rows, shape.num_heads / 16, ctx, target_blocks).splits)
+        .map(|(rows, ctx)| {
+            rows * MlaSplit::choose(rows, shape.num_heads / 16, ctx, target_blocks).splits
+        })
         .max()
         .unwrap_or(1);
     let ws = [
-        AttnWorkspace::new(&gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa700)?,
-        AttnWorkspace::new(&gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa701)?,
+        AttnWorkspace::new(
+            &gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa700,
+        )?,
+        AttnWorkspace::new(
+            &gpu, &kernels, &stream, shape, &mla, tokens_cap, part_cap, 0xa701,
+        )?,
     ];
     let recv = [
         gpu.alloc(tokens_cap * h * BF16, "FFN result, ubatch 0")?,
@@ -162,14 +194,27 @@ fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -
         ));
         let ubatches = config.ubatches();
         let layer_bytes = config.tokens * config.context * KV_ROW_BYTES;
-        kernels.fill_bf16(&stream, pool.ptr, (n_layers * layer_bytes / BF16) as u64, 0xcafe ^ index as u64, 1.0)?;
-        let offsets: Vec<usize> = ubatches.iter().scan(0, |acc, &rows| {
-            let start = *acc;
-            *acc += rows;
-            Some(start)
-        }).collect();
+        kernels.fill_bf16(
+            &stream,
+            pool.ptr,
+            (n_layers * layer_bytes / BF16) as u64,
+            0xcafe ^ index as u64,
+            1.0,
+        )?;
+        let offsets: Vec<usize> = ubatches
+            .iter()
+            .scan(0, |acc, &rows| {
+                let start = *acc;
+                *acc += rows;
+                Some(start)
+            })
+            .collect();
         let kv = |layer: usize, u: usize| {
-            KvView::decode(pool.at(layer * layer_bytes + offsets[u] * config.context * KV_ROW_BYTES), config.context, config.context)
+            KvView::decode(
+                pool.at(layer * layer_bytes + offsets[u] * config.context * KV_ROW_BYTES),
+                config.context,
+                config.context,
+            )
         };
         let payload = control_payload(&ubatches);
         let size = (payload.len() as i64).to_le_bytes();
@@ -217,7 +262,7 @@ fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -
             channel.wait("pipeline warm-up step (Attention)")?;
         }
         let graph = if config.graph {
-            let graph = Graph::capture(&stream, || layers())?;
+            let graph = Graph::capture(&stream, layers)?;
             for _ in 0..2 {
                 send_control()?;
                 graph.launch(&stream)?;
@@ -258,7 +303,14 @@ fn attention_rank(spec: &PipelineSpec, setup: &RankSetup, progress: &Progress) -
         hashes.push(checksum(&words));
         drop(graph);
         let plans = routing_plans(shape, spec.routing, spec.seed, config);
-        records.push(record(config, &ubatches, n_layers, payload.len(), samples, routing_record(shape, &plans))?);
+        records.push(record(
+            config,
+            &ubatches,
+            n_layers,
+            payload.len(),
+            samples,
+            routing_record(shape, &plans),
+        )?);
     }
     serde_json::to_vec(&(records, hashes, variant.name())).map_err(|err| ProbeError::Rank {
         rank: setup.rank,
@@ -301,11 +353,24 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
     let kernels = Kernels::load(&gpu)?;
     let stream = gpu.stream()?;
     let blas = Blas::new(&gpu, &stream)?;
-    let all = configs(&spec.tokens, &spec.contexts, &spec.dbo_modes, &spec.graph_modes);
+    let all = configs(
+        &spec.tokens,
+        &spec.contexts,
+        &spec.dbo_modes,
+        &spec.graph_modes,
+    );
     let h = shape.hidden_size;
     let n_layers = shape.num_layers;
     let dense = shape.dense_layers;
-    let weights = FfnWeights::new(&gpu, &kernels, &stream, shape, shape.moe_layers(), dense.min(1), 0xf0f0)?;
+    let weights = FfnWeights::new(
+        &gpu,
+        &kernels,
+        &stream,
+        shape,
+        shape.moe_layers(),
+        dense.min(1),
+        0xf0f0,
+    )?;
     let comm = Comm::init(&setup.id, setup.rank, setup.world)?;
     let tokens_cap = all.iter().map(|c| c.tokens).max().unwrap_or(1);
     // The routing of every configuration fixes the workspace size.
@@ -368,7 +433,13 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
                 });
             }
             let mut payload = vec![0u8; len as usize];
-            comm.recv(control.at(256), payload.len(), Dtype::U8, ATTENTION, &stream)?;
+            comm.recv(
+                control.at(256),
+                payload.len(),
+                Dtype::U8,
+                ATTENTION,
+                &stream,
+            )?;
             download_async(&stream, &mut payload, control.at(256))?;
             channel.wait("control message payload (FFN)")?;
             let stages = parse_control_payload(&payload).map_err(|err| ProbeError::DataCheck {
@@ -378,7 +449,9 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             if stages != ubatches {
                 return Err(ProbeError::DataCheck {
                     what: "control message".to_owned(),
-                    detail: format!("announces ubatches {stages:?}, this configuration has {ubatches:?}"),
+                    detail: format!(
+                        "announces ubatches {stages:?}, this configuration has {ubatches:?}"
+                    ),
                 });
             }
             Ok(())
@@ -403,7 +476,7 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             channel.wait("pipeline warm-up step (FFN)")?;
         }
         let graph = if config.graph {
-            let graph = Graph::capture(&stream, || layers())?;
+            let graph = Graph::capture(&stream, layers)?;
             for _ in 0..2 {
                 receive_control()?;
                 graph.launch(&stream)?;
@@ -435,7 +508,9 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             if error > 3e-2 {
                 return Err(ProbeError::DataCheck {
                     what: format!("pipeline FFN T={} dbo={}", config.tokens, config.dbo),
-                    detail: format!("token 0 of the last layer differs from the CPU reference by {error:.3e}"),
+                    detail: format!(
+                        "token 0 of the last layer differs from the CPU reference by {error:.3e}"
+                    ),
                 });
             }
             errors.push(error);

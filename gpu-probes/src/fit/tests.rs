@@ -56,7 +56,14 @@ fn grid_lookup_reads_a_cost_table() {
     use afd_traces::calibration::{CostPoint, CostTable, SampleStats};
     let at = |a: f64, m: f64, us: f64| CostPoint {
         at: vec![a, m],
-        stats: SampleStats { n: 1, min_us: us, median_us: us, p99_us: us, max_us: us, mean_us: us },
+        stats: SampleStats {
+            n: 1,
+            min_us: us,
+            median_us: us,
+            p99_us: us,
+            max_us: us,
+            mean_us: us,
+        },
         samples_us: vec![us],
         derived: Default::default(),
     };
@@ -64,7 +71,12 @@ fn grid_lookup_reads_a_cost_table() {
         op: "moe.routed_experts".to_owned(),
         variant: Default::default(),
         axes: vec!["active_experts".to_owned(), "tokens_per_expert".to_owned()],
-        points: vec![at(1.0, 1.0, 10.0), at(1.0, 2.0, 12.0), at(2.0, 1.0, 20.0), at(2.0, 2.0, 22.0)],
+        points: vec![
+            at(1.0, 1.0, 10.0),
+            at(1.0, 2.0, 12.0),
+            at(2.0, 1.0, 20.0),
+            at(2.0, 2.0, 22.0),
+        ],
     };
     assert_eq!(grid_lookup(&table, 1.5, 1.5), Some(16.0));
     table.points.pop();

@@ -54,7 +54,8 @@ fn deepseek_config_matches_the_built_in_model() {
 
 #[test]
 fn qwen3_has_no_dense_layer_no_shared_expert_and_no_mla() {
-    let shape = ModelShape::from_config_json(QWEN3_30B_A3B, "config.json", "Qwen3-30B-A3B").unwrap();
+    let shape =
+        ModelShape::from_config_json(QWEN3_30B_A3B, "config.json", "Qwen3-30B-A3B").unwrap();
     expect![[r#"
         ModelShape {
             name: "Qwen3-30B-A3B",
@@ -102,7 +103,10 @@ fn missing_and_mistyped_fields_are_named() {
         &QWEN3_30B_A3B.replace("\"mlp_only_layers\": []", "\"mlp_only_layers\": [0]"),
         "model config m.json, field `mlp_only_layers`: must be an empty list",
     );
-    check_error("[1, 2]", "model config m.json, field `(root)`: must be a JSON object");
+    check_error(
+        "[1, 2]",
+        "model config m.json, field `(root)`: must be a JSON object",
+    );
     check_error(
         "{\"hidden_size\": ",
         "model config m.json is not valid JSON (line 1, column 16): EOF while parsing a value at line 1 column 16",
@@ -126,7 +130,10 @@ fn unsupported_mla_ranks_are_refused() {
 #[test]
 fn files_that_do_not_exist_name_the_path() {
     let err = ModelShape::from_file(Path::new("/nonexistent/config.json")).unwrap_err();
-    assert!(err.to_string().starts_with("cannot read model config /nonexistent/config.json"));
+    assert!(
+        err.to_string()
+            .starts_with("cannot read model config /nonexistent/config.json")
+    );
 }
 
 proptest::proptest! {

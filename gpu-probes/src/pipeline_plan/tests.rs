@@ -9,7 +9,12 @@ use super::*;
 fn dbo_splits_at_half_and_skips_single_tokens() {
     let all = configs(&[1, 5], &[512], &[false, true], &[false, true]);
     assert_eq!(all.len(), 6, "T = 1 runs without DBO only");
-    let c = Config { tokens: 5, context: 512, dbo: true, graph: false };
+    let c = Config {
+        tokens: 5,
+        context: 512,
+        dbo: true,
+        graph: false,
+    };
     assert_eq!(c.ubatches(), vec![2, 3]);
     assert_eq!(Config { dbo: false, ..c }.ubatches(), vec![5]);
 }
@@ -25,25 +30,53 @@ fn control_payload_is_compact_sorted_json() {
 #[test]
 fn bad_payloads_are_named() {
     let err = parse_control_payload(b"{\"1\":{\"num_tokens_across_dp_cpu\":[3]}}").unwrap_err();
-    assert!(err.to_string().contains("stages must be numbered 0, 1"), "{err}");
+    assert!(
+        err.to_string().contains("stages must be numbered 0, 1"),
+        "{err}"
+    );
     let err = parse_control_payload(b"{\"0\":{}}").unwrap_err();
-    assert!(err.to_string().contains("stage 0 has no num_tokens_across_dp_cpu"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("stage 0 has no num_tokens_across_dp_cpu"),
+        "{err}"
+    );
     assert!(parse_control_payload(b"\xff").is_err());
 }
 
 #[test]
 fn routing_covers_every_moe_layer_and_ubatch() {
     let shape = ModelShape::deepseek_v2_lite();
-    let config = Config { tokens: 32, context: 512, dbo: true, graph: true };
+    let config = Config {
+        tokens: 32,
+        context: 512,
+        dbo: true,
+        graph: true,
+    };
     let plans = routing_plans(&shape, Routing::Uniform, 7, &config);
     assert_eq!(plans.len(), 26);
-    assert!(plans.iter().all(|stages| stages.len() == 2 && stages[0].tokens == 16));
+    assert!(
+        plans
+            .iter()
+            .all(|stages| stages.len() == 2 && stages[0].tokens == 16)
+    );
     let record = routing_record(&shape, &plans);
     assert_eq!(record.len(), 52);
     assert_eq!(record[0].layer, 1);
     assert_eq!(record[51].layer, 26);
-    let same = routing_plans(&shape, Routing::Uniform, 7, &Config { context: 4096, graph: false, ..config });
-    assert_eq!(plans, same, "context and graph mode do not change the routing");
+    let same = routing_plans(
+        &shape,
+        Routing::Uniform,
+        7,
+        &Config {
+            context: 4096,
+            graph: false,
+            ..config
+        },
+    );
+    assert_eq!(
+        plans, same,
+        "context and graph mode do not change the routing"
+    );
 }
 
 #[test]

@@ -8,7 +8,14 @@ use expect_test::expect;
 use super::*;
 
 fn stats(median: f64) -> SampleStats {
-    SampleStats { n: 3, min_us: median - 1.0, median_us: median, p99_us: median + 1.0, max_us: median + 2.0, mean_us: median }
+    SampleStats {
+        n: 3,
+        min_us: median - 1.0,
+        median_us: median,
+        p99_us: median + 1.0,
+        max_us: median + 2.0,
+        mean_us: median,
+    }
 }
 
 #[test]
@@ -22,13 +29,19 @@ fn p2p_rows_show_sizes_and_bandwidth() {
                 at: vec![8.0],
                 stats: stats(6.1),
                 samples_us: vec![],
-                derived: BTreeMap::from([("algbw_gbps".to_owned(), 0.0013), ("busbw_gbps".to_owned(), 0.0013)]),
+                derived: BTreeMap::from([
+                    ("algbw_gbps".to_owned(), 0.0013),
+                    ("busbw_gbps".to_owned(), 0.0013),
+                ]),
             },
             CostPoint {
                 at: vec![1073741824.0],
                 stats: stats(2902.5),
                 samples_us: vec![],
-                derived: BTreeMap::from([("algbw_gbps".to_owned(), 369.9), ("busbw_gbps".to_owned(), 369.9)]),
+                derived: BTreeMap::from([
+                    ("algbw_gbps".to_owned(), 369.9),
+                    ("busbw_gbps".to_owned(), 369.9),
+                ]),
             },
         ],
     };

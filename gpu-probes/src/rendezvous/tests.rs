@@ -73,10 +73,11 @@ fn three_ranks_share_the_id_and_gather_in_rank_order() {
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let (got, mut link) = join(&addr, rank, 3, Duration::from_secs(10)).unwrap();
-                assert!(link
-                    .gather(vec![rank as u8; rank], Duration::from_secs(10))
-                    .unwrap()
-                    .is_none());
+                assert!(
+                    link.gather(vec![rank as u8; rank], Duration::from_secs(10))
+                        .unwrap()
+                        .is_none()
+                );
                 got
             })
         })
@@ -121,7 +122,9 @@ fn a_stranger_is_refused() {
 #[test]
 fn a_world_of_one_needs_no_network() {
     let listener = RootListener::bind("127.0.0.1:0").unwrap();
-    let mut link = listener.serve(1, &[0; ID_BYTES], Duration::from_secs(1)).unwrap();
+    let mut link = listener
+        .serve(1, &[0; ID_BYTES], Duration::from_secs(1))
+        .unwrap();
     assert_eq!(
         link.gather(vec![9], Duration::from_secs(1)).unwrap(),
         Some(vec![vec![9]])

@@ -12,8 +12,17 @@ fn routing_names_parse_and_print() {
         "power-law:1.2".parse::<Routing>().unwrap(),
         Routing::PowerLaw { alpha: 1.2 }
     );
-    assert_eq!(Routing::PowerLaw { alpha: 1.2 }.to_string(), "power-law:1.2");
-    for bad in ["zipf", "power-law:", "power-law:-1", "power-law:nan", "power-law:9"] {
+    assert_eq!(
+        Routing::PowerLaw { alpha: 1.2 }.to_string(),
+        "power-law:1.2"
+    );
+    for bad in [
+        "zipf",
+        "power-law:",
+        "power-law:-1",
+        "power-law:nan",
+        "power-law:9",
+    ] {
         let err = bad.parse::<Routing>().unwrap_err();
         assert!(err.to_string().contains(bad), "{err}");
     }
@@ -73,7 +82,10 @@ fn draws_are_reproducible_per_seed_and_stream() {
 #[test]
 fn power_law_concentrates_load() {
     let uniform = RoutingPlan::new(&draw(Routing::Uniform, 64, 6, 512, 1, 0), 64);
-    let skewed = RoutingPlan::new(&draw(Routing::PowerLaw { alpha: 1.2 }, 64, 6, 512, 1, 0), 64);
+    let skewed = RoutingPlan::new(
+        &draw(Routing::PowerLaw { alpha: 1.2 }, 64, 6, 512, 1, 0),
+        64,
+    );
     assert!(skewed.max_tokens_per_expert > 2 * uniform.max_tokens_per_expert);
 }
 

@@ -23,11 +23,41 @@ fn rotation_exceeds_l2() {
 
 #[test]
 fn mla_splits_fill_the_gpu_but_stay_long() {
-    assert_eq!(MlaSplit::choose(1, 1, 8192, 792), MlaSplit { chunk: 256, splits: 32 });
-    assert_eq!(MlaSplit::choose(512, 1, 8192, 792), MlaSplit { chunk: 4096, splits: 2 });
-    assert_eq!(MlaSplit::choose(64, 1, 4096, 792), MlaSplit { chunk: 320, splits: 13 });
-    assert_eq!(MlaSplit::choose(4, 1, 100, 792), MlaSplit { chunk: 128, splits: 1 });
-    assert_eq!(MlaSplit::with_chunk(300, 100), MlaSplit { chunk: 128, splits: 3 });
+    assert_eq!(
+        MlaSplit::choose(1, 1, 8192, 792),
+        MlaSplit {
+            chunk: 128,
+            splits: 64
+        }
+    );
+    assert_eq!(
+        MlaSplit::choose(512, 1, 8192, 792),
+        MlaSplit {
+            chunk: 4096,
+            splits: 2
+        }
+    );
+    assert_eq!(
+        MlaSplit::choose(64, 1, 4096, 792),
+        MlaSplit {
+            chunk: 320,
+            splits: 13
+        }
+    );
+    assert_eq!(
+        MlaSplit::choose(4, 1, 100, 792),
+        MlaSplit {
+            chunk: 128,
+            splits: 1
+        }
+    );
+    assert_eq!(
+        MlaSplit::with_chunk(300, 100),
+        MlaSplit {
+            chunk: 128,
+            splits: 3
+        }
+    );
 }
 
 #[test]

@@ -16,7 +16,10 @@ fn check(samples: &[f64], expected: Expect) {
 
 #[test]
 fn one_sample_is_every_statistic() {
-    check(&[6.1], expect!["n=1 min=6.1 median=6.1 p99=6.1 max=6.1 mean=6.1"]);
+    check(
+        &[6.1],
+        expect!["n=1 min=6.1 median=6.1 p99=6.1 max=6.1 mean=6.1"],
+    );
 }
 
 #[test]

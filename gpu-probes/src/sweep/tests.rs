@@ -8,7 +8,10 @@ use super::*;
 fn ranges_double_and_lists_sort() {
     assert_eq!(parse_list("8:64", 1, 1 << 40).unwrap(), vec![8, 16, 32, 64]);
     assert_eq!(parse_list("1G:1G", 1, 1 << 40).unwrap(), vec![1 << 30]);
-    assert_eq!(parse_list("4,1,4,2K", 1, 1 << 40).unwrap(), vec![1, 4, 2048]);
+    assert_eq!(
+        parse_list("4,1,4,2K", 1, 1 << 40).unwrap(),
+        vec![1, 4, 2048]
+    );
     assert_eq!(parse_list("8:1G", 1, 1 << 40).unwrap().len(), 28);
 }
 
