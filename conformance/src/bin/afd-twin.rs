@@ -77,12 +77,89 @@ struct Tools {
 
 #[derive(Subcommand, Debug)]
 enum Tool {
+    /// Load an OpenAI-compatible server as `vllm bench serve` does (random dataset, streaming).
+    #[command(after_help = BENCH_AFTER_HELP)]
+    Bench(Box<BenchArgs>),
     /// List the fault switches: name, parameter, role, the invariant it breaks.
     Faults {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
+}
+
+const BENCH_AFTER_HELP: &str = "\
+Latency clocks start at each request's intended start (its scheduled arrival, or the moment it got a
+slot under --max-concurrency), so a lagging client charges its delay to the server. Prompts are random
+words, one afd-twin token each; against a real vLLM the server's usage counts are reported.
+
+Examples:
+  # The seed recipe's benchmark (tools/benchmarks/request_generator.sh):
+  afd-twin bench --base-url http://127.0.0.1:18305 --num-prompts 1024 --random-input-len 1024 \\
+      --random-output-len 128 --request-rate 5 --max-concurrency 32 --ignore-eos
+  # 1,000 concurrent clients, 20,000 short requests, checking /metrics conservation:
+  afd-twin bench --base-url http://127.0.0.1:18305 --num-prompts 20000 --max-concurrency 1000 \\
+      --random-input-len 8 --random-output-len 4 --ignore-eos --check-metrics --json";
+
+/// Flags of `afd-twin bench`, named as `vllm bench serve` names them.
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// Server to load, e.g. http://127.0.0.1:18305.
+    #[arg(long)]
+    base_url: String,
+    /// API path; /v1/chat/completions switches to chat requests.
+    #[arg(long, default_value = "/v1/completions")]
+    endpoint: String,
+    /// Model name (default: the first model /v1/models lists).
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long, default_value_t = 1000)]
+    num_prompts: usize,
+    #[arg(long, default_value_t = 1024)]
+    random_input_len: u32,
+    #[arg(long, default_value_t = 128)]
+    random_output_len: u32,
+    /// Draw lengths uniformly from [len*(1-r), len*(1+r)].
+    #[arg(long, default_value_t = 0.0)]
+    random_range_ratio: f64,
+    /// Requests per second (inf: all at once).
+    #[arg(long, default_value = "inf")]
+    request_rate: f64,
+    /// Gamma shape of inter-arrival times (1: Poisson).
+    #[arg(long, default_value_t = 1.0)]
+    burstiness: f64,
+    /// Most requests in flight at once.
+    #[arg(long)]
+    max_concurrency: Option<usize>,
+    /// Ask the server to ignore EOS so outputs have exactly --random-output-len tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Metrics to report: comma-separated of ttft, tpot, itl, e2el.
+    #[arg(long, default_value = "ttft,tpot,itl")]
+    percentile_metrics: String,
+    /// Percentiles to report, comma-separated.
+    #[arg(long, default_value = "99")]
+    metric_percentiles: String,
+    /// Extra header on every request, NAME:VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    headers: Vec<String>,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// Scrape /metrics before and after and compare requests and tokens with what the client saw.
+    #[arg(long)]
+    check_metrics: bool,
+    /// Print the result JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the result JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    save_result: Option<std::path::PathBuf>,
+    /// Include per-request arrays (input_lens, output_lens, ttfts, itls, generated_texts, errors).
+    #[arg(long)]
+    save_detailed: bool,
 }
 
 const TWIN_VALUE_FLAGS: &[&str] = &[
@@ -122,15 +199,121 @@ fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("faults") => {
-            let tools = Tools::parse();
-            let Tool::Faults { json } = tools.command;
-            print_faults(json);
-            ExitCode::SUCCESS
-        }
+        Some("faults" | "bench") => match Tools::parse().command {
+            Tool::Faults { json } => {
+                print_faults(json);
+                ExitCode::SUCCESS
+            }
+            Tool::Bench(args) => match bench(*args) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(err) => {
+                    eprintln!("afd-twin bench: error: {err:#}");
+                    ExitCode::from(2)
+                }
+            },
+        },
         Some("serve") => serve(&args[1..]),
         _ => serve(&args),
     }
+}
+
+/// Runs `afd-twin bench`; `Ok(false)` when requests failed or `/metrics` was not conserved.
+fn bench(args: BenchArgs) -> anyhow::Result<bool> {
+    use afd_conformance::bench::{self, Api, BenchConfig, stats};
+    let percentiles = args
+        .metric_percentiles
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+                .with_context(|| format!("--metric-percentiles: '{p}' is not a number in 0..=100"))
+        })
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    let metrics = args
+        .percentile_metrics
+        .split(',')
+        .map(|m| {
+            stats::Metric::parse(m).with_context(|| {
+                format!("--percentile-metrics: '{m}' is not one of ttft, tpot, itl, e2el")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| {
+            h.split_once(':')
+                .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                .with_context(|| format!("--header '{h}': expected NAME:VALUE"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !args.timeout.is_finite() || args.timeout <= 0.0 {
+        bail!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        );
+    }
+    if !args.base_url.starts_with("http://") && !args.base_url.starts_with("https://") {
+        bail!(
+            "--base-url must start with http:// or https://, got '{}'",
+            args.base_url
+        );
+    }
+    let mut config = BenchConfig::new(&args.base_url);
+    config.api = if args.endpoint.contains("chat") {
+        Api::Chat
+    } else {
+        Api::Completions
+    };
+    config.endpoint = args.endpoint;
+    config.model = args.model;
+    config.num_prompts = args.num_prompts;
+    config.random_input_len = args.random_input_len;
+    config.random_output_len = args.random_output_len;
+    config.random_range_ratio = args.random_range_ratio;
+    config.request_rate = args.request_rate;
+    config.burstiness = args.burstiness;
+    config.max_concurrency = args.max_concurrency;
+    config.ignore_eos = args.ignore_eos;
+    config.seed = args.seed;
+    config.request_timeout = Duration::from_secs_f64(args.timeout);
+    config.headers = headers;
+    let progress = indicatif::ProgressBar::new(args.num_prompts as u64);
+    progress.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} requests ({per_sec})",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let tick = progress.clone();
+    let result = runtime.block_on(bench::run(config, args.check_metrics, move || tick.inc(1)))?;
+    progress.finish_and_clear();
+    let summary = stats::summary(&result, &percentiles, args.save_detailed);
+    if let Some(path) = &args.save_result {
+        let text = serde_json::to_string_pretty(&summary).context("encoding the result")?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    }
+    if args.json {
+        println!("{summary}");
+    } else {
+        print!("{}", stats::table(&summary, &metrics, &percentiles));
+    }
+    let failed = summary["failed"].as_u64().unwrap_or(0);
+    let conserved = summary
+        .get("conservation")
+        .is_none_or(|c| c["conserved"].as_bool() == Some(true));
+    Ok(failed == 0 && conserved)
 }
 
 fn print_faults(json: bool) {
