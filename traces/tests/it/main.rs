@@ -5,4 +5,5 @@
     reason = "test helpers panic on failure, like the tests that call them"
 )]
 
+mod models;
 mod workloads;
