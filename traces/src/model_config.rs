@@ -594,6 +594,20 @@ impl Dtype {
     }
 }
 
+/// Kinds of `n_layers` layers by a predicate on the 0-based layer index. Counts past
+/// [`MAX_COUNT`] are cut one above it, so [`ModelConfig::check`] rejects them without allocating.
+fn layer_kinds(n_layers: u32, is_moe: impl Fn(u32) -> bool) -> Vec<LayerKind> {
+    (0..n_layers.min(MAX_COUNT + 1))
+        .map(|layer| {
+            if is_moe(layer) {
+                LayerKind::Moe
+            } else {
+                LayerKind::Dense
+            }
+        })
+        .collect()
+}
+
 fn invalid(field: &str, problem: String) -> ModelConfigError {
     ModelConfigError::Invalid {
         field: field.to_owned(),

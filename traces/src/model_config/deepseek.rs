@@ -14,8 +14,8 @@
 use serde::Deserialize;
 
 use super::{
-    Architecture, Attention, ConfigFormat, Dtype, LayerKind, MlaAttention, ModelConfig,
-    ModelConfigError, MoeConfig, RouterScoring, from_value, invalid,
+    Architecture, Attention, ConfigFormat, Dtype, MlaAttention, ModelConfig, ModelConfigError,
+    MoeConfig, RouterScoring, from_value, invalid, layer_kinds,
 };
 
 #[derive(Deserialize)]
@@ -114,15 +114,7 @@ pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfig
             ),
         ));
     }
-    let layers = (0..raw.n_layers.min(super::MAX_COUNT + 1))
-        .map(|layer| {
-            if layer < raw.n_dense_layers {
-                LayerKind::Dense
-            } else {
-                LayerKind::Moe
-            }
-        })
-        .collect();
+    let layers = layer_kinds(raw.n_layers, |layer| layer >= raw.n_dense_layers);
     Ok(ModelConfig {
         architecture,
         format: ConfigFormat::DeepSeekInference,

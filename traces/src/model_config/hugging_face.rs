@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{
     Architecture, Attention, ConfigFormat, Dtype, GqaAttention, LayerKind, MlaAttention,
-    ModelConfig, ModelConfigError, MoeConfig, RouterScoring, from_value, invalid,
+    ModelConfig, ModelConfigError, MoeConfig, RouterScoring, from_value, invalid, layer_kinds,
 };
 
 #[derive(Deserialize)]
@@ -146,15 +146,9 @@ fn deepseek(architecture: Architecture, raw: Deepseek) -> Result<ModelConfig, Mo
             "missing or null: a dense model has no experts to disaggregate".to_owned(),
         )
     })?;
-    let layers = (0..n_layers.min(super::MAX_COUNT + 1))
-        .map(|layer| {
-            if layer >= first_dense && layer % frequency == 0 {
-                LayerKind::Moe
-            } else {
-                LayerKind::Dense
-            }
-        })
-        .collect();
+    let layers = layer_kinds(n_layers, |layer| {
+        layer >= first_dense && layer.is_multiple_of(frequency)
+    });
     let scoring = match raw.scoring_func.as_deref().unwrap_or("softmax") {
         "softmax" => RouterScoring::Softmax,
         "sigmoid" => RouterScoring::Sigmoid,
@@ -166,40 +160,28 @@ fn deepseek(architecture: Architecture, raw: Deepseek) -> Result<ModelConfig, Mo
         }
     };
     let n_shared_experts = raw.n_shared_experts.unwrap_or(0);
-    let (dtype, weight_dtype) = dtypes(&raw.common)?;
-    Ok(ModelConfig {
-        architecture,
-        format: ConfigFormat::HuggingFace,
-        hidden_size: raw.common.hidden_size,
-        vocab_size: raw.common.vocab_size,
-        max_position_embeddings: raw.common.max_position_embeddings,
-        tie_word_embeddings: raw.common.tie_word_embeddings,
-        dtype,
-        weight_dtype,
-        attention: Attention::Mla(MlaAttention {
-            num_heads: raw.common.num_attention_heads,
-            q_lora_rank: raw.q_lora_rank,
-            kv_lora_rank: raw.kv_lora_rank,
-            qk_nope_head_dim: raw.qk_nope_head_dim,
-            qk_rope_head_dim: raw.qk_rope_head_dim,
-            v_head_dim: raw.v_head_dim,
-        }),
-        dense_intermediate_size: raw.common.intermediate_size,
-        moe: MoeConfig {
-            n_routed_experts,
-            experts_per_token: raw.num_experts_per_tok,
-            intermediate_size: raw.moe_intermediate_size,
-            n_shared_experts,
-            shared_intermediate_size: n_shared_experts.saturating_mul(raw.moe_intermediate_size),
-            n_groups: raw.n_group.unwrap_or(1),
-            topk_groups: raw.topk_group.unwrap_or(1),
-            scoring,
-            norm_topk_prob: raw.norm_topk_prob.unwrap_or(false),
-            routed_scaling_factor: raw.routed_scaling_factor.unwrap_or(1.0),
-            score_correction_bias: raw.topk_method.as_deref() == Some("noaux_tc"),
-        },
-        layers,
-    })
+    let attention = Attention::Mla(MlaAttention {
+        num_heads: raw.common.num_attention_heads,
+        q_lora_rank: raw.q_lora_rank,
+        kv_lora_rank: raw.kv_lora_rank,
+        qk_nope_head_dim: raw.qk_nope_head_dim,
+        qk_rope_head_dim: raw.qk_rope_head_dim,
+        v_head_dim: raw.v_head_dim,
+    });
+    let moe = MoeConfig {
+        n_routed_experts,
+        experts_per_token: raw.num_experts_per_tok,
+        intermediate_size: raw.moe_intermediate_size,
+        n_shared_experts,
+        shared_intermediate_size: n_shared_experts.saturating_mul(raw.moe_intermediate_size),
+        n_groups: raw.n_group.unwrap_or(1),
+        topk_groups: raw.topk_group.unwrap_or(1),
+        scoring,
+        norm_topk_prob: raw.norm_topk_prob.unwrap_or(false),
+        routed_scaling_factor: raw.routed_scaling_factor.unwrap_or(1.0),
+        score_correction_bias: raw.topk_method.as_deref() == Some("noaux_tc"),
+    };
+    raw.common.into_config(architecture, attention, moe, layers)
 }
 
 fn qwen3_moe(raw: Qwen3Moe) -> Result<ModelConfig, ModelConfigError> {
@@ -218,49 +200,58 @@ fn qwen3_moe(raw: Qwen3Moe) -> Result<ModelConfig, ModelConfigError> {
             format!("layer {layer} does not exist; there are {n_layers} layers"),
         ));
     }
-    let layers = (0..n_layers.min(super::MAX_COUNT + 1))
-        .map(|layer| {
-            if !mlp_only.contains(&layer) && (layer + 1) % step == 0 {
-                LayerKind::Moe
-            } else {
-                LayerKind::Dense
-            }
+    let layers = layer_kinds(n_layers, |layer| {
+        !mlp_only.contains(&layer) && (layer + 1).is_multiple_of(step)
+    });
+    let attention = Attention::Gqa(GqaAttention {
+        num_heads: raw.common.num_attention_heads,
+        num_kv_heads: raw.num_key_value_heads,
+        head_dim: raw.head_dim,
+        qk_norm: true,
+        bias: raw.attention_bias.unwrap_or(false),
+    });
+    let moe = MoeConfig {
+        n_routed_experts: raw.num_experts,
+        experts_per_token: raw.num_experts_per_tok,
+        intermediate_size: raw.moe_intermediate_size,
+        n_shared_experts: 0,
+        shared_intermediate_size: 0,
+        n_groups: 1,
+        topk_groups: 1,
+        scoring: RouterScoring::Softmax,
+        norm_topk_prob: raw.norm_topk_prob.unwrap_or(false),
+        routed_scaling_factor: 1.0,
+        score_correction_bias: false,
+    };
+    raw.common
+        .into_config(Architecture::Qwen3Moe, attention, moe, layers)
+}
+
+impl Common {
+    /// The config built from the keys both families share and the family-specific blocks.
+    fn into_config(
+        self,
+        architecture: Architecture,
+        attention: Attention,
+        moe: MoeConfig,
+        layers: Vec<LayerKind>,
+    ) -> Result<ModelConfig, ModelConfigError> {
+        let (dtype, weight_dtype) = dtypes(&self)?;
+        Ok(ModelConfig {
+            architecture,
+            format: ConfigFormat::HuggingFace,
+            hidden_size: self.hidden_size,
+            vocab_size: self.vocab_size,
+            max_position_embeddings: self.max_position_embeddings,
+            tie_word_embeddings: self.tie_word_embeddings,
+            dtype,
+            weight_dtype,
+            attention,
+            dense_intermediate_size: self.intermediate_size,
+            moe,
+            layers,
         })
-        .collect();
-    let (dtype, weight_dtype) = dtypes(&raw.common)?;
-    let attention_bias = raw.attention_bias.unwrap_or(false);
-    Ok(ModelConfig {
-        architecture: Architecture::Qwen3Moe,
-        format: ConfigFormat::HuggingFace,
-        hidden_size: raw.common.hidden_size,
-        vocab_size: raw.common.vocab_size,
-        max_position_embeddings: raw.common.max_position_embeddings,
-        tie_word_embeddings: raw.common.tie_word_embeddings,
-        dtype,
-        weight_dtype,
-        attention: Attention::Gqa(GqaAttention {
-            num_heads: raw.common.num_attention_heads,
-            num_kv_heads: raw.num_key_value_heads,
-            head_dim: raw.head_dim,
-            qk_norm: true,
-            bias: attention_bias,
-        }),
-        dense_intermediate_size: raw.common.intermediate_size,
-        moe: MoeConfig {
-            n_routed_experts: raw.num_experts,
-            experts_per_token: raw.num_experts_per_tok,
-            intermediate_size: raw.moe_intermediate_size,
-            n_shared_experts: 0,
-            shared_intermediate_size: 0,
-            n_groups: 1,
-            topk_groups: 1,
-            scoring: RouterScoring::Softmax,
-            norm_topk_prob: raw.norm_topk_prob.unwrap_or(false),
-            routed_scaling_factor: 1.0,
-            score_correction_bias: false,
-        },
-        layers,
-    })
+    }
 }
 
 /// Activation dtype from `dtype`/`torch_dtype` (default bf16) and weight dtype, FP8 when

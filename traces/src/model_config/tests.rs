@@ -1,6 +1,6 @@
-//! Unit tests of the model-config readers: the shipped configs against the figures afd-spec §3.1
-//! and research/sim-anchors.md §4 derive by hand, both file formats agreeing, and errors naming
-//! the key at fault.
+//! Unit tests of the model-config readers: the shapes read from the shipped configs, both file
+//! formats agreeing, layer patterns, and errors naming the key at fault. Derived figures are
+//! compared with the documented ones in `tests/it/models.rs`.
 
 use expect_test::{Expect, expect};
 use proptest::prelude::*;
@@ -9,18 +9,6 @@ use super::*;
 
 fn builtin(name: &str) -> ModelConfig {
     ModelConfig::from_json(builtin_model(name).unwrap()).unwrap()
-}
-
-/// Asserts `computed` equals a figure written with some decimals, e.g. 15.7 (billions).
-#[track_caller]
-fn assert_figure(what: &str, computed: f64, documented: &str) {
-    let value: f64 = documented.parse().unwrap();
-    let decimals = documented.split_once('.').map_or(0, |(_, d)| d.len());
-    let half_unit = 0.5 * 10f64.powi(-(decimals as i32));
-    assert!(
-        (computed - value).abs() <= half_unit + 1e-12,
-        "{what}: computed {computed}, documented {documented}"
-    );
 }
 
 /// Renders the shape of a config: kinds of layers in runs, then the blocks.
@@ -70,42 +58,6 @@ fn deepseek_v2_lite_has_the_shape_of_afd_spec_3_1() {
     );
 }
 
-#[test]
-fn deepseek_v2_lite_derived_sizes_match_the_spec() {
-    let model = builtin("deepseek-v2-lite");
-    // afd-spec §3.1 and sim-anchors §4: 17.3 MB per expert, 28.8 GB for all 64×26 experts.
-    assert_eq!(model.expert_params(), 3 * 2048 * 1408);
-    assert_figure(
-        "expert MB",
-        model.expert_weight_bytes() as f64 / 1e6,
-        "17.3",
-    );
-    let all_experts = model.expert_weight_bytes() * 64 * u64::from(model.n_moe_layers());
-    assert_figure("all experts GB", all_experts as f64 / 1e9, "28.8");
-    // (512 + 64) × 2 B = 1,152 B per token per layer; 31,104 B over 27 layers.
-    assert_eq!(model.kv_cache_bytes_per_token_per_layer(), 1_152);
-    assert_eq!(model.kv_cache_bytes_per_token(), 31_104);
-    // afd-spec §3.3: 2048 × 2 B = 4096 B per token per layer and direction.
-    assert_eq!(model.hidden_bytes_per_token(), 4_096);
-    // sim-anchors §4: attention ≈ 13.76M per layer; ≈ 15.71B total; ≈ 2.45B activated;
-    // FFN side ≈ 14.9B, Attention side ≈ 0.79B.
-    let attention_block = model.attention_params_per_layer() - 2 * 2048;
-    assert_figure("attention M", attention_block as f64 / 1e6, "13.76");
-    assert_figure("total B", model.total_params() as f64 / 1e9, "15.71");
-    assert_figure(
-        "active B",
-        model.active_params_per_token() as f64 / 1e9,
-        "2.45",
-    );
-    let roles = model.params_by_role();
-    assert_eq!(roles.attention + roles.ffn, model.total_params());
-    assert_figure("FFN side B", roles.ffn as f64 / 1e9, "14.9");
-    assert_figure("Attention side B", roles.attention as f64 / 1e9, "0.79");
-    // Routed experts of one MoE layer: 553.6M parameters (sim-anchors §4).
-    let routed = model.ffn_params(LayerKind::Moe) - model.shared_experts_params() - 2048 * 64;
-    assert_figure("routed per layer M", routed as f64 / 1e6, "553.6");
-}
-
 /// The Hugging Face layout of the same model (values from sim-anchors §4) reads to the same config.
 #[test]
 fn both_formats_of_deepseek_v2_lite_agree() {
@@ -147,14 +99,6 @@ fn deepseek_v3_architecture_reads_fp8_weights_and_group_routing() {
     // One FP8 expert: 3 × 7168 × 2048 bytes; MLA cache as V2-Lite's per layer.
     assert_eq!(model.expert_weight_bytes(), 3 * 7168 * 2048);
     assert_eq!(model.kv_cache_bytes_per_token_per_layer(), 1_152);
-    // DeepSeek-V3's README_WEIGHTS.md: 671B parameters in the main model, 36.6B activated
-    // (including the 0.9B output head).
-    assert_figure("total B", model.total_params() as f64 / 1e9, "671");
-    assert_figure(
-        "active B",
-        model.active_params_per_token() as f64 / 1e9,
-        "36.6",
-    );
 }
 
 #[test]
@@ -173,8 +117,6 @@ fn qwen3_moe_is_gqa_with_every_layer_sparse() {
     // GQA: 2 × 4 KV heads × 128 × 2 B.
     assert_eq!(model.kv_cache_bytes_per_token_per_layer(), 2_048);
     assert_eq!(model.shared_experts_params(), 0);
-    // Qwen3-30B-A3B model card: 30.5B parameters in total.
-    assert_figure("total B", model.total_params() as f64 / 1e9, "30.5");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::assert_figure;
 use afd_traces::workload::{
     MOONCAKE_BLOCK_TOKENS, TraceFormat, TraceRequest, WorkloadTrace, read_trace_file,
 };
@@ -20,19 +21,6 @@ fn read(relative: &str, format: TraceFormat) -> WorkloadTrace {
     let forced = read_trace_file(&path, Some(format)).unwrap();
     assert_eq!(forced, detected);
     detected
-}
-
-/// Asserts `computed` equals a figure written with some number of decimals, e.g. "2,047.8".
-#[track_caller]
-fn assert_figure(what: &str, computed: f64, documented: &str) {
-    let plain = documented.replace(',', "");
-    let value: f64 = plain.parse().unwrap();
-    let decimals = plain.split_once('.').map_or(0, |(_, d)| d.len());
-    let half_unit = 0.5 * 10f64.powi(-(decimals as i32));
-    assert!(
-        (computed - value).abs() <= half_unit + 1e-9,
-        "{what}: computed {computed}, documented {documented}"
-    );
 }
 
 /// Percentile with linear interpolation between closest ranks (numpy's default), as traces.md.
