@@ -43,7 +43,8 @@ Exit status: 0 after a clean shutdown, 1 when the peer went away or the rendezvo
     name = "afd-twin",
     version,
     about = "A GPU-free stand-in for one role (Attention or FFN) of a vLLM afd-plugin pair",
-    after_help = SERVE_AFTER_HELP
+    after_help = SERVE_AFTER_HELP,
+    args_override_self = true
 )]
 struct TwinFlags {
     /// Real seconds per simulated second for token timing (1 = real time, 0 = as fast as possible).
