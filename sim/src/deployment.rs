@@ -38,7 +38,7 @@ pub use compilation::{CompilationConfig, CudaGraphMode};
 pub use findings::{Finding, Report, Severity, Subject};
 pub use location::{Located, Location};
 pub use recipe::{Recipe, RecipeError, RecipeOptions, ServeCommand, Word, parse_recipe};
-pub use role_config::{Dbo, GpuId, RoleConfig, UnknownFlag};
+pub use role_config::{Dbo, GpuId, RoleConfig, UnknownFlag, padded_size};
 pub use rules::{Rule, RuleInfo, rules, rules_of};
 pub use serve_args::{ArgError, ServeArgsError};
 

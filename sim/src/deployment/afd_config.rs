@@ -230,68 +230,54 @@ pub(crate) fn parse_afd_block(
     let host = text_field("host", DEFAULT_AFD_HOST);
     let host_is_truthy = field("host").is_none_or(|(_, _, value)| is_truthy(value));
 
-    let mut int_field = |name: &str, default: i64| -> AfdField<Option<i64>> {
-        let Some((_, key, value)) = field(name) else {
-            return AfdField {
-                value: Some(default),
-                location: block_location,
-                key: None,
-            };
-        };
+    let mut coerced = |name: &str, coercion: Coercion| -> Option<AfdField<Option<i64>>> {
+        let (_, key, value) = field(name)?;
         let location = field_location(Some(key));
-        let coerced = coerce_int(value);
-        if coerced.is_none() {
-            findings.push(
-                Finding::new(
-                    Rule::AfdIntField,
-                    None,
-                    format!("{key} must be an integer, got {}", describe(value)),
-                )
-                .with_subject(Subject::afd_key(key))
-                .at(Some(location)),
-            );
-        }
-        AfdField {
-            value: coerced,
-            location,
-            key: Some(key.to_owned()),
-        }
-    };
-    let port = int_field("port", i64::from(DEFAULT_AFD_PORT));
-    let num_attention_ranks = int_field("num_attention_ranks", 1);
-    let num_ffn_ranks = int_field("num_ffn_ranks", 1);
-
-    let mut bool_field = |name: &str| -> AfdField<Option<bool>> {
-        let Some((_, key, value)) = field(name) else {
-            return AfdField {
-                value: Some(false),
-                location: block_location,
-                key: None,
-            };
+        let result = match coercion {
+            Coercion::Int => coerce_int(value),
+            Coercion::Bool => coerce_bool(value).map(i64::from),
         };
-        let location = field_location(Some(key));
-        let coerced = coerce_bool(value);
-        if coerced.is_none() {
+        if result.is_none() {
             // The plugin names `async_dp` by its alias `async` in this message (afd-spec §1.3).
-            let shown = if name == "async_dp" { "async" } else { name };
+            let shown = if name == "async_dp" { "async" } else { key };
+            let (rule, noun) = match coercion {
+                Coercion::Int => (Rule::AfdIntField, "an integer"),
+                Coercion::Bool => (Rule::AfdBoolField, "a boolean"),
+            };
             findings.push(
                 Finding::new(
-                    Rule::AfdBoolField,
+                    rule,
                     None,
-                    format!("{shown} must be a boolean, got {}", describe(value)),
+                    format!("{shown} must be {noun}, got {}", describe(value)),
                 )
                 .with_subject(Subject::afd_key(key))
                 .at(Some(location)),
             );
         }
-        AfdField {
-            value: coerced,
+        Some(AfdField {
+            value: result,
             location,
             key: Some(key.to_owned()),
-        }
+        })
     };
-    let async_dp = bool_field("async_dp");
-    let compute_gate_on_attention = bool_field("compute_gate_on_attention");
+    let default = |value: i64| AfdField {
+        value: Some(value),
+        location: block_location,
+        key: None,
+    };
+    let as_bool = |field: AfdField<Option<i64>>| AfdField {
+        value: field.value.map(|v| v != 0),
+        location: field.location,
+        key: field.key,
+    };
+    let port =
+        coerced("port", Coercion::Int).unwrap_or_else(|| default(i64::from(DEFAULT_AFD_PORT)));
+    let num_attention_ranks =
+        coerced("num_attention_ranks", Coercion::Int).unwrap_or_else(|| default(1));
+    let num_ffn_ranks = coerced("num_ffn_ranks", Coercion::Int).unwrap_or_else(|| default(1));
+    let async_dp = as_bool(coerced("async_dp", Coercion::Bool).unwrap_or_else(|| default(0)));
+    let compute_gate_on_attention =
+        as_bool(coerced("compute_gate_on_attention", Coercion::Bool).unwrap_or_else(|| default(0)));
 
     let connector_extra_config = match field("connector_extra_config") {
         None => AfdField {
@@ -338,6 +324,13 @@ pub(crate) fn parse_afd_block(
         connector_extra_config,
     };
     (Some(config), findings)
+}
+
+/// Which of the plugin's coercions a key gets (afd-spec §1.3).
+#[derive(Clone, Copy)]
+enum Coercion {
+    Int,
+    Bool,
 }
 
 /// Python truthiness of a JSON value.

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::deployment::afd_config::AfdConfig;
-use crate::deployment::compilation::{CompilationConfig, CudaGraphMode, DEFAULT_CUDAGRAPH_MODE};
+use crate::deployment::compilation::{
+    CompilationConfig, CudaGraphMode, DEFAULT_CUDAGRAPH_MODE, SizeInputs, resolve_capture_sizes,
+};
 use crate::deployment::findings::Finding;
 use crate::deployment::location::{Located, Location};
 use crate::deployment::serve_args::{self, ServeArgsError};
@@ -107,8 +109,6 @@ pub struct RoleConfig {
     pub unknown_flags: Vec<UnknownFlag>,
     /// Findings made while parsing (afd-block coercions of afd-spec §1.3, notes), role unset.
     pub(crate) parse_findings: Vec<Finding>,
-    // Invariant: the capture sizes vLLM resolves for this role, ascending; empty when eager.
-    pub(crate) capture_sizes: Vec<u32>,
 }
 
 impl RoleConfig {
@@ -305,22 +305,41 @@ impl RoleConfig {
         self.cudagraph_mode() != CudaGraphMode::None
     }
 
-    /// Capture sizes as vLLM resolves them (see `compilation.rs`), ascending; empty when eager.
-    pub fn capture_sizes(&self) -> &[u32] {
-        &self.capture_sizes
+    /// Capture sizes as vLLM resolves them from the current fields (see `compilation.rs`),
+    /// ascending; empty when eager. Computed on each call: a hot loop should keep the result.
+    pub fn capture_sizes(&self) -> Vec<u32> {
+        let compilation = &self.compilation;
+        let sequence_parallel_tp = compilation
+            .enable_sp
+            .as_ref()
+            .is_some_and(|sp| sp.value)
+            .then(|| self.tp_size());
+        resolve_capture_sizes(SizeInputs {
+            graphs_on: self.uses_cuda_graphs(),
+            explicit_sizes: compilation
+                .cudagraph_capture_sizes
+                .as_ref()
+                .map(|s| s.value.as_slice()),
+            explicit_max: compilation
+                .max_cudagraph_capture_size
+                .as_ref()
+                .map(|m| m.value),
+            max_num_seqs: self.max_num_seqs(),
+            max_num_batched_tokens: self.max_num_batched_tokens(),
+            sequence_parallel_tp,
+        })
     }
 
     /// The largest capture size, `None` when no graph is captured.
     pub fn max_capture_size(&self) -> Option<u32> {
-        self.capture_sizes.last().copied()
+        self.capture_sizes().last().copied()
     }
 
     /// The graph a uniform-decode step of `tokens` tokens replays: the smallest capture size
     /// ≥ `tokens` (afd-spec §5.1). `None` when graphs are off or `tokens` exceeds the largest size,
-    /// so the step runs eagerly.
+    /// so the step runs eagerly. Resolves the sizes on each call (see [`RoleConfig::capture_sizes`]).
     pub fn padded_graph_size(&self, tokens: u32) -> Option<u32> {
-        let index = self.capture_sizes.partition_point(|&size| size < tokens);
-        self.capture_sizes.get(index).copied()
+        padded_size(&self.capture_sizes(), tokens)
     }
 
     /// `--host`; `None` means all interfaces.
@@ -356,6 +375,12 @@ impl RoleConfig {
     pub fn parse_findings(&self) -> &[Finding] {
         &self.parse_findings
     }
+}
+
+/// The smallest of ascending `sizes` that is ≥ `tokens`, for callers that keep the sizes.
+pub fn padded_size(sizes: &[u32], tokens: u32) -> Option<u32> {
+    let index = sizes.partition_point(|&size| size < tokens);
+    sizes.get(index).copied()
 }
 
 fn value_or<T: Copy>(value: &Option<Located<T>>, default: T) -> T {

@@ -15,9 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::deployment::afd_config::{parse_afd_block, parse_python_int};
-use crate::deployment::compilation::{
-    self, CompilationConfig, SizeInputs, parse_compilation_config,
-};
+use crate::deployment::compilation::{CompilationConfig, parse_compilation_config};
 use crate::deployment::findings::{Finding, Subject};
 use crate::deployment::json_keys::key_positions;
 use crate::deployment::location::{Located, Location};
@@ -290,7 +288,6 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
         gpus: None,
         unknown_flags: Vec::new(),
         parse_findings: Vec::new(),
-        capture_sizes: Vec::new(),
     }
 }
 
@@ -735,8 +732,7 @@ impl Parser {
                 "no model given: vllm serve needs the model path as its first argument".to_owned(),
             );
         }
-        let graphs_on = self.config.uses_cuda_graphs();
-        if graphs_on
+        if self.config.uses_cuda_graphs()
             && self.config.compilation.cudagraph_mode.is_none()
             && let Some(level) = &self.config.compilation.level
         {
@@ -772,31 +768,6 @@ impl Parser {
                 .at(Some(key.location)),
             );
         }
-        let sp_tp = self
-            .config
-            .compilation
-            .enable_sp
-            .as_ref()
-            .is_some_and(|sp| sp.value)
-            .then(|| self.config.tp_size());
-        self.config.capture_sizes = compilation::resolve_capture_sizes(SizeInputs {
-            graphs_on,
-            explicit_sizes: self
-                .config
-                .compilation
-                .cudagraph_capture_sizes
-                .as_ref()
-                .map(|s| s.value.as_slice()),
-            explicit_max: self
-                .config
-                .compilation
-                .max_cudagraph_capture_size
-                .as_ref()
-                .map(|m| m.value),
-            max_num_seqs: self.config.max_num_seqs(),
-            max_num_batched_tokens: self.config.max_num_batched_tokens(),
-            sequence_parallel_tp: sp_tp,
-        });
         if self.errors.is_empty() {
             Ok(self.config)
         } else {

@@ -292,3 +292,18 @@ fn summary(c: &RoleConfig) -> String {
         c.padded_graph_size(513),
     )
 }
+
+#[test]
+fn capture_sizes_follow_edits_to_the_fields() {
+    use crate::deployment::{Located, Location, padded_size};
+    let mut config = parse("/m --compilation-config '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'");
+    assert_eq!(config.max_capture_size(), Some(512));
+    config.max_num_seqs = Some(Located::new(8, Location::START));
+    assert_eq!(config.capture_sizes(), [1, 2, 4, 8, 16]);
+    assert_eq!(config.padded_graph_size(9), Some(16));
+    config.enforce_eager = Some(Located::new(true, Location::START));
+    assert_eq!(config.max_capture_size(), None);
+    assert_eq!(padded_size(&[8, 64], 0), Some(8));
+    assert_eq!(padded_size(&[8, 64], 64), Some(64));
+    assert_eq!(padded_size(&[], 1), None);
+}
