@@ -161,3 +161,36 @@ fn help_teaches_with_examples() {
         assert!(help.stdout.contains("Examples:"), "{command}");
     }
 }
+
+#[test]
+fn the_user_guide_lists_every_rule() {
+    let guide = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/foundation.md"
+    ))
+    .expect("docs/foundation.md");
+    for info in afd_sim::deployment::rules() {
+        assert!(
+            guide.contains(&format!("| `{}` |", info.id)),
+            "docs/foundation.md misses {}",
+            info.id
+        );
+    }
+    let counts = |severity| {
+        afd_sim::deployment::rules()
+            .iter()
+            .filter(|r| r.severity == severity)
+            .count()
+    };
+    use afd_sim::deployment::Severity;
+    let sentence = format!(
+        "{} are errors, {} warnings and {} notes",
+        counts(Severity::Error),
+        counts(Severity::Warning),
+        counts(Severity::Note)
+    );
+    assert!(
+        guide.contains(&sentence),
+        "docs/foundation.md should say: {sentence}"
+    );
+}
