@@ -11,7 +11,8 @@
 //! - explicit sizes are de-duplicated, sizes above `max_num_batched_tokens` dropped, sorted;
 //! - default sizes are `1, 2, 4`, then multiples of 8 below 256, then multiples of 16 from 256, all
 //!   up to the max capture size;
-//! - with `pass_config.enable_sp` and TP > 1, sizes not divisible by TP are dropped.
+//! - with `pass_config.enable_sp` and TP > 1, sizes not divisible by TP are dropped;
+//! - the default list stops at [`MAX_DEFAULT_CAPTURE_SIZE`], a bound of this model, not vLLM's.
 //!
 //! When `cudagraph_mode` is absent the mode is vLLM V1's default `FULL_AND_PIECEWISE`
 //! (upstream `vllm/config/compilation.py`, vLLM ≥ 0.11), which the plugin rejects (§1.6).
@@ -185,6 +186,11 @@ pub(crate) struct SizeInputs<'a> {
     pub sequence_parallel_tp: Option<u32>,
 }
 
+/// Largest size the default list is generated up to. vLLM would list every multiple of 16 up to
+/// an explicit `--max-cudagraph-capture-size`; past this bound (far beyond any real batch) the list
+/// stops, so absurd inputs cannot exhaust memory.
+pub const MAX_DEFAULT_CAPTURE_SIZE: u32 = 1 << 16;
+
 /// The capture sizes vLLM ends up with, ascending (empty when graphs are off).
 pub(crate) fn resolve_capture_sizes(inputs: SizeInputs<'_>) -> Vec<u32> {
     if !inputs.graphs_on {
@@ -194,7 +200,8 @@ pub(crate) fn resolve_capture_sizes(inputs: SizeInputs<'_>) -> Vec<u32> {
     let max_size = inputs
         .explicit_max
         .unwrap_or_else(|| inputs.max_num_seqs.saturating_mul(2).min(512))
-        .min(max_tokens);
+        .min(max_tokens)
+        .min(MAX_DEFAULT_CAPTURE_SIZE);
     let mut sizes: Vec<u32> = match inputs.explicit_sizes {
         Some(explicit) => explicit
             .iter()

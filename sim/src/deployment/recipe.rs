@@ -296,11 +296,19 @@ fn is_delimiter(ch: char) -> bool {
     is_blank(ch) || matches!(ch, '\n' | '&' | '|' | ';' | '<' | '>' | '(' | ')')
 }
 
+/// Deepest `${A:-${B:-…}}` nesting accepted; deeper input is an error rather than a deep recursion.
+const MAX_NESTING: u32 = 32;
+
+/// Longest expanded word or assignment value, in characters; `A=$A$A` doubling past it is an error.
+const MAX_EXPANDED_CHARS: usize = 1 << 20;
+
 struct Lexer {
     chars: Vec<char>,
     pos: usize,
     line: u32,
     column: u32,
+    /// Current `${…:-…}` nesting.
+    depth: u32,
 }
 
 /// Where a word is being read: plain, or the default of `${X:-…}` (ends at `}`), in or out of
@@ -318,6 +326,7 @@ impl Lexer {
             pos: 0,
             line: 1,
             column: 1,
+            depth: 0,
         }
     }
 
@@ -716,7 +725,18 @@ impl Lexer {
                     (Some(':'), Some('-')) => {
                         self.bump();
                         self.bump();
-                        let default = self.word(Context::Default { quoted })?;
+                        if self.depth >= MAX_NESTING {
+                            return Err(RecipeError::at(
+                                at,
+                                format!(
+                                    "`${{…:-…}}` expansions nested deeper than {MAX_NESTING} are not modelled"
+                                ),
+                            ));
+                        }
+                        self.depth += 1;
+                        let default = self.word(Context::Default { quoted });
+                        self.depth -= 1;
+                        let default = default?;
                         self.bump(); // the closing `}`
                         pieces.push(Piece::Param {
                             name,
@@ -1210,6 +1230,14 @@ impl Shell {
                 at,
                 format!(
                     "unquoted ${name} expands to a filename pattern (globbing is not modelled); quote it"
+                ),
+            ));
+        }
+        if out.len() + value.len() > MAX_EXPANDED_CHARS {
+            return Err(RecipeError::at(
+                at,
+                format!(
+                    "expanding ${name} makes a word longer than {MAX_EXPANDED_CHARS} characters"
                 ),
             ));
         }

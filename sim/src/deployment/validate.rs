@@ -848,37 +848,32 @@ impl Checker {
             .filter(|b| b.port().is_some())
             .or_else(|| ffn.afd().filter(|b| b.port().is_some()));
         if let Some(block) = block {
-            let base = block.port().unwrap_or(DEFAULT_AFD_PORT);
-            let mut ports = vec![u32::from(base)];
-            if self.rules == RuleSet::V026
-                && let Some(f) = block.ffn_ranks()
-            {
-                ports.extend((1..=f).map(|k| u32::from(base) + k));
-            }
+            let base = u32::from(block.port().unwrap_or(DEFAULT_AFD_PORT));
+            // Subgroup k's store listens on base + k + 1 at v0.26 (afd-spec §2.3).
+            let subgroups = match self.rules {
+                RuleSet::V026 => block.ffn_ranks().unwrap_or(0),
+                RuleSet::Latest => 0,
+            };
             for (role, config) in [(Role::Attention, attention), (Role::Ffn, ffn)] {
                 let http = u32::from(config.http_port());
-                if ports.contains(&http) {
-                    let location = http_port_location(config);
-                    let which = if http == u32::from(base) {
-                        "the AFD rendezvous port".to_owned()
-                    } else {
-                        format!(
-                            "subgroup {}'s store port (port+{})",
-                            http - u32::from(base) - 1,
-                            http - u32::from(base)
-                        )
-                    };
-                    self.report(
-                        Rule::CrossHttpPortVsRendezvous,
-                        Some(role),
-                        Subject::flag("--port"),
-                        location,
-                        format!(
-                            "HTTP port {http} of the {} server is {which} on the AFD host; the TCP store and the HTTP server cannot both listen on it",
-                            role_title(role)
-                        ),
-                    );
-                }
+                let which = if http == base {
+                    "the AFD rendezvous port".to_owned()
+                } else if http > base && http - base <= subgroups {
+                    let k = http - base - 1;
+                    format!("subgroup {k}'s store port (port+{})", k + 1)
+                } else {
+                    continue;
+                };
+                self.report(
+                    Rule::CrossHttpPortVsRendezvous,
+                    Some(role),
+                    Subject::flag("--port"),
+                    http_port_location(config),
+                    format!(
+                        "HTTP port {http} of the {} server is {which} on the AFD host; the TCP store and the HTTP server cannot both listen on it",
+                        role_title(role)
+                    ),
+                );
             }
         }
         let (ha, hf) = (attention.http_host(), ffn.http_host());

@@ -124,3 +124,12 @@ fn every_mode_name_round_trips() {
     }
     assert_eq!(CudaGraphMode::parse("FULL_DECODE"), None);
 }
+
+#[test]
+fn an_absurd_explicit_max_stops_the_default_list_at_the_bound() {
+    let sizes = resolve_capture_sizes(SizeInputs {
+        explicit_max: Some(u32::MAX),
+        ..inputs(u32::MAX, u32::MAX)
+    });
+    assert_eq!(sizes.last(), Some(&MAX_DEFAULT_CAPTURE_SIZE));
+}

@@ -542,3 +542,18 @@ fn errors_render_with_the_source_name() {
         "recipe.sh:1:12: command substitution `$(…)` is not modelled: the parser never runs commands"
     );
 }
+
+#[test]
+fn pathological_inputs_are_refused_not_exhausting() {
+    let nested = format!("vllm serve {}x{}\n", "${A:-".repeat(40), "}".repeat(40));
+    let err = parse_recipe(&nested, &RecipeOptions::default()).unwrap_err();
+    assert!(err.message.contains("nested deeper than 32"), "{err}");
+    let doubling = std::iter::once("A=xxxxxxxx\n".to_owned())
+        .chain((0..40).map(|_| "A=$A$A\n".to_owned()))
+        .collect::<String>();
+    let err = parse_recipe(&doubling, &RecipeOptions::default()).unwrap_err();
+    assert!(
+        err.message.contains("longer than 1048576 characters"),
+        "{err}"
+    );
+}

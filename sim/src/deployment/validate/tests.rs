@@ -260,3 +260,21 @@ fn the_catalogue_has_stable_unique_ids_for_both_rule_sets() {
     );
     assert_eq!(counts, (48, 48));
 }
+
+#[test]
+fn huge_rank_counts_are_checked_by_arithmetic() {
+    let huge = |line: &str| {
+        with(
+            line,
+            r#""port": 6269"#,
+            r#""port": 65000, "num_attention_ranks": 4000000000, "num_ffn_ranks": 4000000000"#,
+        )
+    };
+    let ffn = with(&huge(FFN), "--port 8001", "--port 65100");
+    let report = deployment(&huge(ATTENTION), &ffn, RuleSet::V026).check();
+    let ids: std::collections::BTreeSet<&str> =
+        report.findings().iter().map(|f| f.rule.id()).collect();
+    assert!(ids.contains("cross.http-port-vs-rendezvous"), "{ids:?}");
+    assert!(ids.contains("v026.subgroup-port-range"), "{ids:?}");
+    assert!(ids.contains("afd.role-ranks"), "{ids:?}");
+}
