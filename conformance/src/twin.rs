@@ -23,19 +23,20 @@ pub mod engine;
 pub mod faults;
 pub mod ffn;
 pub mod http;
+pub mod launch;
 pub mod metrics;
 pub mod openai;
 pub mod rank_log;
 pub mod rendezvous;
-pub mod serve_args;
+
 pub mod text;
 pub mod timing;
 
 use crate::twin::faults::{Fault, FaultSet};
 use crate::twin::ffn::FfnHttp;
+use crate::twin::launch::{LaunchError, LaunchedRole};
 use crate::twin::metrics::{Metrics, MetricsSkew};
 use crate::twin::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
-use crate::twin::serve_args::{RoleConfig, ServeArgsError};
 
 /// The plugin's world rendezvous timeout (afd-spec §2.3).
 pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
@@ -50,6 +51,8 @@ pub const DEFAULT_HTTP_HOST: &str = "127.0.0.1";
 pub struct TwinOptions {
     /// The words after `vllm serve`.
     pub serve_args: Vec<String>,
+    /// The environment the deployment model reads (see [`launch::relevant_env`]).
+    pub env: std::collections::BTreeMap<String, String>,
     pub rules: RuleSet,
     /// Real seconds per simulated second (1 = real time; 0 = steps back to back).
     pub time_scale: f64,
@@ -62,7 +65,7 @@ pub struct TwinOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum TwinError {
     #[error("invalid vllm serve command line: {0}")]
-    Args(#[from] ServeArgsError),
+    Args(#[from] LaunchError),
     #[error("{0}")]
     Rendezvous(#[from] RendezvousError),
     #[error("cannot bind the HTTP socket {addr}: {source}")]
@@ -95,9 +98,12 @@ pub async fn run(
     options: TwinOptions,
     stop: impl Future<Output = ()> + Send,
 ) -> Result<(), TwinError> {
-    let config = RoleConfig::from_serve_args(&options.serve_args)?;
-    let topology = config.validate(options.rules)?;
-    let role = config.role();
+    let config = LaunchedRole::new(&options.serve_args, options.env.clone(), options.rules)?;
+    for finding in &config.findings {
+        warn!("{finding}");
+    }
+    let topology = config.topology.clone();
+    let role = config.role;
     for fault in options.faults.iter() {
         if fault.acts_on(role) {
             warn!("fault switch on: {fault} (breaks: {})", fault.info().breaks);
@@ -109,13 +115,15 @@ pub async fn run(
         }
     }
     let host = config
-        .host
-        .clone()
-        .unwrap_or_else(|| DEFAULT_HTTP_HOST.to_owned());
-    let addr = http::resolve(&host, config.port)
+        .config
+        .http_host()
+        .unwrap_or(DEFAULT_HTTP_HOST)
+        .to_owned();
+    let port = config.config.http_port();
+    let addr = http::resolve(&host, port)
         .await
         .map_err(|source| TwinError::Bind {
-            addr: format!("{host}:{}", config.port),
+            addr: format!("{host}:{port}"),
             source,
         })?;
     // Bound before the rendezvous, as vLLM binds its API socket before building the engine (§6.4).
@@ -127,15 +135,15 @@ pub async fn run(
         addr: addr.to_string(),
         source,
     })?;
-    let local = PeerConfig::new(&config, options.rules, local_addr.to_string());
+    let local = PeerConfig::new(&config, local_addr.to_string());
     let rendezvous_options = RendezvousOptions {
         timeout: options.rendezvous_timeout,
         accept_mismatch: options.faults.has(Fault::RendezvousMismatchAccepted),
     };
     info!(
         "AFD {role} twin: rendezvous on {}:{} (rules {}, timeout {:.0} s)",
-        config.afd.host,
-        config.afd.port,
+        config.afd_host,
+        config.afd_port,
         options.rules,
         options.rendezvous_timeout.as_secs_f64()
     );
@@ -215,9 +223,9 @@ pub async fn run(
     }
 }
 
-fn log_mapping(topology: &Topology, config: &RoleConfig, faults: &FaultSet) {
+fn log_mapping(topology: &Topology, config: &LaunchedRole, faults: &FaultSet) {
     let wrong = faults.has(Fault::WrongRankMappingLog);
-    for line in rank_log::lines(topology, config.role(), config.tensor_parallel_size, wrong) {
+    for line in rank_log::lines(topology, config.role, config.config.tp_size(), wrong) {
         info!("{line}");
     }
 }
@@ -234,14 +242,14 @@ pub fn model_max_len(model: &str) -> Option<u32> {
 
 /// Builds the step source for this pair.
 fn step_source(
-    config: &RoleConfig,
+    config: &LaunchedRole,
     time_scale: f64,
 ) -> Result<Box<dyn timing::StepSource>, TwinError> {
     if time_scale == 0.0 {
         return Ok(Box::new(timing::schedule_only::ScheduleOnly::new(
-            config.data_parallel_size,
-            config.max_num_seqs,
-            config.max_num_batched_tokens,
+            config.config.dp_size(),
+            config.config.max_num_seqs(),
+            config.config.max_num_batched_tokens(),
         )));
     }
     Err(TwinError::Timing(format!(
@@ -255,7 +263,7 @@ fn step_source(
 )]
 async fn serve_attention(
     options: &TwinOptions,
-    config: &RoleConfig,
+    config: &LaunchedRole,
     topology: &Topology,
     link: rendezvous::AttentionLink,
     socket: tokio::net::TcpSocket,
@@ -272,13 +280,14 @@ async fn serve_attention(
     };
     let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew));
     let max_model_len = config
-        .max_model_len
+        .config
+        .max_model_len()
         .or_else(|| model_max_len(&config.model))
         .unwrap_or(DEFAULT_MAX_MODEL_LEN);
     let (submissions_tx, submissions_rx) = mpsc::unbounded_channel();
     let frozen = Arc::new(AtomicBool::new(false));
     let state = Arc::new(attention::AttentionState::new(
-        config.served_model_names.clone(),
+        config.model_names.clone(),
         config.model.clone(),
         max_model_len,
         metrics.clone(),
@@ -312,8 +321,8 @@ async fn serve_attention(
     info!(
         "AFD attention twin: {} ranks as DP {} x TP {}, {n_engines} DP engine(s), FFN {} ranks; time scale {}",
         topology.attention_ranks(),
-        config.data_parallel_size,
-        config.tensor_parallel_size,
+        config.config.dp_size(),
+        config.config.tp_size(),
         topology.ffn_ranks(),
         options.time_scale
     );
@@ -332,7 +341,7 @@ async fn serve_attention(
     server.abort();
     match exit {
         Ok(engine::EngineExit::Shutdown(link)) => {
-            link.bye("attention twin shut down").await;
+            (*link).bye("attention twin shut down").await;
             Ok(())
         }
         Ok(engine::EngineExit::FfnGone(err)) => {

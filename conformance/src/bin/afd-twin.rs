@@ -415,6 +415,7 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
     }
     Ok(TwinOptions {
         serve_args,
+        env: twin::launch::relevant_env(std::env::vars()),
         rules,
         time_scale: flags.time_scale,
         faults: FaultSet::new(flags.faults),

@@ -41,7 +41,7 @@ pub struct TokenEvent {
 #[derive(Debug)]
 pub enum EngineExit {
     /// Shutdown was asked for; the link is handed back so the FFN twin can be told.
-    Shutdown(AttentionLink),
+    Shutdown(Box<AttentionLink>),
     /// The FFN twin went away (afd-spec §6.5: the real pair would hang or fail in NCCL).
     FfnGone(LinkError),
 }
@@ -82,7 +82,7 @@ pub async fn run(
     let mut next_free = Instant::now();
     loop {
         if *shutdown.borrow() {
-            return EngineExit::Shutdown(link);
+            return EngineExit::Shutdown(Box::new(link));
         }
         while let Ok(submission) = submissions.try_recv() {
             accept(&mut source, &mut live, submission);
@@ -97,7 +97,7 @@ pub async fn run(
             tokio::select! {
                 submission = submissions.recv() => match submission {
                     Some(submission) => accept(&mut source, &mut live, submission),
-                    None => return EngineExit::Shutdown(link),
+                    None => return EngineExit::Shutdown(Box::new(link)),
                 },
                 _ = shutdown.changed() => {}
                 err = link.closed() => return EngineExit::FfnGone(err),

@@ -11,6 +11,7 @@
 //! Wire format: one JSON object per line (`type` = hello, verdict, paired, handover, busy, join, joined,
 //! step, ack, bye), at most [`MAX_LINE_BYTES`] per line. Nothing here serves HTTP.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use tokio::time::{Instant, timeout};
 
 use afd_sim::topology::{Role, RuleSet, Topology};
 
-use crate::twin::serve_args::RoleConfig;
+use crate::twin::launch::{LaunchedRole, judge_pair};
 
 /// Version of this wire format; a peer speaking another version is a mismatch.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -52,27 +53,30 @@ pub struct PeerConfig {
     /// HTTP bind address as the process resolved it (`host:port`).
     pub http_addr: String,
     pub model: String,
-    /// The role's `vllm serve` words, so the peer can rebuild the deployment.
+    /// The role's `vllm serve` words and the environment the deployment model reads, so the peer can
+    /// run `afd-sim check` on the pair.
     pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
 }
 
 impl PeerConfig {
-    pub fn new(config: &RoleConfig, rules: RuleSet, http_addr: String) -> PeerConfig {
+    pub fn new(launched: &LaunchedRole, http_addr: String) -> PeerConfig {
         PeerConfig {
-            role: config.role(),
-            connector: config.afd.connector.clone(),
-            afd_host: config.afd.host.clone(),
-            afd_port: config.afd.port,
-            num_attention_ranks: config.afd.num_attention_ranks,
-            num_ffn_ranks: config.afd.num_ffn_ranks,
-            async_dp: config.afd.async_dp,
-            compute_gate_on_attention: config.afd.compute_gate_on_attention,
-            rules,
-            data_parallel_size: config.data_parallel_size,
-            tensor_parallel_size: config.tensor_parallel_size,
+            role: launched.role,
+            connector: launched.connector.clone(),
+            afd_host: launched.afd_host.clone(),
+            afd_port: launched.afd_port,
+            num_attention_ranks: launched.topology.attention_ranks(),
+            num_ffn_ranks: launched.topology.ffn_ranks(),
+            async_dp: launched.async_dp,
+            compute_gate_on_attention: launched.compute_gate_on_attention,
+            rules: launched.rules,
+            data_parallel_size: launched.config.dp_size(),
+            tensor_parallel_size: launched.config.tp_size(),
             http_addr,
-            model: config.model.clone(),
-            args: config.args.clone(),
+            model: launched.model.clone(),
+            args: launched.args.clone(),
+            env: launched.env.clone(),
         }
     }
 
@@ -94,6 +98,7 @@ impl PeerConfig {
             "http_addr": self.http_addr,
             "model": self.model,
             "args": self.args,
+            "env": self.env,
         })
     }
 
@@ -143,6 +148,17 @@ impl PeerConfig {
                     .ok_or("hello 'args' must be strings")
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let env = match value.get("env") {
+            Some(Value::Object(env)) => env
+                .iter()
+                .map(|(k, v)| {
+                    v.as_str()
+                        .map(|v| (k.clone(), v.to_owned()))
+                        .ok_or("hello 'env' values must be strings")
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?,
+            _ => return Err("hello lacks 'env'".to_owned()),
+        };
         Ok(PeerConfig {
             role,
             connector: text("connector")?,
@@ -158,6 +174,7 @@ impl PeerConfig {
             http_addr: text("http_addr")?,
             model: text("model")?,
             args,
+            env,
         })
     }
 }
@@ -250,10 +267,12 @@ pub enum RendezvousError {
         peer: Role,
         waited_s: f64,
     },
-    #[error("AFD configuration mismatch with the peer at {addr}: {}", list(.mismatches))]
+    #[error("AFD configuration mismatch with the peer at {addr}: {}", list(.mismatches, .violations))]
     Mismatch {
         addr: String,
         mismatches: Vec<Mismatch>,
+        /// `afd-sim check` errors of the pair, rendered.
+        violations: Vec<String>,
     },
     #[error(
         "the rendezvous host at {addr} is already paired with another attention twin; stop it or use another afd.port"
@@ -269,10 +288,11 @@ pub enum RendezvousError {
     Protocol { addr: String, message: String },
 }
 
-fn list(mismatches: &[Mismatch]) -> String {
+fn list(mismatches: &[Mismatch], violations: &[String]) -> String {
     mismatches
         .iter()
         .map(ToString::to_string)
+        .chain(violations.iter().cloned())
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -405,8 +425,22 @@ async fn handshake(
     }
     let peer = PeerConfig::from_json(&peer_hello).map_err(|m| wire.protocol(m))?;
     let mismatches = compare(local, &peer);
-    let ours_ok = options.accept_mismatch || mismatches.is_empty();
-    let fields: Vec<&str> = mismatches.iter().map(|m| m.field).collect();
+    // The fields the protocol compares come first; when they agree, the pair gets `afd-sim check`.
+    let violations = if mismatches.is_empty() {
+        judge_pair(
+            (&local.args, &local.env),
+            (&peer.args, &peer.env),
+            local.rules,
+        )
+        .0
+    } else {
+        Vec::new()
+    };
+    let ours_ok = options.accept_mismatch || (mismatches.is_empty() && violations.is_empty());
+    let mut fields: Vec<&str> = mismatches.iter().map(|m| m.field).collect();
+    if !violations.is_empty() {
+        fields.push("afd-sim check");
+    }
     wire.send_or_fail(&json!({"type": "verdict", "ok": ours_ok, "fields": fields}))
         .await?;
     let verdict = wire.expect("the peer's verdict").await?;
@@ -415,7 +449,7 @@ async fn handshake(
         return Ok(peer);
     }
     let mut mismatches = mismatches;
-    if mismatches.is_empty() {
+    if mismatches.is_empty() && violations.is_empty() {
         // The peer saw a difference we do not (it may compare more); report the fields it named.
         let named = verdict
             .get("fields")
@@ -433,6 +467,7 @@ async fn handshake(
     Err(RendezvousError::Mismatch {
         addr: wire.addr.clone(),
         mismatches,
+        violations,
     })
 }
 

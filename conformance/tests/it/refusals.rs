@@ -29,6 +29,28 @@ async fn mismatched_rank_counts_abort_both_roles_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_pair_that_afd_sim_check_rejects_is_refused_after_the_rendezvous() {
+    // Each role alone is fine; together they share GPUs 0 and 1 (rule cross.gpu-overlap).
+    let (afd_port, http) = (free_port(0), free_port(0));
+    let gpus = [("CUDA_VISIBLE_DEVICES", "0,1")];
+    let mut attention =
+        Twin::spawn_with_env(&seed_args(Role::Attention, afd_port, http), &[], &gpus);
+    let mut ffn = Twin::spawn_with_env(&seed_args(Role::Ffn, afd_port, http), &[], &gpus);
+    for twin in [&mut attention, &mut ffn] {
+        let status = twin
+            .wait_exit(STARTUP)
+            .await
+            .expect("a rejected pair exits");
+        assert_eq!(status.code(), Some(2), "{}", twin.log());
+        assert!(
+            twin.log().contains("error[cross.gpu-overlap]"),
+            "{}",
+            twin.log()
+        );
+    }
+}
+
+#[tokio::test]
 async fn two_attention_roles_clash() {
     let afd_port = free_port(0);
     let mut first = Twin::spawn(&seed_args(Role::Attention, afd_port, free_port(0)), &[]);
@@ -75,28 +97,33 @@ async fn refused(words: Vec<String>, extra: &[&str], needle: &str) {
 async fn bad_command_lines_are_refused_naming_the_cause() {
     let (afd, http) = (free_port(0), free_port(0));
     let seed = || seed_args(Role::Attention, afd, http);
-    let mut unknown = seed();
-    unknown.push("--frobnicate".to_owned());
-    refused(unknown, &[], "unknown flag --frobnicate").await;
+    let mut bad_value = seed();
+    bad_value.extend(["--max-num-seqs".to_owned(), "sixty-four".to_owned()]);
+    refused(
+        bad_value,
+        &[],
+        "--max-num-seqs expects a positive integer, got 'sixty-four'",
+    )
+    .await;
     // 1 Attention rank for 2 FFN ranks breaks afd-spec §1.4 rule 5.
     refused(
         shape_args(Role::Attention, afd, http, 1, 1, 1, 2),
         &[],
-        "num_attention_ranks >= num_ffn_ranks",
+        "afd.attention-ge-ffn",
     )
     .await;
     // DP x TP must equal the role's rank count.
     refused(
         shape_args(Role::Attention, afd, http, 1, 1, 2, 2),
         &[],
-        "afd.num_attention_ranks = 2",
+        "error[afd.role-ranks]",
     )
     .await;
     // 3A2F is illegal under v0.26 (A % F != 0).
     refused(
         shape_args(Role::Attention, afd, http, 1, 3, 3, 2),
         &["--rules", "v0.26"],
-        "multiple of num_ffn_ranks",
+        "v026.divisible-ranks",
     )
     .await;
     refused(
@@ -107,5 +134,5 @@ async fn bad_command_lines_are_refused_naming_the_cause() {
     .await;
     let mut colliding = seed_args(Role::Attention, afd, afd);
     colliding.push("--enforce-eager".to_owned());
-    refused(colliding, &[], "collides with the AFD rendezvous ports").await;
+    refused(colliding, &[], "cross.http-port-vs-rendezvous").await;
 }

@@ -94,7 +94,13 @@ pub(crate) struct Twin {
 impl Twin {
     /// Starts `afd-twin WORDS… --time-scale 0 --rendezvous-timeout 20` plus `extra`.
     pub(crate) fn spawn(words: &[String], extra: &[&str]) -> Twin {
+        Twin::spawn_with_env(words, extra, &[])
+    }
+
+    /// As [`Twin::spawn`], with extra environment variables (e.g. `CUDA_VISIBLE_DEVICES`).
+    pub(crate) fn spawn_with_env(words: &[String], extra: &[&str], env: &[(&str, &str)]) -> Twin {
         let mut command = Command::new(env!("CARGO_BIN_EXE_afd-twin"));
+        command.envs(env.iter().copied());
         command
             .args(words)
             .args(["--time-scale", "0", "--rendezvous-timeout", "20"])

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::twin::metrics::{Metrics, MetricsSkew};
-use crate::twin::rendezvous::tests::free_port;
+use crate::twin::rendezvous::tests::{free_port, words};
 use crate::twin::rendezvous::{self, FfnEvent, PeerConfig, RendezvousOptions};
 use crate::twin::timing::schedule_only::ScheduleOnly;
 
@@ -30,7 +30,11 @@ fn peer(role: Role, port: u16) -> PeerConfig {
         tensor_parallel_size: 1,
         http_addr: "127.0.0.1:1".to_owned(),
         model: "m".to_owned(),
-        args: Vec::new(),
+        args: words(role, port, 2, 1)
+            .into_iter()
+            .map(|w| w.replace("--tensor-parallel-size", "--data-parallel-size"))
+            .collect(),
+        env: std::collections::BTreeMap::new(),
     }
 }
 

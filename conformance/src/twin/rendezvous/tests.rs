@@ -24,6 +24,34 @@ pub(crate) fn free_port(span: u16) -> u16 {
     }
 }
 
+pub(crate) fn words(role: Role, port: u16, attention: u32, ffn: u32) -> Vec<String> {
+    let afd = format!(
+        r#"{{"afd": {{"role": "{role}", "host": "127.0.0.1", "port": {port}, "num_attention_ranks": {attention}, "num_ffn_ranks": {ffn}}}}}"#
+    );
+    let ranks = match role {
+        Role::Attention => attention,
+        Role::Ffn => ffn,
+    };
+    let http = match role {
+        Role::Attention => "18001",
+        Role::Ffn => "18002",
+    };
+    [
+        "m",
+        "--tensor-parallel-size",
+        &ranks.to_string(),
+        "--enable-expert-parallel",
+        "--additional-config",
+        &afd,
+        "--port",
+        http,
+        "--enforce-eager",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
 fn peer(role: Role, port: u16, attention: u32, ffn: u32, rules: RuleSet) -> PeerConfig {
     PeerConfig {
         role,
@@ -39,7 +67,8 @@ fn peer(role: Role, port: u16, attention: u32, ffn: u32, rules: RuleSet) -> Peer
         tensor_parallel_size: attention,
         http_addr: "127.0.0.1:1".to_owned(),
         model: "m".to_owned(),
-        args: vec!["m".to_owned()],
+        args: words(role, port, attention, ffn),
+        env: std::collections::BTreeMap::new(),
     }
 }
 
