@@ -131,19 +131,6 @@ async fn stream_without_done_omits_the_terminator() {
     assert!(!text.contains("[DONE]"), "{text}");
 }
 
-async fn dedicated_ffn_pair(ffn_extra: &[&str]) -> Pair {
-    let afd_port = free_port(0);
-    let (http, ffn_http) = (free_port(0), free_port(0));
-    start_pair(
-        Order::AttentionFirst,
-        seed_args(Role::Attention, afd_port, http),
-        seed_args(Role::Ffn, afd_port, ffn_http),
-        &[],
-        ffn_extra,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn ffn_accepts_requests_completes_on_the_ffn_port() {
     let pair = dedicated_ffn_pair(&["--fault", "ffn-accepts-requests"]).await;

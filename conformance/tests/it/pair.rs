@@ -191,19 +191,6 @@ async fn shared_http_port_sends_every_request_to_attention() {
     );
 }
 
-async fn dedicated_ffn_pair(ffn_extra: &[&str]) -> Pair {
-    let afd_port = free_port(0);
-    let (http, ffn_http) = (free_port(0), free_port(0));
-    start_pair(
-        Order::FfnFirst,
-        seed_args(Role::Attention, afd_port, http),
-        seed_args(Role::Ffn, afd_port, ffn_http),
-        &[],
-        ffn_extra,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn dedicated_ffn_port_refuses_connections_by_default() {
     let pair = dedicated_ffn_pair(&[]).await;

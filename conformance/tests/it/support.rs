@@ -218,6 +218,20 @@ pub(crate) async fn seed_pair(order: Order, attention_extra: &[&str], ffn_extra:
     .await
 }
 
+/// The seed recipe's pair with the FFN on its own HTTP port, so the FFN port can be probed.
+pub(crate) async fn dedicated_ffn_pair(ffn_extra: &[&str]) -> Pair {
+    let afd_port = free_port(0);
+    let (http, ffn_http) = (free_port(0), free_port(0));
+    start_pair(
+        Order::AttentionFirst,
+        seed_args(Role::Attention, afd_port, http),
+        seed_args(Role::Ffn, afd_port, ffn_http),
+        &[],
+        ffn_extra,
+    )
+    .await
+}
+
 /// Starts a pair from two argument lists, the second role 150 ms after the first.
 pub(crate) async fn start_pair(
     order: Order,
