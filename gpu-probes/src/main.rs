@@ -28,7 +28,7 @@ const AFTER_HELP: &str = "\
 Examples:
   afd-probe p2p --sizes 8:1G --out p2p.json           NCCL send/recv between GPU 0 and 1, eager and graph
   afd-probe hbm                                      device-to-device copy bandwidth of GPU 0
-  afd-probe moe --model Qwen3-30B-A3B/config.json    one MoE layer's FFN work, token counts 1…4096
+  afd-probe moe --model qwen3-30b-a3b                one MoE layer's FFN work, token counts 1…4096
   afd-probe attention --batch 1:512 --context 512:8192
   afd-probe launch                                   eager vs graph launch of 1…1024 tiny kernels
   afd-probe calibrate --out h200.json                everything the simulator needs, in one profile
@@ -131,17 +131,19 @@ impl TimingArgs {
 
 #[derive(Args, Debug, Clone)]
 struct ModelArg {
-    /// Hugging Face config.json of the model (default: DeepSeek-V2-Lite, built in).
-    #[arg(long, value_name = "CONFIG_JSON")]
-    model: Option<PathBuf>,
+    /// A model shipped with afd-traces (deepseek-v2-lite, qwen3-30b-a3b, deepseek-v3) or a config file
+    /// (Hugging Face config.json or DeepSeek inference config).
+    #[arg(
+        long,
+        value_name = "NAME_OR_CONFIG",
+        default_value = "deepseek-v2-lite"
+    )]
+    model: String,
 }
 
 impl ModelArg {
     fn shape(&self) -> anyhow::Result<ModelShape> {
-        match &self.model {
-            Some(path) => Ok(ModelShape::from_file(path)?),
-            None => Ok(ModelShape::deepseek_v2_lite()),
-        }
+        Ok(ModelShape::from_name_or_file(&self.model)?)
     }
 }
 

@@ -1,11 +1,13 @@
-//! The model dimensions the probes need, read from a Hugging Face `config.json` or built in.
+//! The model dimensions the probes need, from `afd-traces`' model configs (a Hugging Face
+//! `config.json`, DeepSeek's inference config, or a model shipped under `traces/data/models/`).
 //!
-//! Only the few fields that fix kernel shapes are read (hidden size, layers, experts, MLA ranks), with
-//! `serde_json::Value` so this crate derives no serde types. The built-in model is DeepSeek-V2-Lite
-//! (afd-spec §3.1). A fuller parser is being added to `afd-traces` (`model_config.rs`); this module
-//! keeps the probe's needs in one place so it can be swapped for that one.
+//! [`ModelShape`] flattens [`afd_traces::model_config::ModelConfig`] into the few sizes that fix the
+//! probe's kernel shapes and adds the probe's own limits (top-k kernel width, 16-byte vectors, the MLA
+//! kernel's 512 + 64 cache row). The built-in model is DeepSeek-V2-Lite (afd-spec §3.1).
 
 use std::path::Path;
+
+use afd_traces::model_config::{Attention, LayerKind, ModelConfig, builtin_model};
 
 /// Shapes of one MoE decoder model, as the probes build its layers.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,14 +50,11 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "model config {source_name} is not valid JSON (line {line}, column {column}): {message}"
-    )]
-    Json {
+    #[error("{source_name}: {source}")]
+    Config {
         source_name: String,
-        line: usize,
-        column: usize,
-        message: String,
+        #[source]
+        source: afd_traces::model_config::ModelConfigError,
     },
     #[error("model config {source_name}, field `{field}`: {problem}")]
     Field {
@@ -72,31 +71,35 @@ pub const MAX_EXPERTS_PER_TOKEN: usize = 16;
 pub const MAX_ROUTED_EXPERTS: usize = 1024;
 
 impl ModelShape {
-    /// DeepSeek-V2-Lite as afd-spec §3.1 gives it.
+    /// DeepSeek-V2-Lite (afd-spec §3.1), from the config shipped in `afd-traces`.
     pub fn deepseek_v2_lite() -> ModelShape {
-        ModelShape {
-            name: "DeepSeek-V2-Lite".to_owned(),
-            hidden_size: 2048,
-            num_layers: 27,
-            dense_layers: 1,
-            n_routed_experts: 64,
-            experts_per_token: 6,
-            moe_intermediate_size: 1408,
-            dense_intermediate_size: 10944,
-            shared_intermediate_size: 2 * 1408,
-            num_heads: 16,
-            mla: Some(MlaShape {
-                kv_lora_rank: 512,
-                qk_nope_head_dim: 128,
-                qk_rope_head_dim: 64,
-                v_head_dim: 128,
-                q_lora_rank: None,
-            }),
-            rms_norm_eps: 1e-6,
+        ModelShape::builtin("deepseek-v2-lite")
+            .and_then(Result::ok)
+            .expect("afd-traces ships a valid DeepSeek-V2-Lite config")
+    }
+
+    /// A model shipped under `traces/data/models/` (`deepseek-v2-lite`, `qwen3-30b-a3b`, …).
+    pub fn builtin(name: &str) -> Option<Result<ModelShape, ModelError>> {
+        let text = builtin_model(name)?;
+        let display = match name.to_ascii_lowercase().as_str() {
+            "deepseek-v2-lite" => "DeepSeek-V2-Lite".to_owned(),
+            "qwen3-30b-a3b" => "Qwen3-30B-A3B".to_owned(),
+            "deepseek-v3" => "DeepSeek-V3".to_owned(),
+            "deepseek-r1-0528" => "DeepSeek-R1-0528".to_owned(),
+            other => other.to_owned(),
+        };
+        Some(ModelShape::from_config_json(text, name, &display))
+    }
+
+    /// A built-in model name, or else a path to a config file.
+    pub fn from_name_or_file(arg: &str) -> Result<ModelShape, ModelError> {
+        match ModelShape::builtin(arg) {
+            Some(shape) if !arg.contains('/') => shape,
+            _ => ModelShape::from_file(Path::new(arg)),
         }
     }
 
-    /// Reads a `config.json` file; the model is named after `_name_or_path`, else the file's folder.
+    /// Reads a config file; the model is named after `_name_or_path`, else the file's folder.
     pub fn from_file(path: &Path) -> Result<ModelShape, ModelError> {
         let text = std::fs::read_to_string(path).map_err(|source| ModelError::Read {
             path: path.display().to_string(),
@@ -111,99 +114,76 @@ impl ModelShape {
         ModelShape::from_config_json(&text, &path.display().to_string(), &fallback_name)
     }
 
-    /// Parses the text of a Hugging Face `config.json`. `source_name` appears in errors.
+    /// Parses a config's text (either format `afd-traces` reads). `source_name` appears in errors.
     pub fn from_config_json(
         text: &str,
         source_name: &str,
         fallback_name: &str,
     ) -> Result<ModelShape, ModelError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|err| ModelError::Json {
-                source_name: source_name.to_owned(),
-                line: err.line(),
-                column: err.column(),
-                message: err.to_string(),
-            })?;
-        let reader = Reader {
-            value: &value,
-            source_name,
-        };
-        if !value.is_object() {
-            return Err(reader.field_error("(root)", "must be a JSON object"));
-        }
-        let name = value
+        let config = ModelConfig::from_json(text).map_err(|source| ModelError::Config {
+            source_name: source_name.to_owned(),
+            source,
+        })?;
+        // Fields the shared parser does not keep: the display name and the RMSNorm epsilon.
+        let raw: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        let name = raw
             .get("_name_or_path")
             .and_then(serde_json::Value::as_str)
             .and_then(|path| path.rsplit('/').next())
             .filter(|name| !name.is_empty())
             .unwrap_or(fallback_name)
             .to_owned();
-        let hidden_size = reader.required("hidden_size")?;
-        let num_layers = reader.required("num_hidden_layers")?;
-        let num_heads = reader.required("num_attention_heads")?;
-        let n_routed_experts = match reader.optional("n_routed_experts")? {
-            Some(n) => n,
-            None => reader.required("num_experts")?,
-        };
-        let experts_per_token = reader.required("num_experts_per_tok")?;
-        let moe_intermediate_size = reader.required("moe_intermediate_size")?;
-        let dense_intermediate_size = reader
-            .optional("intermediate_size")?
-            .unwrap_or(moe_intermediate_size);
-        let dense_layers = reader.optional("first_k_dense_replace")?.unwrap_or(0);
-        if let Some(step) = reader.optional("moe_layer_freq")?
-            && step != 1
-        {
-            return Err(
-                reader.field_error("moe_layer_freq", "only 1 (every layer MoE) is supported")
-            );
+        let rms_norm_eps = raw
+            .get("rms_norm_eps")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|eps| eps.is_finite() && *eps > 0.0)
+            .unwrap_or(1e-6);
+        ModelShape::from_config(&config, name, rms_norm_eps, source_name)
+    }
+
+    /// Flattens a checked config; dense layers must lead (DeepSeek's `first_k_dense_replace`).
+    pub fn from_config(
+        config: &ModelConfig,
+        name: String,
+        rms_norm_eps: f64,
+        source_name: &str,
+    ) -> Result<ModelShape, ModelError> {
+        let dense_layers = config
+            .layers
+            .iter()
+            .take_while(|kind| **kind == LayerKind::Dense)
+            .count();
+        if config.layers[dense_layers..].contains(&LayerKind::Dense) {
+            return Err(ModelError::Field {
+                source_name: source_name.to_owned(),
+                field: "layers".to_owned(),
+                problem: "dense layers after the first MoE layer are not modelled: the probes run leading dense layers only".to_owned(),
+            });
         }
-        if let Some(step) = reader.optional("decoder_sparse_step")?
-            && step != 1
-        {
-            return Err(reader.field_error(
-                "decoder_sparse_step",
-                "only 1 (every layer MoE) is supported",
-            ));
-        }
-        if let Some(list) = value.get("mlp_only_layers")
-            && list.as_array().is_none_or(|items| !items.is_empty())
-        {
-            return Err(reader.field_error("mlp_only_layers", "must be an empty list"));
-        }
-        let shared_intermediate_size = match reader.optional_from("n_shared_experts", 0)? {
-            Some(n) => n * moe_intermediate_size,
-            None => reader
-                .optional("shared_expert_intermediate_size")?
-                .unwrap_or(0),
+        let (num_heads, mla) = match &config.attention {
+            Attention::Mla(m) => (
+                m.num_heads as usize,
+                Some(MlaShape {
+                    kv_lora_rank: m.kv_lora_rank as usize,
+                    qk_nope_head_dim: m.qk_nope_head_dim as usize,
+                    qk_rope_head_dim: m.qk_rope_head_dim as usize,
+                    v_head_dim: m.v_head_dim as usize,
+                    q_lora_rank: m.q_lora_rank.map(|r| r as usize),
+                }),
+            ),
+            Attention::Gqa(g) => (g.num_heads as usize, None),
         };
-        let mla = match reader.optional("kv_lora_rank")? {
-            Some(kv_lora_rank) => Some(MlaShape {
-                kv_lora_rank,
-                qk_nope_head_dim: reader.required("qk_nope_head_dim")?,
-                qk_rope_head_dim: reader.required("qk_rope_head_dim")?,
-                v_head_dim: reader.required("v_head_dim")?,
-                q_lora_rank: reader.optional("q_lora_rank")?,
-            }),
-            None => None,
-        };
-        let rms_norm_eps = match value.get("rms_norm_eps") {
-            None | Some(serde_json::Value::Null) => 1e-6,
-            Some(v) => v
-                .as_f64()
-                .filter(|eps| eps.is_finite() && *eps > 0.0)
-                .ok_or_else(|| reader.field_error("rms_norm_eps", "must be a positive number"))?,
-        };
+        let moe = &config.moe;
         let shape = ModelShape {
             name,
-            hidden_size,
-            num_layers,
+            hidden_size: config.hidden_size as usize,
+            num_layers: config.layers.len(),
             dense_layers,
-            n_routed_experts,
-            experts_per_token,
-            moe_intermediate_size,
-            dense_intermediate_size,
-            shared_intermediate_size,
+            n_routed_experts: moe.n_routed_experts as usize,
+            experts_per_token: moe.experts_per_token as usize,
+            moe_intermediate_size: moe.intermediate_size as usize,
+            dense_intermediate_size: config.dense_intermediate_size as usize,
+            shared_intermediate_size: moe.shared_intermediate_size as usize,
             num_heads,
             mla,
             rms_norm_eps,
@@ -330,47 +310,6 @@ impl ModelShape {
             }
         }
         Ok(())
-    }
-}
-
-struct Reader<'a> {
-    value: &'a serde_json::Value,
-    source_name: &'a str,
-}
-
-impl Reader<'_> {
-    /// A positive integer field that must be present.
-    fn required(&self, field: &str) -> Result<usize, ModelError> {
-        self.optional(field)?
-            .ok_or_else(|| self.field_error(field, "missing"))
-    }
-
-    /// A positive integer field; `None` when absent or `null`.
-    fn optional(&self, field: &str) -> Result<Option<usize>, ModelError> {
-        self.optional_from(field, 1)
-    }
-
-    /// An integer field of at least `min`; `None` when absent or `null`.
-    fn optional_from(&self, field: &str, min: u64) -> Result<Option<usize>, ModelError> {
-        const MAX: u64 = 1 << 24;
-        match self.value.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n >= min && *n <= MAX)
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| {
-                    self.field_error(field, &format!("{v} is not an integer in {min}..={MAX}"))
-                }),
-        }
-    }
-
-    fn field_error(&self, field: &str, problem: &str) -> ModelError {
-        ModelError::Field {
-            source_name: self.source_name.to_owned(),
-            field: field.to_owned(),
-            problem: problem.to_owned(),
-        }
     }
 }
 

@@ -5,4 +5,5 @@
 //! it links no async runtime, HTTP stack or CUDA crate (ARCHITECTURE.md). The `afd-sim` binary
 //! (`src/main.rs`) does all I/O.
 
+pub mod deployment;
 pub mod topology;

@@ -1,15 +1,11 @@
 //! The `afd-sim` command line: parses flags, reads files, runs the library, writes reports.
+//!
+//! All I/O and all of clap/anyhow live here and in `cli/`; the library stays pure.
+
+mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-/// Predict, check and plan Attention-FFN disaggregated (AFD) vLLM deployments.
-#[derive(Parser, Debug)]
-#[command(name = "afd-sim", version, about)]
-struct Cli {}
-
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    cli::run()
 }

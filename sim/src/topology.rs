@@ -145,7 +145,7 @@ impl Topology {
         if ffn_ranks == 0 {
             return Err(TopologyError::NoFfnRanks(ffn_ranks));
         }
-        if rules == RuleSet::V026 && attention_ranks % ffn_ranks != 0 {
+        if rules == RuleSet::V026 && !attention_ranks.is_multiple_of(ffn_ranks) {
             return Err(TopologyError::NotAMultiple {
                 attention: attention_ranks,
                 ffn: ffn_ranks,
@@ -306,7 +306,7 @@ pub fn expand_across_tp(counts: &[u32], attention_ranks: u32) -> Option<Vec<u32>
     if len == attention_ranks {
         return Some(counts.to_vec());
     }
-    if len == 0 || attention_ranks % len != 0 {
+    if len == 0 || !attention_ranks.is_multiple_of(len) {
         return None;
     }
     let repeat = (attention_ranks / len) as usize;
@@ -316,6 +316,25 @@ pub fn expand_across_tp(counts: &[u32], attention_ranks: u32) -> Option<Vec<u32>
             .flat_map(|&c| std::iter::repeat_n(c, repeat))
             .collect(),
     )
+}
+
+/// A process's coordinates inside its role (afd-spec §2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParallelCoordinates {
+    pub dp_rank: u32,
+    pub pcp_rank: u32,
+    pub tp_rank: u32,
+}
+
+/// Inverse of [`role_rank`]: the DP, PCP and TP ranks of `role_rank` for the given PCP and TP sizes
+/// (a size of 0 is treated as 1).
+pub fn parallel_coordinates(role_rank: u32, pcp_size: u32, tp_size: u32) -> ParallelCoordinates {
+    let (pcp_size, tp_size) = (pcp_size.max(1), tp_size.max(1));
+    ParallelCoordinates {
+        dp_rank: role_rank / tp_size / pcp_size,
+        pcp_rank: role_rank / tp_size % pcp_size,
+        tp_rank: role_rank % tp_size,
+    }
 }
 
 /// Role rank from the process's parallel coordinates: `(dp·PCP + pcp)·TP + tp` (afd-spec §2.1).

@@ -1,6 +1,8 @@
 //! Device-layer checks that need no GPU: the probe kernels compile with NVRTC wherever the library is
 //! found (set `LD_LIBRARY_PATH` to a folder holding `libnvrtc.so.13`), and skip otherwise.
 
+use std::io::Write;
+
 #[test]
 fn probe_kernels_compile_for_hopper_and_ampere() {
     // SAFETY: only tries to dlopen the library.
@@ -9,7 +11,10 @@ fn probe_kernels_compile_for_hopper_and_ampere() {
             std::env::var("REQUIRE_LIVE").as_deref() != Ok("1"),
             "REQUIRE_LIVE=1 but NVRTC is not loadable"
         );
-        eprintln!("skipped: NVRTC not found (put libnvrtc.so.13 on LD_LIBRARY_PATH)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: NVRTC not found (put libnvrtc.so.13 on LD_LIBRARY_PATH)"
+        );
         return;
     }
     for arch in ["sm_90", "sm_80"] {

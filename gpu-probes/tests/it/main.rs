@@ -70,17 +70,24 @@ fn bad_flags_exit_2_and_name_the_flag() {
 
 #[test]
 fn a_model_without_mla_is_refused_by_the_attention_probe() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.json");
-    std::fs::write(
-        &config,
-        r#"{"hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32, "num_experts": 128,
-            "num_experts_per_tok": 8, "moe_intermediate_size": 768, "intermediate_size": 6144}"#,
-    )
-    .unwrap();
-    let output = probe(&["attention", "--model", config.to_str().unwrap()]);
+    let output = probe(&["attention", "--model", "qwen3-30b-a3b"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("kv_lora_rank"));
+}
+
+#[test]
+fn a_config_file_that_is_not_a_model_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"hidden_size": 2048}"#).unwrap();
+    let path = config.to_str().unwrap();
+    let output = probe(&["moe", "--model", path]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(path) && stderr.contains("neither a Hugging Face"),
+        "{stderr}"
+    );
 }
 
 #[test]

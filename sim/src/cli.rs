@@ -1,0 +1,71 @@
+//! Subcommand dispatch, shared flags and exit codes of `afd-sim`.
+//!
+//! Exit codes: 0 when the command succeeded (warnings allowed), 2 for bad input or a failed check
+//! (`check` with any error finding, `topology` with an illegal rank pair).
+
+mod check;
+mod output;
+mod rules;
+mod topology;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use afd_sim::topology::RuleSet;
+
+/// Predict, check and plan Attention-FFN disaggregated (AFD) vLLM deployments.
+#[derive(Parser, Debug)]
+#[command(name = "afd-sim", version, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  afd-sim check recipe/2a2f_graph_dbo_dp1tp2.sh
+  afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
+  afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
+  afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
+  afd-sim rules --rules v0.26";
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Validate a recipe script or two vllm serve command lines against the plugin's rules.
+    Check(check::CheckArgs),
+    /// Print the rank mapping (world, control group, subgroups, ports) of A Attention and F FFN ranks.
+    Topology(topology::TopologyArgs),
+    /// List the rules `check` applies, with their ids, severities and afd-spec sources.
+    Rules(rules::RulesArgs),
+}
+
+/// Parses `v0.26` / `latest` for `--rules`.
+fn parse_rule_set(text: &str) -> Result<RuleSet, String> {
+    RuleSet::parse(text)
+        .ok_or_else(|| format!("unknown rule set '{text}' (expected v0.26 or latest)"))
+}
+
+pub(crate) fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Check(args)) => check::run(&args),
+        Some(Command::Topology(args)) => topology::run(&args),
+        Some(Command::Rules(args)) => rules::run(&args),
+        None => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            command
+                .print_help()
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
