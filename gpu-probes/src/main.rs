@@ -355,7 +355,15 @@ struct PipelineArgs {
     gpus: Vec<usize>,
 }
 
+/// When this run started (the provenance's `date_utc`).
+static STARTED: std::sync::OnceLock<SystemTime> = std::sync::OnceLock::new();
+
+fn started() -> SystemTime {
+    *STARTED.get_or_init(SystemTime::now)
+}
+
 fn main() -> ExitCode {
+    started();
     let cli = Cli::parse();
     let result = std::panic::catch_unwind(|| run(cli));
     match result {
@@ -469,7 +477,7 @@ fn emit_profile(
     let mut profile = CalibrationProfile::new(assemble::provenance(
         info,
         command_line(),
-        SystemTime::now(),
+        started(),
         std::env::vars(),
         measured.notes,
     ));
@@ -896,7 +904,7 @@ fn pipeline(args: PipelineArgs) -> anyhow::Result<()> {
     .into_iter()
     .collect();
     let mut results = PipelineResults::new(
-        assemble::provenance(&info, command_line(), SystemTime::now(), std::env::vars(), notes),
+        assemble::provenance(&info, command_line(), started(), std::env::vars(), notes),
         PipelineModel {
             name: model.name.clone(),
             hidden_size: model.hidden_size as u32,

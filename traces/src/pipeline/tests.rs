@@ -172,3 +172,34 @@ proptest::proptest! {
         let _ = PipelineResults::from_json(&String::from_utf8_lossy(&text));
     }
 }
+
+#[test]
+fn committed_results_cover_the_fidelity_grid() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/pipeline/h200x2-deepseek-v2-lite.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let results =
+        PipelineResults::from_json(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    assert!(results.records.len() >= 24);
+    assert!(results.provenance.tool.contains("(git "));
+    assert_eq!(results.model.name, "DeepSeek-V2-Lite");
+    for dbo in [false, true] {
+        for graph in [false, true] {
+            assert!(
+                results
+                    .records
+                    .iter()
+                    .any(|r| r.dbo == dbo && r.graph == graph)
+            );
+        }
+    }
+    for record in &results.records {
+        assert!(record.steps >= 50, "≥ 50 timed steps per configuration");
+        assert_eq!(record.layers, results.model.num_layers);
+        assert_eq!(
+            record.routing.len() as u32,
+            (results.model.num_layers - results.model.dense_layers)
+                * record.ubatch_tokens.len() as u32
+        );
+    }
+}
