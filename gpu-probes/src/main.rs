@@ -588,18 +588,7 @@ fn hbm(args: HbmArgs) -> anyhow::Result<()> {
             "copy sizes must be multiples of 4 bytes"
         ));
     }
-    let info = device::preflight(&Requirements {
-        gpus: vec![args.gpu],
-        nvrtc: true,
-        ..Requirements::default()
-    })?;
-    let measured = device::hbm(&spec)?;
-    emit_profile(
-        &info,
-        measured,
-        args.output.out.as_deref(),
-        args.output.json,
-    )
+    single_gpu(args.gpu, false, &args.output, |_| device::hbm(&spec))
 }
 
 fn default_grid_active(experts: usize, top_k: usize) -> Vec<u64> {
@@ -643,21 +632,28 @@ fn moe_spec(args: &MoeArgs, gpu: usize) -> anyhow::Result<MoeSpec> {
 
 fn moe(args: MoeArgs) -> anyhow::Result<()> {
     let spec = moe_spec(&args, args.gpu)?;
+    single_gpu(args.gpu, true, &args.output, |report| {
+        device::moe(&spec, report)
+    })
+}
+
+/// Checks the machine for a single-GPU probe, runs it with a progress spinner and emits its profile.
+fn single_gpu(
+    gpu: usize,
+    cublas: bool,
+    output: &Output,
+    probe: impl FnOnce(&dyn Fn(&str)) -> Result<Measured, ProbeError>,
+) -> anyhow::Result<()> {
     let info = device::preflight(&Requirements {
-        gpus: vec![args.gpu],
-        cublas: true,
+        gpus: vec![gpu],
+        cublas,
         nvrtc: true,
         ..Requirements::default()
     })?;
     let bar = progress_bar();
-    let measured = device::moe(&spec, &|m| bar.set_message(m.to_owned()))?;
+    let measured = probe(&|m| bar.set_message(m.to_owned()))?;
     bar.finish_and_clear();
-    emit_profile(
-        &info,
-        measured,
-        args.output.out.as_deref(),
-        args.output.json,
-    )
+    emit_profile(&info, measured, output.out.as_deref(), output.json)
 }
 
 fn attention_spec(args: &AttentionArgs, gpu: usize) -> anyhow::Result<AttentionSpec> {
@@ -684,21 +680,9 @@ fn attention_spec(args: &AttentionArgs, gpu: usize) -> anyhow::Result<AttentionS
 
 fn attention(args: AttentionArgs) -> anyhow::Result<()> {
     let spec = attention_spec(&args, args.gpu)?;
-    let info = device::preflight(&Requirements {
-        gpus: vec![args.gpu],
-        cublas: true,
-        nvrtc: true,
-        ..Requirements::default()
-    })?;
-    let bar = progress_bar();
-    let measured = device::attention(&spec, &|m| bar.set_message(m.to_owned()))?;
-    bar.finish_and_clear();
-    emit_profile(
-        &info,
-        measured,
-        args.output.out.as_deref(),
-        args.output.json,
-    )
+    single_gpu(args.gpu, true, &args.output, |report| {
+        device::attention(&spec, report)
+    })
 }
 
 fn launch(args: LaunchArgs) -> anyhow::Result<()> {
@@ -707,18 +691,7 @@ fn launch(args: LaunchArgs) -> anyhow::Result<()> {
         kernels: list("--kernels", &args.kernels, 1, 100_000)?,
         timing: args.timing.timing()?,
     };
-    let info = device::preflight(&Requirements {
-        gpus: vec![args.gpu],
-        nvrtc: true,
-        ..Requirements::default()
-    })?;
-    let measured = device::launch(&spec)?;
-    emit_profile(
-        &info,
-        measured,
-        args.output.out.as_deref(),
-        args.output.json,
-    )
+    single_gpu(args.gpu, false, &args.output, |_| device::launch(&spec))
 }
 
 fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@
 use super::blas::{Blas, Mat};
 use super::gpu::{Buffer, Gpu, Stream, download_raw};
 use super::kernels::{Kernels, MlaVariant};
-use super::timing::{OpSamples, time_op};
+use super::timing::time_op;
 use crate::assemble::{derived, point, table};
 use crate::error::ProbeError;
 use crate::model::{MlaShape, ModelShape};
@@ -522,21 +522,6 @@ pub(super) fn select_variant(
     })
 }
 
-fn base_derived(samples: &OpSamples, kernels: usize) -> Vec<(&'static str, f64)> {
-    vec![
-        ("kernels", kernels as f64),
-        (
-            "host_us",
-            crate::stats::median(&samples.host_us).unwrap_or(f64::NAN),
-        ),
-        (
-            "eager_us",
-            crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN),
-        ),
-        ("reps_per_replay", samples.reps as f64),
-    ]
-}
-
 /// The `attention` probe.
 pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measured, ProbeError> {
     let shape = &spec.model;
@@ -619,7 +604,7 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             attn.proj_post(&ws, rep % n_layers, t)
         })?;
         let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
-        let mut d = base_derived(&samples, PROJ_KERNELS);
+        let mut d = samples.derived(PROJ_KERNELS);
         d.push(("weight_bytes", layer_bytes as f64));
         d.push(("gbps", layer_bytes as f64 / (median * 1e3)));
         points.push(point(vec![t as f64], samples.graph_us, derived(&d))?);
@@ -664,7 +649,7 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             }
             let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
             let moved = mla_bytes(b, heads, c);
-            let mut d = base_derived(&samples, DECODE_KERNELS);
+            let mut d = samples.derived(DECODE_KERNELS);
             d.push(("bytes", moved as f64));
             d.push(("gbps", moved as f64 / (median * 1e3)));
             d.push(("splits", split.splits as f64));
@@ -699,7 +684,7 @@ pub(super) fn run(spec: &AttentionSpec, progress: &dyn Fn(&str)) -> Result<Measu
             let samples = time_op(&gpu, &stream, &timing, copies, |rep| {
                 attn.layer(&ws, rep % n_layers, 0, t, &views[rep % copies])
             })?;
-            let d = base_derived(&samples, PROJ_KERNELS + DECODE_KERNELS);
+            let d = samples.derived(PROJ_KERNELS + DECODE_KERNELS);
             points.push(point(
                 vec![t as f64, c as f64],
                 samples.graph_us,

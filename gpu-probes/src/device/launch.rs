@@ -20,95 +20,48 @@ pub(super) fn run(spec: &LaunchSpec) -> Result<Measured, ProbeError> {
     let events = EventPairs::new(&gpu, iters)?;
     let mut eager_points = Vec::new();
     let mut graph_points = Vec::new();
-    for &n in &spec.kernels {
-        let n = n as usize;
-        // Eager: host clock from the first launch until the stream has drained.
+    // Runs `enqueue` (which launches `n` kernels) warm-up times, then `iters` timed times: host clock
+    // from the first launch until the stream has drained, enqueue time, and events.
+    let mut measure = |n: usize, enqueue: &dyn Fn() -> Result<(), ProbeError>| {
         for _ in 0..spec.timing.warmup.max(1) {
-            for _ in 0..n {
-                kernels.add_one(&stream, counter.ptr)?;
-            }
+            enqueue()?;
             stream.sync()?;
             launched += n as u64;
         }
         let mut total = Vec::with_capacity(iters);
-        let mut enqueue = Vec::with_capacity(iters);
+        let mut host = Vec::with_capacity(iters);
         for i in 0..iters {
             let t0 = Instant::now();
             events.start[i].record(&stream)?;
-            for _ in 0..n {
-                kernels.add_one(&stream, counter.ptr)?;
-            }
+            enqueue()?;
             events.end[i].record(&stream)?;
-            enqueue.push(t0.elapsed().as_secs_f64() * 1e6);
+            host.push(t0.elapsed().as_secs_f64() * 1e6);
             stream.sync()?;
             total.push(t0.elapsed().as_secs_f64() * 1e6);
             launched += n as u64;
         }
         let device = events.elapsed_us(iters)?;
-        eager_points.push(point(
-            vec![n as f64],
-            total.clone(),
-            derived(&[
-                (
-                    "host_us",
-                    crate::stats::median(&enqueue).unwrap_or(f64::NAN),
-                ),
-                (
-                    "device_us",
-                    crate::stats::median(&device).unwrap_or(f64::NAN),
-                ),
-                (
-                    "per_kernel_us",
-                    crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64,
-                ),
-                ("kernels", n as f64),
-            ]),
-        )?);
-
-        // Graph: the same n launches captured once, replayed.
-        let graph = Graph::capture(&stream, || {
+        let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
+        let d = derived(&[
+            ("host_us", median(&host)),
+            ("device_us", median(&device)),
+            ("per_kernel_us", median(&total) / n as f64),
+            ("kernels", n as f64),
+        ]);
+        point(vec![n as f64], total, d)
+    };
+    for &n in &spec.kernels {
+        let n = n as usize;
+        let eager = || -> Result<(), ProbeError> {
             for _ in 0..n {
                 kernels.add_one(&stream, counter.ptr)?;
             }
             Ok(())
-        })?;
-        for _ in 0..spec.timing.warmup.max(1) {
-            graph.launch(&stream)?;
-            stream.sync()?;
-            launched += n as u64;
-        }
-        let mut total = Vec::with_capacity(iters);
-        let mut enqueue = Vec::with_capacity(iters);
-        for i in 0..iters {
-            let t0 = Instant::now();
-            events.start[i].record(&stream)?;
-            graph.launch(&stream)?;
-            events.end[i].record(&stream)?;
-            enqueue.push(t0.elapsed().as_secs_f64() * 1e6);
-            stream.sync()?;
-            total.push(t0.elapsed().as_secs_f64() * 1e6);
-            launched += n as u64;
-        }
-        let device = events.elapsed_us(iters)?;
-        graph_points.push(point(
-            vec![n as f64],
-            total.clone(),
-            derived(&[
-                (
-                    "host_us",
-                    crate::stats::median(&enqueue).unwrap_or(f64::NAN),
-                ),
-                (
-                    "device_us",
-                    crate::stats::median(&device).unwrap_or(f64::NAN),
-                ),
-                (
-                    "per_kernel_us",
-                    crate::stats::median(&total).unwrap_or(f64::NAN) / n as f64,
-                ),
-                ("kernels", n as f64),
-            ]),
-        )?);
+        };
+        eager_points.push(measure(n, &eager)?);
+        // The same n launches captured once and replayed.
+        let graph = Graph::capture(&stream, eager)?;
+        graph_points.push(measure(n, &|| graph.launch(&stream))?);
     }
     stream.sync()?;
     let mut count = [0f32];

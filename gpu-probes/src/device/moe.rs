@@ -6,7 +6,7 @@
 use super::blas::{Blas, Mat};
 use super::gpu::{Buffer, Gpu, Stream};
 use super::kernels::Kernels;
-use super::timing::{OpSamples, time_op};
+use super::timing::time_op;
 use crate::assemble::{derived, point, table};
 use crate::error::ProbeError;
 use crate::model::ModelShape;
@@ -541,22 +541,6 @@ pub(super) fn hbm_gbps(gpu: &Gpu, stream: &Stream) -> Result<f64, ProbeError> {
     Ok(2.0 * bytes as f64 / (median * 1e3))
 }
 
-/// The derived figures every timed FFN point carries.
-fn base_derived(samples: &OpSamples, kernels: usize) -> Vec<(&'static str, f64)> {
-    vec![
-        ("kernels", kernels as f64),
-        (
-            "host_us",
-            crate::stats::median(&samples.host_us).unwrap_or(f64::NAN),
-        ),
-        (
-            "eager_us",
-            crate::stats::median(&samples.eager_us).unwrap_or(f64::NAN),
-        ),
-        ("reps_per_replay", samples.reps as f64),
-    ]
-}
-
 /// The `moe` probe.
 pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, ProbeError> {
     let shape = &spec.model;
@@ -654,7 +638,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                 ffn.router(rep % n_layers, x.ptr, t)
             })?;
             let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
-            let mut d = base_derived(&samples, counts.router);
+            let mut d = samples.derived(counts.router);
             d.push(("tflops", 2.0 * (t * h * e) as f64 / (median * 1e6)));
             router_points.push(point(vec![t as f64], samples.graph_us, derived(&d))?);
 
@@ -669,7 +653,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                     |rep| ffn.shared(rep % n_layers, x.ptr, t),
                 )?;
                 let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
-                let mut d = base_derived(&samples, counts.shared);
+                let mut d = samples.derived(counts.shared);
                 d.push(("weight_bytes", bytes as f64));
                 d.push(("gbps", bytes as f64 / (median * 1e3)));
                 d.push(("tflops", 2.0 * (t * 3 * h * si) as f64 / (median * 1e6)));
@@ -681,7 +665,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                     ffn.dense(rep % dense_copies, x.ptr, out.ptr, t)
                 })?;
                 let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
-                let mut d = base_derived(&samples, counts.dense);
+                let mut d = samples.derived(counts.dense);
                 d.push(("weight_bytes", dense_bytes as f64));
                 d.push(("gbps", dense_bytes as f64 / (median * 1e3)));
                 d.push((
@@ -709,7 +693,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
             dispatch_points.push(point(
                 vec![t as f64],
                 samples.graph_us.clone(),
-                derived(&base_derived(&samples, counts.dispatch)),
+                derived(&samples.derived(counts.dispatch)),
             )?);
         }
         let variant = [("model", model.clone())];
@@ -766,7 +750,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
                 )?;
                 let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
                 let gbps = bytes as f64 / (median * 1e3);
-                let mut d = base_derived(&samples, counts.routed);
+                let mut d = samples.derived(counts.routed);
                 d.push(("weight_bytes", bytes as f64));
                 d.push(("gbps", gbps));
                 d.push(("hbm_fraction", gbps / hbm));
@@ -809,7 +793,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         let max_tpe = mean(&|p| p.max_tokens_per_expert as f64);
         let bytes = active * (3 * h * i * BF16) as f64
             + (3 * h * shape.shared_intermediate_size * BF16 + e * h * BF16) as f64;
-        let mut d = base_derived(&samples, counts.layer);
+        let mut d = samples.derived(counts.layer);
         d.push(("active_experts_mean", active));
         d.push(("max_tokens_per_expert_mean", max_tpe));
         d.push(("weight_bytes", bytes));

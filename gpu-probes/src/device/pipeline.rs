@@ -256,32 +256,16 @@ fn attention_rank(
                 Ok(())
             }
         };
-        for _ in 0..spec.warmup_steps.max(1) {
-            send_control()?;
-            layers()?;
-            channel.wait("pipeline warm-up step (Attention)")?;
-        }
-        let graph = if config.graph {
-            let graph = Graph::capture(&stream, layers)?;
-            for _ in 0..2 {
-                send_control()?;
-                graph.launch(&stream)?;
-                channel.wait("pipeline graph warm-up (Attention)")?;
-            }
-            Some(graph)
-        } else {
-            None
-        };
-        for i in 0..spec.steps {
-            events.start[i].record(&stream)?;
-            send_control()?;
-            match &graph {
-                Some(graph) => graph.launch(&stream)?,
-                None => layers()?,
-            }
-            events.end[i].record(&stream)?;
-            channel.wait("pipeline step (Attention)")?;
-        }
+        drive_steps(
+            spec,
+            config.graph,
+            &stream,
+            &channel,
+            "Attention",
+            send_control,
+            layers,
+            Some(&events),
+        )?;
         let samples = events.elapsed_us(spec.steps)?;
         zero_async(&stream, nonfinite.ptr, 8)?;
         let mut words: Vec<u16> = Vec::new();
@@ -301,7 +285,6 @@ fn attention_rank(
             });
         }
         hashes.push(checksum(&words));
-        drop(graph);
         let plans = routing_plans(shape, spec.routing, spec.seed, config);
         records.push(record(
             config,
@@ -316,6 +299,56 @@ fn attention_rank(
         rank: setup.rank,
         message: format!("cannot encode results: {err}"),
     })
+}
+
+/// One configuration on one rank: warm-up steps, the capture (graph mode) with two untimed replays,
+/// then the timed steps. Each step is `control` then the layers (eager, or the captured graph), then a
+/// host wait: both ranks synchronise after every step (afd-spec §6.2). `events` time each timed step.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the step's parts differ per rank; the driver is shared"
+)]
+fn drive_steps(
+    spec: &PipelineSpec,
+    graph_mode: bool,
+    stream: &Stream,
+    channel: &Channel<'_>,
+    side: &str,
+    control: impl Fn() -> Result<(), ProbeError>,
+    layers: impl Fn() -> Result<(), ProbeError> + Copy,
+    events: Option<&EventPairs>,
+) -> Result<(), ProbeError> {
+    for _ in 0..spec.warmup_steps.max(1) {
+        control()?;
+        layers()?;
+        channel.wait(&format!("pipeline warm-up step ({side})"))?;
+    }
+    let graph = if graph_mode {
+        let graph = Graph::capture(stream, layers)?;
+        for _ in 0..2 {
+            control()?;
+            graph.launch(stream)?;
+            channel.wait(&format!("pipeline graph warm-up ({side})"))?;
+        }
+        Some(graph)
+    } else {
+        None
+    };
+    for i in 0..spec.steps {
+        if let Some(events) = events {
+            events.start[i].record(stream)?;
+        }
+        control()?;
+        match &graph {
+            Some(graph) => graph.launch(stream)?,
+            None => layers()?,
+        }
+        if let Some(events) = events {
+            events.end[i].record(stream)?;
+        }
+        channel.wait(&format!("pipeline step ({side})"))?;
+    }
+    Ok(())
 }
 
 fn record(
@@ -470,31 +503,16 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             }
             Ok(())
         };
-        for _ in 0..spec.warmup_steps.max(1) {
-            receive_control()?;
-            layers()?;
-            channel.wait("pipeline warm-up step (FFN)")?;
-        }
-        let graph = if config.graph {
-            let graph = Graph::capture(&stream, layers)?;
-            for _ in 0..2 {
-                receive_control()?;
-                graph.launch(&stream)?;
-                channel.wait("pipeline graph warm-up (FFN)")?;
-            }
-            Some(graph)
-        } else {
-            None
-        };
-        for _ in 0..spec.steps {
-            receive_control()?;
-            match &graph {
-                Some(graph) => graph.launch(&stream)?,
-                None => layers()?,
-            }
-            // The FFN worker synchronises after every step (afd-spec §6.2).
-            channel.wait("pipeline step (FFN)")?;
-        }
+        drive_steps(
+            spec,
+            config.graph,
+            &stream,
+            &channel,
+            "FFN",
+            receive_control,
+            layers,
+            None,
+        )?;
         let mut words: Vec<u16> = Vec::new();
         for (s, &rows) in ubatches.iter().enumerate() {
             words.extend(download_raw::<u16>(gpu.ordinal, output[s].ptr, rows * h)?);
@@ -515,7 +533,6 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             }
             errors.push(error);
         }
-        drop(graph);
     }
     serde_json::to_vec(&(hashes, errors)).map_err(|err| ProbeError::Rank {
         rank: setup.rank,

@@ -23,6 +23,25 @@ pub(super) struct OpSamples {
     pub(super) host_us: Vec<f64>,
 }
 
+impl OpSamples {
+    /// The derived figures every timed single-GPU point carries: launches per operation, median host
+    /// enqueue time and eager time, repetitions per replay.
+    pub(super) fn derived(&self, kernels: usize) -> Vec<(&'static str, f64)> {
+        vec![
+            ("kernels", kernels as f64),
+            (
+                "host_us",
+                crate::stats::median(&self.host_us).unwrap_or(f64::NAN),
+            ),
+            (
+                "eager_us",
+                crate::stats::median(&self.eager_us).unwrap_or(f64::NAN),
+            ),
+            ("reps_per_replay", self.reps as f64),
+        ]
+    }
+}
+
 /// The most repetitions one graph holds.
 const MAX_REPS: usize = 1024;
 
