@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One device call: smoke-test every subcommand at small sizes, then (PHASES containing "full") the
 # measurements that are committed under traces/data/. Run from the repository root on the GPU machine:
-#   PHASES="smoke full" gpu-probes/scripts/measure.sh        (reads ./.device/afd-probe and .device/models)
+#   PHASES="smoke full" gpu-probes/scripts/measure.sh        (reads ./.device/afd-probe)
 # Every step has its own timeout so one hang cannot eat the call; a full step runs only when its smoke
 # step passed. Results go to $OUT (or ./out); the last thing printed is a short summary table.
 set -uo pipefail
 OUT=${OUT:-./out}
 PHASES=${PHASES:-smoke full}
 PROBE=${PROBE:-./.device/afd-probe}
-QWEN=${QWEN:-./.device/models/Qwen3-30B-A3B/config.json}
+QWEN=${QWEN:-qwen3-30b-a3b}
 mkdir -p "$OUT"
 LOG="$OUT/measure.log"
 : >"$LOG"
