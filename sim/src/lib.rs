@@ -5,4 +5,12 @@
 //! it links no async runtime, HTTP stack or CUDA crate (ARCHITECTURE.md). The `afd-sim` binary
 //! (`src/main.rs`) does all I/O.
 
+pub mod cluster;
+pub mod model;
+pub mod pipeline;
+pub mod queue;
+pub mod rng;
+pub mod serving;
+pub mod step;
+pub mod time;
 pub mod topology;

@@ -5,3 +5,5 @@
 //! It has no workspace dependencies and does no arithmetic beyond checking what it reads.
 
 pub mod calibration;
+pub mod report;
+pub mod timeline;

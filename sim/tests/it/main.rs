@@ -1,0 +1,1 @@
+//! Integration tests of `afd-sim`: whole runs through the public API and the binary.
