@@ -6,9 +6,12 @@
 //! (`src/main.rs`) does all I/O.
 
 pub mod cluster;
+pub mod engine;
+pub mod event;
 pub mod model;
 pub mod pipeline;
 pub mod queue;
+pub mod report;
 pub mod rng;
 pub mod serving;
 pub mod step;
