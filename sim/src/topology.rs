@@ -145,7 +145,7 @@ impl Topology {
         if ffn_ranks == 0 {
             return Err(TopologyError::NoFfnRanks(ffn_ranks));
         }
-        if rules == RuleSet::V026 && attention_ranks % ffn_ranks != 0 {
+        if rules == RuleSet::V026 && !attention_ranks.is_multiple_of(ffn_ranks) {
             return Err(TopologyError::NotAMultiple {
                 attention: attention_ranks,
                 ffn: ffn_ranks,
@@ -306,7 +306,7 @@ pub fn expand_across_tp(counts: &[u32], attention_ranks: u32) -> Option<Vec<u32>
     if len == attention_ranks {
         return Some(counts.to_vec());
     }
-    if len == 0 || attention_ranks % len != 0 {
+    if len == 0 || !attention_ranks.is_multiple_of(len) {
         return None;
     }
     let repeat = (attention_ranks / len) as usize;
