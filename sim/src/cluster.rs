@@ -192,10 +192,12 @@ impl Cluster {
             attention_tp: config.attention.tp as usize,
             ffn_ranks: f_n,
             ffn_tp: config.ffn.tp as usize,
-            layers: model.layers as usize,
+            layers: model.layers() as usize,
             subgroup_of,
             blocks,
-            dense: (0..model.layers).map(|l| model.is_dense_layer(l)).collect(),
+            dense: (0..model.layers())
+                .map(|l| model.is_dense_layer(l))
+                .collect(),
             moe_collective,
         };
 
@@ -228,37 +230,33 @@ impl Cluster {
                 EngineScheduler::new(limits, KvCache::new(config.block_size, blocks_per_engine))
             })
             .collect();
-        let routing = match &model.moe {
-            None => None,
-            Some(moe) => {
-                if moe.experts_per_token > moe.routed_experts || moe.routed_experts == 0 {
-                    return Err(ClusterError::Experts {
-                        model: model.name.clone(),
-                        experts: moe.routed_experts,
-                        top_k: moe.experts_per_token,
-                    });
-                }
-                let ranks = if config.ffn.expert_parallel {
-                    config.ffn_ranks()
-                } else {
-                    1
-                };
-                Some(RoutingPools::new(
-                    ExpertSampler::new(
-                        options.popularity,
-                        moe.routed_experts,
-                        moe.experts_per_token,
-                    ),
-                    ranks,
-                    ROUTING_POOL_SIZE,
-                    stream(seed, RngStream::RoutingPools),
-                    stream(seed, RngStream::RoutingPicks),
-                ))
+        let routing = if model.has_moe() {
+            let (experts, top_k) = (model.routed_experts(), model.experts_per_token());
+            if top_k > experts || experts == 0 {
+                return Err(ClusterError::Experts {
+                    model: model.name.clone(),
+                    experts,
+                    top_k,
+                });
             }
+            let ranks = if config.ffn.expert_parallel {
+                config.ffn_ranks()
+            } else {
+                1
+            };
+            Some(RoutingPools::new(
+                ExpertSampler::new(options.popularity, experts, top_k),
+                ranks,
+                ROUTING_POOL_SIZE,
+                stream(seed, RngStream::RoutingPools),
+                stream(seed, RngStream::RoutingPicks),
+            ))
+        } else {
+            None
         };
         let max_model_len = config
             .max_model_len
-            .unwrap_or(model.max_position_embeddings);
+            .unwrap_or(model.max_position_embeddings());
         Ok(Cluster {
             config: config.clone(),
             state: PipelineState::new(&layout),

@@ -124,12 +124,32 @@ struct World<'w> {
     dp: bool,
 }
 
+/// Progress of a run, for progress bars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Requests finished or failed.
+    pub done: u64,
+    pub total: u64,
+    pub now: SimTime,
+}
+
 /// Simulates `workload` on the deployment `config` priced by `cost`.
 pub fn run(
     config: &ServingConfig,
     cost: CostModel,
     workload: &Workload,
     options: &RunOptions,
+) -> Result<RunResult, ClusterError> {
+    run_observed(config, cost, workload, options, &mut |_| {})
+}
+
+/// [`run`], calling `observe` every few thousand events (it cannot change the run).
+pub fn run_observed(
+    config: &ServingConfig,
+    cost: CostModel,
+    workload: &Workload,
+    options: &RunOptions,
+    observe: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, ClusterError> {
     let cluster = Cluster::new(config, cost, options.model, options.seed)?;
     let dp = config.attention.dp > 1;
@@ -183,6 +203,13 @@ pub fn run(
             "invariants broken at {now:?} after {event:?}"
         );
         world.last_time = now;
+        if events % 4096 == 0 {
+            observe(Progress {
+                done: world.done,
+                total: workload.requests.len() as u64,
+                now,
+            });
+        }
     }
     let event_log_hash = world.hash.digest();
     Ok(RunResult {

@@ -11,10 +11,15 @@ use afd_traces::report::{
     REPORT_SCHEMA_VERSION, RequestRow, StepRow, StepSummary, Utilisation, WorkloadSummary,
 };
 
+use std::collections::BTreeMap;
+
+use afd_traces::timeline::ChromeTrace;
+
 use crate::cluster::{Regime, StepRecord};
 use crate::engine::RunResult;
 use crate::model::cost::OpClass;
 use crate::model::workload::Workload;
+use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
 use crate::rng::Seed;
 use crate::serving::{GraphMode, ServingConfig};
 use crate::time::{SimDuration, SimTime};
@@ -358,6 +363,63 @@ pub fn step_rows(steps: &[StepRecord]) -> Vec<StepRow> {
             transfer_busy_us: s.transfer_busy_ns as f64 / 1e3,
         })
         .collect()
+}
+
+/// The recorded spans as a Chrome trace: process 1 holds one track per Attention rank, process 2
+/// one per FFN rank, process 3 one per link direction of each Attention rank.
+pub fn timeline(sink: &SpanSink, layout: &PipelineLayout) -> ChromeTrace {
+    let us = |ns: u64| ns as f64 / 1e3;
+    let mut trace = ChromeTrace::new(us(sink.window.0), us(sink.window.1));
+    let track_id = |track: Track| -> (u32, u32) {
+        match track {
+            Track::Attention(a) => (1, a as u32 + 1),
+            Track::Ffn(f) => (2, f as u32 + 1),
+            Track::LinkToFfn(a) => (3, 2 * a as u32 + 1),
+            Track::LinkToAttention(a) => (3, 2 * a as u32 + 2),
+        }
+    };
+    for a in 0..layout.attention_ranks {
+        let f = layout.subgroup_of[a];
+        let (pid, tid) = track_id(Track::Attention(a));
+        trace.name_track(pid, "attention", tid, &format!("A{a} stream"));
+        let (pid, tid) = track_id(Track::LinkToFfn(a));
+        trace.name_track(pid, "links", tid, &format!("A{a}→F{f}"));
+        let (pid, tid) = track_id(Track::LinkToAttention(a));
+        trace.name_track(pid, "links", tid, &format!("F{f}→A{a}"));
+    }
+    for f in 0..layout.ffn_ranks {
+        let (pid, tid) = track_id(Track::Ffn(f));
+        trace.name_track(pid, "ffn", tid, &format!("F{f} stream"));
+    }
+    for span in &sink.spans {
+        let (pid, tid) = track_id(span.track);
+        let (name, cat) = match span.kind {
+            SpanKind::Control => ("control payload", "p2p"),
+            SpanKind::AttentionCompute => ("attention", "compute"),
+            SpanKind::AttentionAllReduce => ("attention all-reduce", "collective"),
+            SpanKind::Send => ("send A→F", "p2p"),
+            SpanKind::Recv => ("recv F→A", "p2p"),
+            SpanKind::FfnRecv => ("recv A→F", "p2p"),
+            SpanKind::FfnCompute => ("ffn", "compute"),
+            SpanKind::FfnCollective => ("ffn collective", "collective"),
+            SpanKind::FfnSend => ("send F→A", "p2p"),
+            SpanKind::LmHead => ("lm head + sampling", "compute"),
+        };
+        let args = BTreeMap::from([
+            ("layer".to_owned(), span.layer.to_string()),
+            ("ubatch".to_owned(), span.stage.to_string()),
+        ]);
+        trace.span(
+            pid,
+            tid,
+            &format!("{name} L{} u{}", span.layer, span.stage),
+            cat,
+            us(span.start),
+            us(span.end - span.start),
+            args,
+        );
+    }
+    trace
 }
 
 #[cfg(test)]

@@ -300,8 +300,14 @@ impl CostModel {
         SimDuration::from_secs_f64(compute.max(memory).max(floor))
     }
 
+    /// Bytes per activation element.
     fn dtype(&self) -> f64 {
-        f64::from(self.model.dtype_bytes)
+        self.model.dtype_bytes() as f64
+    }
+
+    /// Bytes per weight element.
+    fn weight(&self) -> f64 {
+        self.model.weight_bytes() as f64
     }
 
     /// One-way transfer of `rows` rows of hidden states (afd-spec §3.3), in graph or eager mode.
@@ -437,7 +443,7 @@ impl CostModel {
         let t = f64::from(tokens);
         self.roofline_time(
             2.0 * t * params,
-            (params + t * f64::from(self.model.hidden)) * self.dtype(),
+            params * self.weight() + t * f64::from(self.model.hidden()) * self.dtype(),
             2,
         )
     }
@@ -466,14 +472,14 @@ impl CostModel {
         let rows = f64::from(active) * f64::from(tokens_per_expert);
         self.roofline_time(
             2.0 * f64::from(tokens_per_expert) * params,
-            params * self.dtype() + 2.0 * rows * f64::from(self.model.hidden) * self.dtype(),
+            params * self.weight() + 2.0 * rows * f64::from(self.model.hidden()) * self.dtype(),
             self.kernels.moe_layer.saturating_sub(4),
         )
     }
 
     /// Fused shared-expert MLP over `tokens` rows, TP-sharded over the FFN TP group.
     pub fn shared_experts(&self, tokens: u32) -> SimDuration {
-        if self.model.shared_expert_params() == 0 {
+        if self.model.shared_expert_params() == 0 || !self.model.has_moe() {
             return SimDuration::ZERO;
         }
         let tp = f64::from(self.layout.ffn_tp.max(1));
@@ -506,7 +512,7 @@ impl CostModel {
         let t = f64::from(tokens);
         self.roofline_time(
             2.0 * t * params,
-            params * self.dtype() + 2.0 * t * f64::from(self.model.hidden) * self.dtype(),
+            params * self.weight() + 2.0 * t * f64::from(self.model.hidden()) * self.dtype(),
             kernels,
         )
     }
@@ -581,8 +587,9 @@ impl CostModel {
     pub fn lm_head(&self, rows: u32) -> SimDuration {
         self.record(OpClass::LmHead, None);
         let tp = f64::from(self.layout.attention_tp.max(1));
+        // `mlp_roofline` prices three projections of `params`; the LM head is one.
         self.mlp_roofline(
-            self.model.embedding_params() as f64 / tp / 3.0,
+            self.model.lm_head_params() as f64 / tp / 3.0,
             rows.max(1),
             self.kernels.lm_head,
         )
@@ -665,11 +672,11 @@ impl Calibrated {
             name: source.to_owned(),
             ..Calibrated::default()
         };
-        let experts_local = model.moe.as_ref().map(|moe| {
+        let experts_local = model.has_moe().then(|| {
             if layout.expert_parallel {
-                moe.routed_experts / (layout.ffn_dp * layout.ffn_tp).max(1)
+                model.routed_experts() / (layout.ffn_dp * layout.ffn_tp).max(1)
             } else {
-                moe.routed_experts
+                model.routed_experts()
             }
         });
         for (index, table) in profile.tables.iter().enumerate() {
