@@ -358,13 +358,17 @@ impl Cluster {
         Ok(id)
     }
 
-    /// The coordinator's stats publication (afd-spec §7.2); returns whether the counts changed.
-    pub fn publish_stats(&mut self) -> bool {
-        let counts: Vec<(u64, u64)> = self
-            .engines
+    /// `(waiting, running)` per engine.
+    pub fn queue_lengths(&self) -> Vec<(u64, u64)> {
+        self.engines
             .iter()
             .map(|e| (e.waiting_len() as u64, e.running_len() as u64))
-            .collect();
+            .collect()
+    }
+
+    /// The coordinator's stats publication (afd-spec §7.2); returns whether the counts changed.
+    pub fn publish_stats(&mut self) -> bool {
+        let counts = self.queue_lengths();
         self.router.publish(&counts)
     }
 

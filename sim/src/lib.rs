@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod engine;
 pub mod event;
+pub mod live;
 pub mod model;
 pub mod pipeline;
 pub mod queue;
