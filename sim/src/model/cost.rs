@@ -31,7 +31,8 @@ pub enum OpClass {
     AttentionProj,
     AttentionMlaDecode,
     AttentionPrefill,
-    /// LM head and sampling at the end of a step (roofline only: no probe measures it yet).
+    /// LM head and sampling at the end of a step (`attention.lm_head` over `tokens`, when a profile
+    /// has it; no probe in the catalogue measures it yet).
     LmHead,
     LaunchEager,
     LaunchGraph,
@@ -193,6 +194,7 @@ struct Calibrated {
     launch_eager: Option<Curve>,
     launch_graph: Option<Curve>,
     host_step: Option<Curve>,
+    lm_head: Option<Curve>,
     host_us: [Option<f64>; OpClass::ALL.len()],
 }
 
@@ -585,7 +587,14 @@ impl CostModel {
 
     /// LM head and sampling for `rows` sampled sequences on one Attention rank (vocab-parallel).
     pub fn lm_head(&self, rows: u32) -> SimDuration {
-        self.record(OpClass::LmHead, None);
+        let lookup = self.calibration().and_then(|c| {
+            c.lm_head
+                .as_ref()
+                .map(|curve| curve.at(f64::from(rows.max(1))))
+        });
+        if let Some(us) = self.record(OpClass::LmHead, lookup) {
+            return SimDuration::from_us_f64(us);
+        }
         let tp = f64::from(self.layout.attention_tp.max(1));
         // `mlp_roofline` prices three projections of `params`; the LM head is one.
         self.mlp_roofline(
@@ -634,8 +643,14 @@ impl CostModel {
         SimDuration::from_secs_f64(self.efficiency.graph_launch_s)
     }
 
-    /// Device gap added per kernel inside a graph replay.
+    /// Device gap between consecutive kernels: the slope of the measured `launch.graph` table
+    /// (replay time per extra kernel) when a profile has one, else the default.
     pub fn graph_kernel_gap(&self) -> SimDuration {
+        if let Some(curve) = self.calibration().and_then(|c| c.launch_graph.as_ref())
+            && let Some(slope_us) = curve.slope_per_unit()
+        {
+            return SimDuration::from_us_f64(slope_us);
+        }
         SimDuration::from_secs_f64(self.efficiency.graph_kernel_gap_s)
     }
 
@@ -722,6 +737,7 @@ impl Calibrated {
                 "launch.eager" => out.launch_eager = Some(curve("kernels")?),
                 "launch.graph" => out.launch_graph = Some(curve("kernels")?),
                 "host.step" => out.host_step = Some(curve("requests")?),
+                "attention.lm_head" => out.lm_head = Some(curve("tokens")?),
                 _ => continue,
             }
             if let Some(class) = class_of_op(&table.op) {

@@ -71,6 +71,17 @@ impl Curve {
         }
     }
 
+    /// Mean increase per unit of coordinate between the first and last points (linear, not log),
+    /// `None` for a single point; never negative.
+    pub fn slope_per_unit(&self) -> Option<f64> {
+        let last = self.log_x.len() - 1;
+        if last == 0 {
+            return None;
+        }
+        let span = self.log_x[last].exp() - self.log_x[0].exp();
+        Some(((self.values_us[last] - self.values_us[0]) / span).max(0.0))
+    }
+
     /// The smallest measured time (used as the latency part of a transfer).
     pub fn first_value_us(&self) -> f64 {
         self.values_us[0]

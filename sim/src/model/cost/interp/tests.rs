@@ -72,3 +72,13 @@ proptest! {
         prop_assert!(v >= lo - 1e-9 && v <= hi + 1e-9);
     }
 }
+
+#[test]
+fn slope_is_per_unit_of_the_coordinate() {
+    let curve = Curve::new(vec![(1.0, 10.0), (101.0, 60.0)]).unwrap();
+    assert_eq!(curve.slope_per_unit(), Some(0.5));
+    assert_eq!(
+        Curve::new(vec![(1.0, 10.0)]).unwrap().slope_per_unit(),
+        None
+    );
+}
