@@ -591,9 +591,7 @@ impl Cluster {
             for s in 0..stages {
                 let slot = layer * stages + s;
                 if layout.dense[layer] {
-                    for f in 0..f_n {
-                        costs.ffn_post[slot * f_n + f] = dense[s][f];
-                    }
+                    costs.ffn_post[slot * f_n..(slot + 1) * f_n].copy_from_slice(&dense[s]);
                     costs.ffn_collective_2[slot] = reduce[s];
                     continue;
                 }

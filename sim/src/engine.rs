@@ -203,7 +203,7 @@ pub fn run_observed(
             "invariants broken at {now:?} after {event:?}"
         );
         world.last_time = now;
-        if events % 4096 == 0 {
+        if events.is_multiple_of(4096) {
             observe(Progress {
                 done: world.done,
                 total: workload.requests.len() as u64,

@@ -308,14 +308,14 @@ pub fn run_step(
     // FFN hosts: synchronised on the previous step, then receive the payload and start the step.
     sweep.fstream.clear();
     sweep.fhost.clear();
-    for f in 0..f_n {
-        let ready = state.ffn_ready[f].max(control_arrival[f]) + host.ffn_loop;
+    for (&ready, &control) in state.ffn_ready.iter().zip(&control_arrival) {
+        let started = ready.max(control) + host.ffn_loop;
         let launched = if costs.ffn_graph {
-            ready + host.graph_launch
+            started + host.graph_launch
         } else {
-            ready
+            started
         };
-        sweep.fstream.push(state.ffn_ready[f]);
+        sweep.fstream.push(ready);
         sweep.fhost.push(launched);
     }
 
@@ -662,7 +662,6 @@ pub fn run_step(
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "one op of the sweep")]
 fn recv_on_attention(
     sweep: &mut Sweep,
     a: usize,

@@ -414,8 +414,7 @@ pub fn timeline(sink: &SpanSink, layout: &PipelineLayout) -> ChromeTrace {
             tid,
             &format!("{name} L{} u{}", span.layer, span.stage),
             cat,
-            us(span.start),
-            us(span.end - span.start),
+            (us(span.start), us(span.end - span.start)),
             args,
         );
     }

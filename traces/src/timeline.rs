@@ -77,23 +77,22 @@ impl ChromeTrace {
         }
     }
 
-    /// Adds a complete span.
+    /// Adds a complete span over `(start, duration)` microseconds.
     pub fn span(
         &mut self,
         pid: u32,
         tid: u32,
         name: &str,
         cat: &str,
-        ts_us: f64,
-        dur_us: f64,
+        interval_us: (f64, f64),
         args: BTreeMap<String, String>,
     ) {
         self.trace_events.push(TraceEvent {
             name: name.to_owned(),
             cat: cat.to_owned(),
             ph: "X".to_owned(),
-            ts: ts_us,
-            dur: Some(dur_us),
+            ts: interval_us.0,
+            dur: Some(interval_us.1),
             pid,
             tid,
             args,

@@ -172,8 +172,11 @@ pub struct CostModel {
     calibration: Option<Calibrated>,
     usage: [Cell<ClassUsage>; OpClass::ALL.len()],
     // Memo caches by row count; exact keys only.
-    memo_p2p: RefCell<Vec<Option<(TransferCost, Option<Lookup>)>>>,
+    memo_p2p: RefCell<Vec<Option<MemoTransfer>>>,
 }
+
+/// A memoised transfer and the lookup that priced it (to count memo hits by source).
+type MemoTransfer = (TransferCost, Option<Lookup>);
 
 /// The calibrated tables this model can use, already made interpolable.
 #[derive(Debug, Default)]

@@ -20,7 +20,10 @@ fn one_layer_model() -> ModelArch {
         "n_layers": 1, "n_dense_layers": 0, "n_heads": 16, "n_routed_experts": 64,
         "n_shared_experts": 2, "n_activated_experts": 6, "route_scale": 1.0, "q_lora_rank": 0,
         "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}"#;
-    ModelArch::from_config("one-layer", ModelConfig::from_json(text).unwrap())
+    ModelArch::from_config(
+        "one-layer",
+        ModelConfig::from_json(text).expect("the one-layer config is valid"),
+    )
 }
 
 fn one_by_one_eager() -> ServingConfig {

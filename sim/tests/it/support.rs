@@ -47,7 +47,7 @@ pub(crate) fn workload(
         output_len: output,
         range_ratio: 0.0,
     };
-    random_workload(dataset, arrivals, concurrency, Seed(seed)).unwrap()
+    random_workload(dataset, arrivals, concurrency, Seed(seed)).expect("test workloads are valid")
 }
 
 pub(crate) fn simulate(
@@ -56,7 +56,8 @@ pub(crate) fn simulate(
     workload: &Workload,
     options: &RunOptions,
 ) -> (RunResult, PredictReport) {
-    let result = run(config, roofline(config, model), workload, options).unwrap();
+    let result = run(config, roofline(config, model), workload, options)
+        .expect("test deployments are valid");
     let report = build_report(
         &result,
         &ReportContext {

@@ -6,7 +6,7 @@ use super::*;
 fn spans_and_track_names_use_chrome_field_names() {
     let mut trace = ChromeTrace::new(0.0, 10.0);
     trace.name_track(1, "attention", 3, "A0");
-    trace.span(1, 3, "attn L0 u0", "compute", 1.5, 2.0, BTreeMap::new());
+    trace.span(1, 3, "attn L0 u0", "compute", (1.5, 2.0), BTreeMap::new());
     let json: serde_json::Value = serde_json::from_str(&trace.to_json()).unwrap();
     let events = json["traceEvents"].as_array().unwrap();
     assert_eq!(events[1]["args"]["name"], "A0");
