@@ -80,15 +80,16 @@ pub enum Rejection {
 }
 
 /// Which resource bounded a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Regime {
+    #[default]
     Attention,
     Ffn,
     Transfer,
 }
 
 /// Summary of one finished global step.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepRecord {
     pub index: u64,
     pub start_ns: u64,
@@ -130,6 +131,31 @@ pub struct ClusterTotals {
     pub oversized_messages: u64,
 }
 
+/// Per-stage, per-FFN-rank buffers of `Cluster::price`, reused between steps.
+#[derive(Debug, Default)]
+struct PriceScratch {
+    rows_f: [Vec<u32>; 2],
+    real_f: [Vec<u32>; 2],
+    dense: [Vec<u64>; 2],
+    router: [Vec<u64>; 2],
+    shared: [Vec<u64>; 2],
+}
+
+impl PriceScratch {
+    fn reset(&mut self, ffn_ranks: usize) {
+        for s in 0..2 {
+            for v in [&mut self.rows_f[s], &mut self.real_f[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+            for v in [&mut self.dense[s], &mut self.router[s], &mut self.shared[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+        }
+    }
+}
+
 /// NCCL's default buffer; sends larger than this are no longer fully buffered [inferred; counted].
 pub const NCCL_BUFFER_BYTES: u64 = 4 << 20;
 
@@ -148,6 +174,9 @@ pub struct Cluster {
     router: DpRouter,
     api_rng: SimRng,
     routing: Option<RoutingPools>,
+    scratch: PriceScratch,
+    /// Scratch: routed-expert time per (stage, MoE layer, FFN rank) of the step being priced.
+    routed: Vec<crate::time::SimDuration>,
     shape: StepShape,
     costs: StepCosts,
     timing: StepTiming,
@@ -270,6 +299,8 @@ impl Cluster {
             router: DpRouter::new(config.attention.dp),
             api_rng: stream(seed, RngStream::ApiServers),
             routing,
+            scratch: PriceScratch::default(),
+            routed: Vec::new(),
             shape: StepShape::default(),
             costs: StepCosts::default(),
             timing: StepTiming::default(),
@@ -478,21 +509,21 @@ impl Cluster {
                 }
             }
         }
-        self.last = Some(StepRecord {
-            index: totals.steps - 1,
-            start_ns: self.step_start,
-            end_ns: t.end,
-            graph: shape.graph,
-            ffn_graph: shape.ffn_graph,
-            stages: shape.stages as u32,
-            tokens: shape.tokens.clone(),
-            padded: shape.padded.clone(),
-            regime,
-            overlap,
-            attention_busy_ns: a_busy,
-            ffn_busy_ns: f_busy,
-            transfer_busy_ns: l_busy,
-        });
+        // Updated in place: the per-engine vectors keep their allocation between steps.
+        let last = self.last.get_or_insert_with(StepRecord::default);
+        last.index = totals.steps - 1;
+        last.start_ns = self.step_start;
+        last.end_ns = t.end;
+        last.graph = shape.graph;
+        last.ffn_graph = shape.ffn_graph;
+        last.stages = shape.stages as u32;
+        last.tokens.clone_from(&shape.tokens);
+        last.padded.clone_from(&shape.padded);
+        last.regime = regime;
+        last.overlap = overlap;
+        last.attention_busy_ns = a_busy;
+        last.ffn_busy_ns = f_busy;
+        last.transfer_busy_ns = l_busy;
     }
 
     /// Fills `self.costs` for `self.shape`.
@@ -545,8 +576,15 @@ impl Cluster {
         }
 
         // FFN rows per rank and stage.
-        let mut rows_f = [vec![0u32; f_n], vec![0u32; f_n]];
-        let mut real_f = [vec![0u32; f_n], vec![0u32; f_n]];
+        let scratch = &mut self.scratch;
+        scratch.reset(f_n);
+        let PriceScratch {
+            rows_f,
+            real_f,
+            dense,
+            router,
+            shared,
+        } = scratch;
         for s in 0..stages {
             for f in 0..f_n {
                 for &a in &layout.blocks[f] {
@@ -571,9 +609,6 @@ impl Cluster {
         let moe_gap = u64::from(kernels.moe_layer) * gap;
         let dense_gap = u64::from(kernels.dense_layer) * gap;
         // Per-stage constants: dense MLP, router, shared experts and collectives depend on rows only.
-        let mut dense = [vec![0u64; f_n], vec![0u64; f_n]];
-        let mut router = [vec![0u64; f_n], vec![0u64; f_n]];
-        let mut shared = [vec![0u64; f_n], vec![0u64; f_n]];
         let mut reduce = [0u64; 2];
         let mut a2a = [0u64; 2];
         for s in 0..stages {
@@ -586,7 +621,43 @@ impl Cluster {
             reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
             a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
         }
-        let ffn_dp_groups = f_n / layout.ffn_tp;
+        // Routed-expert time per (stage, MoE layer, FFN rank), one sampled routing per layer.
+        let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
+        let routed = &mut self.routed;
+        routed.clear();
+        if moe_layers > 0 {
+            let routing = self
+                .routing
+                .as_mut()
+                .expect("MoE layers have routing pools");
+            let price = |active, tpe| cost.routed_experts(active, tpe);
+            for s in 0..stages {
+                if ep {
+                    let (mut real, mut total) = (0, 0);
+                    for g in 0..f_n / layout.ffn_tp {
+                        real += real_f[s][g * layout.ffn_tp];
+                        total += rows_f[s][g * layout.ffn_tp];
+                    }
+                    routing.pick_many(real, total - real, moe_layers, price, routed);
+                } else {
+                    // Every FFN rank routes its own rows over all experts: picks are rank-major
+                    // here and read back as `[f][layer]`.
+                    for f in 0..f_n {
+                        let real = real_f[s][f];
+                        routing.pick_many(real, rows_f[s][f] - real, moe_layers, price, routed);
+                    }
+                }
+            }
+        }
+        let routed_at = |s: usize, moe: usize, f: usize| -> u64 {
+            let index = if ep {
+                (s * moe_layers + moe) * f_n + f
+            } else {
+                (s * f_n + f) * moe_layers + moe
+            };
+            routed[index].as_ns()
+        };
+        let mut moe = 0;
         for layer in 0..layers {
             for s in 0..stages {
                 let slot = layer * stages + s;
@@ -595,44 +666,12 @@ impl Cluster {
                     costs.ffn_collective_2[slot] = reduce[s];
                     continue;
                 }
-                let routing = self
-                    .routing
-                    .as_mut()
-                    .expect("MoE layers have routing pools");
-                let mut routed = [0u64; 64];
-                let mut routed_vec;
-                let routed: &mut [u64] = if f_n <= 64 {
-                    &mut routed[..f_n]
-                } else {
-                    routed_vec = vec![0u64; f_n];
-                    &mut routed_vec
-                };
-                if ep {
-                    let (mut real, mut total) = (0, 0);
-                    for g in 0..ffn_dp_groups {
-                        real += real_f[s][g * layout.ffn_tp];
-                        total += rows_f[s][g * layout.ffn_tp];
-                    }
-                    let picked = routing.pick(real, total - real, |active, tpe| {
-                        cost.routed_experts(active, tpe)
-                    });
-                    for (f, slot_cost) in routed.iter_mut().enumerate() {
-                        *slot_cost = picked[f].as_ns();
-                    }
-                } else {
-                    for (f, slot_cost) in routed.iter_mut().enumerate() {
-                        let real = real_f[s][f];
-                        *slot_cost = routing.pick(real, rows_f[s][f] - real, |active, tpe| {
-                            cost.routed_experts(active, tpe)
-                        })[0]
-                            .as_ns();
-                    }
-                }
                 match layout.moe_collective {
                     FfnCollective::AllToAll => {
                         for f in 0..f_n {
                             costs.ffn_pre[slot * f_n + f] = router[s][f];
-                            costs.ffn_post[slot * f_n + f] = routed[f] + shared[s][f] + moe_gap;
+                            costs.ffn_post[slot * f_n + f] =
+                                routed_at(s, moe, f) + shared[s][f] + moe_gap;
                         }
                         costs.ffn_collective_1[slot] = a2a[s];
                         costs.ffn_collective_2[slot] = a2a[s];
@@ -640,13 +679,16 @@ impl Cluster {
                     FfnCollective::AllReduce | FfnCollective::None => {
                         for f in 0..f_n {
                             costs.ffn_post[slot * f_n + f] =
-                                router[s][f] + routed[f] + shared[s][f] + moe_gap;
+                                router[s][f] + routed_at(s, moe, f) + shared[s][f] + moe_gap;
                         }
                         if layout.moe_collective == FfnCollective::AllReduce {
                             costs.ffn_collective_2[slot] = reduce[s];
                         }
                     }
                 }
+            }
+            if !layout.dense[layer] {
+                moe += 1;
             }
         }
         costs.lm_head.clear();

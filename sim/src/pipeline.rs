@@ -220,7 +220,9 @@ pub struct Sweep {
     previous_host: Vec<u64>,
     busy_before: Vec<u64>,
     busy_now: Vec<u64>,
-    host_won: bool,
+    control_arrival: Vec<u64>,
+    attention_host_won: bool,
+    ffn_host_won: bool,
 }
 
 impl Sweep {
@@ -278,7 +280,9 @@ pub fn run_step(
 
     // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
     // host outside any graph.
-    let mut control_arrival = vec![0u64; f_n];
+    let mut control_arrival = std::mem::take(&mut sweep.control_arrival);
+    control_arrival.clear();
+    control_arrival.resize(f_n, 0);
     for (f, arrival) in control_arrival.iter_mut().enumerate() {
         let a = f;
         sweep.host[a] += 2 * host.p2p;
@@ -318,6 +322,7 @@ pub fn run_step(
         sweep.fstream.push(ready);
         sweep.fhost.push(launched);
     }
+    sweep.control_arrival = control_arrival;
 
     let dev_len = a_n + 2 * f_n + if stages == 2 { 2 * a_n } else { 0 };
     sweep.previous_device.clear();
@@ -332,12 +337,21 @@ pub fn run_step(
 
     let mut layer = 0;
     while layer < layout.layers {
-        sweep.host_won = false;
-        snapshot_busy(timing, &mut sweep.busy_before);
-        snapshot_device(sweep, state, stages, &mut DeviceSlot::Previous);
-        sweep.previous_host.clear();
-        sweep.previous_host.extend_from_slice(&sweep.host);
-        sweep.previous_host.extend_from_slice(&sweep.fhost);
+        sweep.attention_host_won = false;
+        sweep.ffn_host_won = false;
+        // Layers after this one that the shortcut could skip; snapshots are taken only then.
+        let run = if shortcut && layer >= 1 {
+            same_cost_run(layout, costs, layer)
+        } else {
+            0
+        };
+        if run > 0 {
+            snapshot_busy(timing, &mut sweep.busy_before);
+            snapshot_device(sweep, state, stages, &mut DeviceSlot::Previous);
+            sweep.previous_host.clear();
+            sweep.previous_host.extend_from_slice(&sweep.host);
+            sweep.previous_host.extend_from_slice(&sweep.fhost);
+        }
 
         for s in 0..stages {
             // Attention: R_s(L-1) (DBO), A_s(L), all-reduce, S_s(L).
@@ -359,7 +373,7 @@ pub fn run_step(
                 }
                 let issued = sweep.host[a];
                 let begin = sweep.stream[a].max(issued);
-                sweep.host_won |= issued > sweep.stream[a];
+                sweep.attention_host_won |= issued > sweep.stream[a];
                 let end = begin + costs.attention_compute[s][e];
                 sweep.stream[a] = end;
                 timing.attention_busy[a] += end - begin;
@@ -383,7 +397,7 @@ pub fn run_step(
                         if attention_eager {
                             sweep.host[a] += host.collective;
                         }
-                        sweep.host_won |= sweep.host[a] > sweep.stream[a];
+                        sweep.attention_host_won |= sweep.host[a] > sweep.stream[a];
                         begin = max3(begin, sweep.stream[a], sweep.host[a]);
                     }
                     let end = begin + duration;
@@ -409,7 +423,7 @@ pub fn run_step(
                     sweep.host[a] += host.p2p;
                 }
                 let issued = sweep.host[a];
-                sweep.host_won |= issued > sweep.stream[a];
+                sweep.attention_host_won |= issued > sweep.stream[a];
                 let begin = sweep.stream[a].max(issued);
                 let port = begin.max(state.port_free[f]);
                 let occupancy = costs.send_occupancy[s][a];
@@ -446,7 +460,7 @@ pub fn run_step(
                         sweep.fhost[f] += host.p2p;
                     }
                     let issued = sweep.fhost[f];
-                    sweep.host_won |= issued > sweep.fstream[f].max(sweep.to_ffn[a]);
+                    sweep.ffn_host_won |= issued > sweep.fstream[f].max(sweep.to_ffn[a]);
                     let begin = sweep.fstream[f].max(issued);
                     let end = begin.max(sweep.to_ffn[a]);
                     sweep.fstream[f] = end;
@@ -545,7 +559,7 @@ pub fn run_step(
                         sweep.fhost[f] += host.p2p;
                     }
                     let issued = sweep.fhost[f];
-                    sweep.host_won |= issued > sweep.fstream[f];
+                    sweep.ffn_host_won |= issued > sweep.fstream[f];
                     let begin = sweep.fstream[f].max(issued);
                     let end = begin + costs.send_back[s][a];
                     sweep.fstream[f] = end;
@@ -586,35 +600,27 @@ pub fn run_step(
             }
         }
 
-        if shortcut && layer >= 1 {
-            let run = same_cost_run(layout, costs, layer);
-            if run > 0 && !sweep.host_won {
-                snapshot_device(sweep, state, stages, &mut DeviceSlot::Current);
-                if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device) {
-                    let hosts_slower = sweep
-                        .host
-                        .iter()
-                        .chain(sweep.fhost.iter())
-                        .zip(&sweep.previous_host)
-                        .all(|(now, before)| now - before <= lambda);
-                    if lambda > 0 && hosts_slower {
-                        let k = run as u64;
-                        advance(sweep, state, stages, lambda * k);
-                        for (i, h) in sweep
-                            .host
-                            .iter_mut()
-                            .chain(sweep.fhost.iter_mut())
-                            .enumerate()
-                        {
-                            let step = *h - sweep.previous_host[i];
-                            *h += step * k;
-                        }
-                        snapshot_busy(timing, &mut sweep.busy_now);
-                        add_busy(timing, &sweep.busy_before, &sweep.busy_now, k);
-                        timing.shortcut_layers += run as u32;
-                        layer += run;
-                    }
+        if run > 0 {
+            snapshot_device(sweep, state, stages, &mut DeviceSlot::Current);
+            if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device)
+                && lambda > 0
+                && hosts_never_overtake(sweep, a_n, lambda)
+            {
+                let k = run as u64;
+                advance(sweep, state, stages, lambda * k);
+                for (i, h) in sweep
+                    .host
+                    .iter_mut()
+                    .chain(sweep.fhost.iter_mut())
+                    .enumerate()
+                {
+                    let step = *h - sweep.previous_host[i];
+                    *h += step * k;
                 }
+                snapshot_busy(timing, &mut sweep.busy_now);
+                add_busy(timing, &sweep.busy_before, &sweep.busy_now, k);
+                timing.shortcut_layers += run as u32;
+                layer += run;
             }
         }
         layer += 1;
@@ -676,7 +682,7 @@ fn recv_on_attention(
     }
     let issued = sweep.host[a];
     let arrival = sweep.to_attention[s][a];
-    sweep.host_won |= issued > sweep.stream[a].max(arrival);
+    sweep.attention_host_won |= issued > sweep.stream[a].max(arrival);
     let begin = sweep.stream[a].max(issued);
     let end = begin.max(arrival);
     sweep.stream[a] = end;
@@ -708,7 +714,7 @@ fn ffn_compute(
         sweep.fhost[f] += issue;
     }
     let issued = sweep.fhost[f];
-    sweep.host_won |= issued > sweep.fstream[f];
+    sweep.ffn_host_won |= issued > sweep.fstream[f];
     let begin = sweep.fstream[f].max(issued);
     let end = begin + duration;
     sweep.fstream[f] = end;
@@ -743,7 +749,7 @@ fn ffn_group(
         if eager {
             sweep.fhost[f] += issue;
         }
-        sweep.host_won |= sweep.fhost[f] > sweep.fstream[f];
+        sweep.ffn_host_won |= sweep.fhost[f] > sweep.fstream[f];
         begin = max3(begin, sweep.fstream[f], sweep.fhost[f]);
     }
     let end = begin + duration;
@@ -761,6 +767,28 @@ fn ffn_group(
             });
         }
     }
+}
+
+/// Whether every host timeline either advanced with the devices (by exactly `lambda`, so the
+/// whole state shifted uniformly) or advanced more slowly without ever delaying an op this layer
+/// (so its lead only shrinks and it never delays one later). Either way the next layers with the
+/// same costs repeat this one shifted by `lambda`.
+fn hosts_never_overtake(sweep: &Sweep, attention_ranks: usize, lambda: u64) -> bool {
+    sweep
+        .host
+        .iter()
+        .chain(sweep.fhost.iter())
+        .zip(&sweep.previous_host)
+        .enumerate()
+        .all(|(i, (now, before))| {
+            let delta = now - before;
+            let won = if i < attention_ranks {
+                sweep.attention_host_won
+            } else {
+                sweep.ffn_host_won
+            };
+            delta == lambda || (delta < lambda && !won)
+        })
 }
 
 enum DeviceSlot {

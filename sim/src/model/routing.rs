@@ -136,6 +136,28 @@ impl RoutingPools {
         &pool.cost[entry * ranks..(entry + 1) * ranks]
     }
 
+    /// [`RoutingPools::pick`] for `picks` consecutive layers of one stage: appends each pick's
+    /// per-rank costs to `out` (one pool lookup for all of them).
+    pub fn pick_many(
+        &mut self,
+        real: u32,
+        padded: u32,
+        picks: usize,
+        mut price: impl FnMut(u32, u32) -> SimDuration,
+        out: &mut Vec<SimDuration>,
+    ) {
+        if !self.pools.contains_key(&(real, padded)) {
+            let pool = self.build(real, padded, &mut price);
+            self.pools.insert((real, padded), pool);
+        }
+        let ranks = self.ranks as usize;
+        let pool = &self.pools[&(real, padded)];
+        for _ in 0..picks {
+            let entry = self.pick_rng.random_range(0..self.pool_size);
+            out.extend_from_slice(&pool.cost[entry * ranks..(entry + 1) * ranks]);
+        }
+    }
+
     /// Every `(active, max tokens per expert)` per rank of the pool for `(real, padded)`, if built.
     pub fn loads(&self, real: u32, padded: u32) -> Option<&[(u32, u32)]> {
         self.pools.get(&(real, padded)).map(|p| p.load.as_slice())
