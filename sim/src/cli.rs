@@ -1,40 +1,74 @@
-//! Subcommands of the `afd-sim` binary and the file helpers they share.
+//! Subcommand dispatch, shared flags and exit codes of `afd-sim`.
+//!
+//! Exit codes: 0 when the command succeeded (warnings allowed), 2 for bad input or a failed check
+//! (`check` with any error finding, `topology` with an illegal rank pair). With no subcommand,
+//! `afd-sim` runs `predict` on the seed recipe.
 
-pub(crate) mod predict;
+mod check;
+mod output;
+mod predict;
+mod rules;
+mod topology;
 
-use std::io::Write;
-use std::path::Path;
+use std::process::ExitCode;
 
-use anyhow::Context;
+use clap::{Parser, Subcommand};
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a failed
-/// run never leaves a partial file behind.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("output path {} has no file name", path.display()))?;
-    let temporary = folder.join(format!(".{}.tmp", name.to_string_lossy()));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
+use afd_sim::topology::RuleSet;
+
+/// Predict, check and plan Attention-FFN disaggregated (AFD) vLLM deployments.
+#[derive(Parser, Debug)]
+#[command(name = "afd-sim", version, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
 }
 
-/// Serialises rows as CSV with a header.
-pub(crate) fn csv_bytes<T: serde::Serialize>(rows: &[T]) -> anyhow::Result<Vec<u8>> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        writer.serialize(row).context("formatting a CSV row")?;
+const EXAMPLES: &str = "\
+Examples:
+  afd-sim                                   # predict the seed recipe's benchmark on H200
+  afd-sim predict --json > report.json
+  afd-sim check recipe/2a2f_graph_dbo_dp1tp2.sh
+  afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
+  afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
+  afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
+  afd-sim rules --rules v0.26";
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Simulate a deployment serving a workload and print a vllm bench serve-style summary.
+    Predict(Box<predict::PredictArgs>),
+    /// Validate a recipe script or two vllm serve command lines against the plugin's rules.
+    Check(check::CheckArgs),
+    /// Print the rank mapping (world, control group, subgroups, ports) of A Attention and F FFN ranks.
+    Topology(topology::TopologyArgs),
+    /// List the rules `check` applies, with their ids, severities and afd-spec sources.
+    Rules(rules::RulesArgs),
+}
+
+/// Parses `v0.26` / `latest` for `--rules`.
+fn parse_rule_set(text: &str) -> Result<RuleSet, String> {
+    RuleSet::parse(text)
+        .ok_or_else(|| format!("unknown rule set '{text}' (expected v0.26 or latest)"))
+}
+
+pub(crate) fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Predict(args)) => predict::run(&args),
+        Some(Command::Check(args)) => check::run(&args),
+        Some(Command::Topology(args)) => topology::run(&args),
+        Some(Command::Rules(args)) => rules::run(&args),
+        None => match Cli::parse_from(["afd-sim", "predict"]).command {
+            Some(Command::Predict(args)) => predict::run(&args),
+            _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),
+        },
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
     }
-    writer.into_inner().context("finishing CSV output")
 }

@@ -6,6 +6,7 @@
 //! (`src/main.rs`) does all I/O.
 
 pub mod cluster;
+pub mod deployment;
 pub mod engine;
 pub mod event;
 pub mod live;

@@ -318,6 +318,25 @@ pub fn expand_across_tp(counts: &[u32], attention_ranks: u32) -> Option<Vec<u32>
     )
 }
 
+/// A process's coordinates inside its role (afd-spec §2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParallelCoordinates {
+    pub dp_rank: u32,
+    pub pcp_rank: u32,
+    pub tp_rank: u32,
+}
+
+/// Inverse of [`role_rank`]: the DP, PCP and TP ranks of `role_rank` for the given PCP and TP sizes
+/// (a size of 0 is treated as 1).
+pub fn parallel_coordinates(role_rank: u32, pcp_size: u32, tp_size: u32) -> ParallelCoordinates {
+    let (pcp_size, tp_size) = (pcp_size.max(1), tp_size.max(1));
+    ParallelCoordinates {
+        dp_rank: role_rank / tp_size / pcp_size,
+        pcp_rank: role_rank / tp_size % pcp_size,
+        tp_rank: role_rank % tp_size,
+    }
+}
+
 /// Role rank from the process's parallel coordinates: `(dp·PCP + pcp)·TP + tp` (afd-spec §2.1).
 pub fn role_rank(dp_rank: u32, pcp_rank: u32, tp_rank: u32, pcp_size: u32, tp_size: u32) -> u64 {
     (u64::from(dp_rank) * u64::from(pcp_size) + u64::from(pcp_rank)) * u64::from(tp_size)

@@ -28,7 +28,7 @@ use afd_traces::calibration::CalibrationProfile;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
 use afd_traces::workload::{TraceFormat, read_trace_file};
 
-use crate::cli::{csv_bytes, write_atomically};
+use crate::cli::output::{csv_bytes, emit, write_atomically};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -214,9 +214,9 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
         write_atomically(path, trace.to_json().as_bytes())?;
     }
     if args.json {
-        print!("{}", report.to_json());
+        emit(&report.to_json())?;
     } else {
-        print!("{}", report.to_table());
+        emit(&report.to_table())?;
     }
     if report.outcome != "completed" {
         eprintln!(

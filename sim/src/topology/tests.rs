@@ -185,3 +185,149 @@ fn role_rank_matches_the_plugin_unit_tests() {
     let a3 = t44.rank(Role::Attention, 3).unwrap();
     assert_eq!((a3.world_rank, a3.p2p_rank), (7, Some(7)));
 }
+
+/// Checks every property afd-spec §2.8 lists (plus the port rule of §2.3) for one legal pair.
+fn assert_mapping_properties(attention: u32, ffn: u32, rules: RuleSet, port: u16) {
+    let t = Topology::new(attention, ffn, rules, port).unwrap();
+    let (a, f) = (attention, ffn);
+    let ranks = t.ranks();
+    assert_eq!(ranks.len() as u32, a + f);
+    let mut attention_members = Vec::new();
+    let mut destinations = Vec::new();
+    for (index, rank) in ranks.iter().enumerate() {
+        // World order is FFN first, then Attention, each by role rank.
+        assert_eq!(rank.world_rank as usize, index, "{a}A{f}F");
+        match rank.role {
+            Role::Ffn => {
+                assert_eq!(rank.world_rank, rank.role_rank);
+                assert_eq!(rank.p2p_rank, Some(rank.role_rank));
+                assert_eq!(rank.subgroup_index, rank.role_rank);
+                assert_eq!(rank.rank_in_subgroup, 0);
+                assert_eq!(
+                    rank.subgroup_world_ranks[0], rank.role_rank,
+                    "head is the FFN rank"
+                );
+                assert!(rank.control_destinations.is_empty());
+                let block = rank.subgroup_world_ranks.len() as u32 - 1;
+                // Block sizes differ by at most one: each is floor(A/F) or ceil(A/F).
+                assert!(
+                    block == a / f || block == a.div_ceil(f),
+                    "{a}A{f}F block {block}"
+                );
+                if rules == RuleSet::V026 {
+                    assert_eq!(block, a / f, "ratio == len(subgroup) - 1 == A / F");
+                }
+                attention_members.extend_from_slice(&rank.subgroup_world_ranks[1..]);
+            }
+            Role::Attention => {
+                assert_eq!(rank.world_rank, f + rank.role_rank);
+                let in_control = rank.role_rank < f;
+                assert_eq!(rank.p2p_rank, in_control.then_some(rank.world_rank));
+                // Both roles agree on the shared subgroup.
+                let head = &ranks[rank.subgroup_index as usize];
+                assert_eq!(head.subgroup_world_ranks, rank.subgroup_world_ranks);
+                assert_eq!(
+                    rank.subgroup_world_ranks[rank.rank_in_subgroup as usize],
+                    rank.world_rank
+                );
+                if rules == RuleSet::V026 {
+                    assert_eq!(rank.subgroup_index, rank.role_rank / (a / f), "a // ratio");
+                }
+                assert_eq!(rank.control_destinations.is_empty(), !in_control);
+                destinations.extend_from_slice(&rank.control_destinations);
+            }
+        }
+        let expected_ports: Vec<u16> = match rules {
+            RuleSet::Latest => vec![port],
+            RuleSet::V026 => std::iter::once(port)
+                .chain(u16::try_from(u32::from(port) + rank.subgroup_index + 1).ok())
+                .collect(),
+        };
+        assert_eq!(rank.ports, expected_ports);
+    }
+    // Attention members partition [F, F + A) in order.
+    assert_eq!(attention_members, (f..f + a).collect::<Vec<_>>());
+    // The metadata destinations cover range(F) exactly once, paired by index.
+    assert_eq!(destinations, (0..f).collect::<Vec<_>>());
+    assert_eq!(t.control_group_size(), 2 * f);
+}
+
+#[test]
+fn every_legal_pair_up_to_64_has_the_mapping_properties_under_both_rule_sets() {
+    for rules in [RuleSet::V026, RuleSet::Latest] {
+        for a in 1..=64 {
+            for f in 1..=64 {
+                let legal = f <= a && (rules == RuleSet::Latest || a % f == 0);
+                match Topology::new(a, f, rules, 6269) {
+                    Ok(_) => {
+                        assert!(legal, "{a}A{f}F accepted under {rules}");
+                        assert_mapping_properties(a, f, rules, 6269);
+                    }
+                    Err(_) => assert!(!legal, "{a}A{f}F rejected under {rules}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn parallel_coordinates_invert_role_rank() {
+    for (pcp, tp) in [(1, 1), (1, 2), (2, 2), (8, 1), (3, 4)] {
+        for role in 0..48 {
+            let c = parallel_coordinates(role, pcp, tp);
+            assert_eq!(
+                role_rank(c.dp_rank, c.pcp_rank, c.tp_rank, pcp, tp),
+                u64::from(role)
+            );
+            assert!(c.pcp_rank < pcp && c.tp_rank < tp);
+        }
+    }
+    assert_eq!(parallel_coordinates(5, 0, 0).dp_rank, 5);
+}
+
+mod properties {
+    //! The §2.8 properties on random pairs (legal or not), rule sets and base ports.
+
+    use proptest::prelude::*;
+
+    use super::super::*;
+    use super::assert_mapping_properties;
+
+    fn rule_set() -> impl Strategy<Value = RuleSet> {
+        prop_oneof![Just(RuleSet::V026), Just(RuleSet::Latest)]
+    }
+
+    proptest! {
+        #[test]
+        fn legal_pairs_map_with_the_properties_and_illegal_ones_are_refused(
+            a in 0u32..=64,
+            f in 0u32..=64,
+            rules in rule_set(),
+            port in 1u16..=u16::MAX,
+        ) {
+            let legal = f >= 1 && f <= a && (rules == RuleSet::Latest || a % f == 0);
+            let topology = Topology::new(a, f, rules, port);
+            prop_assert_eq!(topology.is_ok(), legal, "{}A{}F under {}", a, f, rules);
+            if legal {
+                assert_mapping_properties(a, f, rules, port);
+            }
+        }
+
+        #[test]
+        fn receive_rows_sum_over_each_subgroup_and_clamp_idle_ranks(
+            (a, f) in (1u32..=16).prop_flat_map(|a| (Just(a), 1..=a)),
+            counts in proptest::collection::vec(0u32..100, 16),
+        ) {
+            let t = Topology::new(a, f, RuleSet::Latest, 1239).unwrap();
+            let counts = &counts[..a as usize];
+            let mut total = 0;
+            for g in 0..f {
+                let rows = t.ffn_receive_rows(g, counts).unwrap();
+                prop_assert_eq!(rows.len(), t.attention_block(g).len());
+                prop_assert!(rows.iter().all(|&r| r >= 1));
+                total += rows.len();
+            }
+            prop_assert_eq!(total, a as usize);
+        }
+    }
+}

@@ -1,6 +1,12 @@
-//! Integration tests of `afd-sim`: whole runs through the public API and the binary.
+//! Integration tests of `afd-sim`: the binary on every recipe fixture and on the topology tables,
+//! property tests that feed random and mangled input to the deployment parsers, and whole
+//! `predict` runs through the public API and the binary.
 
-mod cli;
+mod check_cli;
+mod fixtures;
 mod golden;
+mod parsers;
+mod predict_cli;
 mod scenarios;
 mod support;
+mod topology_cli;

@@ -1,0 +1,354 @@
+//! `afd-twin`: a GPU-free stand-in for one role of an AFD pair, started with that role's `vllm serve`
+//! command line (DESIGN §6).
+//!
+//! [`run`] is the whole life of one twin process: read and check the command line, bind the HTTP socket,
+//! meet the peer twin on the AFD rendezvous port(s), log the rank mapping, then serve (Attention: the
+//! OpenAI API with token timing from a [`timing::StepSource`]; FFN: steps driven by the Attention twin)
+//! until a signal or the peer goes away. Logging goes through `tracing`; the binary picks the output.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use afd_sim::topology::{Role, RuleSet, Topology};
+
+pub mod attention;
+pub mod engine;
+pub mod faults;
+pub mod ffn;
+pub mod http;
+pub mod launch;
+pub mod metrics;
+pub mod openai;
+pub mod rank_log;
+pub mod rendezvous;
+
+pub mod text;
+pub mod timing;
+
+use crate::twin::faults::{Fault, FaultSet};
+use crate::twin::ffn::FfnHttp;
+use crate::twin::launch::{LaunchError, LaunchedRole};
+use crate::twin::metrics::{Metrics, MetricsSkew};
+use crate::twin::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
+
+/// The plugin's world rendezvous timeout (afd-spec §2.3).
+pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
+/// The context length of DeepSeek-V2-Lite (`max_position_embeddings`), used when neither
+/// `--max-model-len` nor the model directory's `config.json` says otherwise.
+pub const DEFAULT_MAX_MODEL_LEN: u32 = 163_840;
+/// HTTP bind host when `--host` is absent (vLLM binds every interface; the twin stays on loopback).
+pub const DEFAULT_HTTP_HOST: &str = "127.0.0.1";
+
+/// Everything `afd-twin` was told.
+#[derive(Clone, Debug)]
+pub struct TwinOptions {
+    /// The words after `vllm serve`.
+    pub serve_args: Vec<String>,
+    /// The environment the deployment model reads (see [`launch::relevant_env`]).
+    pub env: std::collections::BTreeMap<String, String>,
+    pub rules: RuleSet,
+    /// Real seconds per simulated second (1 = real time; 0 = steps back to back).
+    pub time_scale: f64,
+    pub faults: FaultSet,
+    pub rendezvous_timeout: Duration,
+    pub ffn_http: FfnHttp,
+}
+
+/// Why a twin stopped with an error. [`TwinError::exit_code`] maps it to the process status.
+#[derive(Debug, thiserror::Error)]
+pub enum TwinError {
+    #[error("invalid vllm serve command line: {0}")]
+    Args(#[from] LaunchError),
+    #[error("{0}")]
+    Rendezvous(#[from] RendezvousError),
+    #[error("cannot bind the HTTP socket {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Timing(String),
+    #[error("{0}")]
+    PeerGone(String),
+}
+
+impl TwinError {
+    /// 2 for input the user must fix (flags, a mismatched pair, ports in use), 1 for a run that failed.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            TwinError::Args(_) | TwinError::Bind { .. } | TwinError::Timing(_) => 2,
+            TwinError::Rendezvous(
+                RendezvousError::Mismatch { .. } | RendezvousError::Busy { .. },
+            ) => 2,
+            TwinError::Rendezvous(_) | TwinError::PeerGone(_) => 1,
+        }
+    }
+}
+
+/// Runs one twin until `stop` resolves (a signal) or the pair comes apart.
+pub async fn run(
+    options: TwinOptions,
+    stop: impl Future<Output = ()> + Send,
+) -> Result<(), TwinError> {
+    let config = LaunchedRole::new(&options.serve_args, options.env.clone(), options.rules)?;
+    for finding in &config.findings {
+        warn!("{finding}");
+    }
+    let topology = config.topology.clone();
+    let role = config.role;
+    for fault in options.faults.iter() {
+        if fault.acts_on(role) {
+            warn!("fault switch on: {fault} (breaks: {})", fault.info().breaks);
+        } else {
+            warn!(
+                "fault switch {fault} acts on the {} role; it has no effect on this {role} twin",
+                fault.info().role
+            );
+        }
+    }
+    let host = config
+        .config
+        .http_host()
+        .unwrap_or(DEFAULT_HTTP_HOST)
+        .to_owned();
+    let port = config.config.http_port();
+    let addr = http::resolve(&host, port)
+        .await
+        .map_err(|source| TwinError::Bind {
+            addr: format!("{host}:{port}"),
+            source,
+        })?;
+    // Bound before the rendezvous, as vLLM binds its API socket before building the engine (§6.4).
+    let socket = http::bind_reuseport(addr).map_err(|source| TwinError::Bind {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let local_addr = socket.local_addr().map_err(|source| TwinError::Bind {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let local = PeerConfig::new(&config, local_addr.to_string());
+    let rendezvous_options = RendezvousOptions {
+        timeout: options.rendezvous_timeout,
+        accept_mismatch: options.faults.has(Fault::RendezvousMismatchAccepted),
+    };
+    info!(
+        "AFD {role} twin: rendezvous on {}:{} (rules {}, timeout {:.0} s)",
+        config.afd_host,
+        config.afd_port,
+        options.rules,
+        options.rendezvous_timeout.as_secs_f64()
+    );
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    match role {
+        Role::Attention => {
+            let link = rendezvous::attention(&local, &topology, rendezvous_options).await?;
+            log_mapping(&topology, &config, &options.faults);
+            serve_attention(
+                &options,
+                &config,
+                &topology,
+                link,
+                socket,
+                local_addr,
+                shutdown_tx,
+                shutdown_rx,
+                stop,
+            )
+            .await
+        }
+        Role::Ffn => {
+            let mut link = rendezvous::ffn(&local, &topology, rendezvous_options).await?;
+            log_mapping(&topology, &config, &options.faults);
+            let plan = ffn::http_plan(
+                options.ffn_http,
+                &options.faults,
+                local_addr,
+                &link.peer.http_addr,
+            );
+            let _silent = ffn::start_http(
+                socket,
+                plan,
+                config.model_name().to_owned(),
+                config.seed,
+                shutdown_rx.clone(),
+            )
+            .map_err(|source| TwinError::Bind {
+                addr: local_addr.to_string(),
+                source,
+            })?;
+            match plan {
+                ffn::HttpPlan::Silent if local_addr.to_string() == link.peer.http_addr => info!(
+                    "FFN HTTP socket {local_addr} is bound but not listening; it shares the Attention role's host:port, so every connection reaches Attention (afd-spec §6.4)"
+                ),
+                ffn::HttpPlan::Silent => info!(
+                    "FFN HTTP socket {local_addr} is bound but not listening: connections are refused (afd-spec §6.4)"
+                ),
+                plan => info!("FFN HTTP socket {local_addr} is listening ({plan:?})"),
+            }
+            info!(
+                "AFD FFN twin step loop started; paired with the attention twin (HTTP {})",
+                link.peer.http_addr
+            );
+            let mut tally = ffn::StepTally::default();
+            let end = tokio::select! {
+                end = ffn::step_loop(&mut link, &topology, &options.faults, &mut tally, shutdown_rx) => end,
+                () = stop => ffn::StepLoopEnd::Shutdown,
+            };
+            let _ = shutdown_tx.send(true);
+            let summary = ffn::tally_json(&tally);
+            match end {
+                ffn::StepLoopEnd::Bye(reason) => {
+                    info!("the attention twin shut down ({reason}); FFN steps: {summary}");
+                    Ok(())
+                }
+                ffn::StepLoopEnd::Shutdown => {
+                    info!("shutting down; FFN steps: {summary}");
+                    Ok(())
+                }
+                ffn::StepLoopEnd::Gone(err) => {
+                    error!("{err}; FFN steps: {summary}");
+                    Err(TwinError::PeerGone(err.to_string()))
+                }
+            }
+        }
+    }
+}
+
+fn log_mapping(topology: &Topology, config: &LaunchedRole, faults: &FaultSet) {
+    let wrong = faults.has(Fault::WrongRankMappingLog);
+    for line in rank_log::lines(topology, config.role, config.config.tp_size(), wrong) {
+        info!("{line}");
+    }
+}
+
+/// `max_position_embeddings` from `<model>/config.json` when the model path is a directory that has one.
+pub fn model_max_len(model: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(Path::new(model).join("config.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value
+        .get("max_position_embeddings")?
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+/// Builds the step source for this pair.
+fn step_source(
+    config: &LaunchedRole,
+    time_scale: f64,
+) -> Result<Box<dyn timing::StepSource>, TwinError> {
+    if time_scale == 0.0 {
+        return Ok(Box::new(timing::schedule_only::ScheduleOnly::new(
+            config.config.dp_size(),
+            config.config.max_num_seqs(),
+            config.config.max_num_batched_tokens(),
+        )));
+    }
+    Err(TwinError::Timing(format!(
+        "--time-scale {time_scale}: real-time token timing comes from the simulator's live engine, which this build does not have yet; use --time-scale 0"
+    )))
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the pieces run() assembled, handed over once"
+)]
+async fn serve_attention(
+    options: &TwinOptions,
+    config: &LaunchedRole,
+    topology: &Topology,
+    link: rendezvous::AttentionLink,
+    socket: tokio::net::TcpSocket,
+    local_addr: SocketAddr,
+    shutdown_tx: watch::Sender<bool>,
+    shutdown_rx: watch::Receiver<bool>,
+    stop: impl Future<Output = ()> + Send,
+) -> Result<(), TwinError> {
+    let source = step_source(config, options.time_scale)?;
+    let n_engines = source.n_engines();
+    let skew = MetricsSkew {
+        extra_engine: options.faults.has(Fault::WrongEngineLabels),
+        double_success: options.faults.has(Fault::MetricsNotConserved),
+    };
+    let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew));
+    let max_model_len = config
+        .config
+        .max_model_len()
+        .or_else(|| model_max_len(&config.model))
+        .unwrap_or(DEFAULT_MAX_MODEL_LEN);
+    let (submissions_tx, submissions_rx) = mpsc::unbounded_channel();
+    let frozen = Arc::new(AtomicBool::new(false));
+    let state = Arc::new(attention::AttentionState::new(
+        config.model_names.clone(),
+        config.model.clone(),
+        max_model_len,
+        metrics.clone(),
+        submissions_tx,
+        options.faults.clone(),
+        config.seed,
+        frozen.clone(),
+    ));
+    let engine_options = engine::EngineOptions {
+        time_scale: options.time_scale,
+        frozen,
+    };
+    let engine_task = tokio::spawn(engine::run(
+        source,
+        link,
+        metrics,
+        submissions_rx,
+        shutdown_rx.clone(),
+        engine_options,
+    ));
+    let listener = socket.listen(4096).map_err(|source| TwinError::Bind {
+        addr: local_addr.to_string(),
+        source,
+    })?;
+    let server = tokio::spawn(http::serve(
+        listener,
+        attention::router(state.clone()),
+        options.faults.has(Fault::DuplicateResponse),
+        shutdown_rx,
+    ));
+    info!(
+        "AFD attention twin: {} ranks as DP {} x TP {}, {n_engines} DP engine(s), FFN {} ranks; time scale {}",
+        topology.attention_ranks(),
+        config.config.dp_size(),
+        config.config.tp_size(),
+        topology.ffn_ranks(),
+        options.time_scale
+    );
+    info!("Starting vLLM API server 0 on http://{local_addr}");
+    info!("Application startup complete.");
+    tokio::pin!(engine_task);
+    let exit = tokio::select! {
+        () = stop => {
+            info!("Shutting down");
+            let _ = shutdown_tx.send(true);
+            engine_task.await
+        }
+        exit = &mut engine_task => exit,
+    };
+    let _ = shutdown_tx.send(true);
+    server.abort();
+    match exit {
+        Ok(engine::EngineExit::Shutdown(link)) => {
+            (*link).bye("attention twin shut down").await;
+            Ok(())
+        }
+        Ok(engine::EngineExit::FfnGone(err)) => {
+            state.engine_alive.store(false, Ordering::Relaxed);
+            error!("{err}: the engine is dead (afd-spec §6.5); shutting down");
+            Err(TwinError::PeerGone(err.to_string()))
+        }
+        Err(join) => Err(TwinError::PeerGone(format!("engine loop failed: {join}"))),
+    }
+}

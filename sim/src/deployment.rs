@@ -1,0 +1,206 @@
+//! The single model of an AFD deployment shared by the simulator, the twin and the conformance
+//! suite (DESIGN §3): two `vllm serve` roles read from a recipe script or from raw argument lists,
+//! validated under a rule set, and mapped onto ranks by [`crate::topology`].
+//!
+//! Building one:
+//! - [`Deployment::from_recipe`] reads a recipe script (the shell subset of [`recipe`]);
+//! - [`RoleConfig::from_command_line`] reads one role's command line (`--attention-args`), and
+//!   [`Deployment::new`] pairs two roles;
+//! - [`RoleConfig::from_serve_args`] reads the words after `vllm serve` (what the twin receives).
+//!
+//! Checking one: [`Deployment::check`] runs every rule of [`rules::rules`] that the deployment's
+//! [`RuleSet`] applies and returns a [`Report`] with every finding at once; [`Report::is_clean`]
+//! says whether it may run. Bad input (recipe syntax, a non-integer `--max-num-seqs`, malformed
+//! JSON) is a [`DeploymentError`] instead, located as precisely as the input allows.
+//!
+//! What the simulator reads, per role ([`RoleConfig`]; defaults documented on each accessor):
+//! `dp_size`, `tp_size`, `pcp_size`, `pp_size`, `rank_count` (DP×PCP×TP), `gpu_count`,
+//! `expert_parallel`, `eplb`, `max_num_seqs`, `max_num_batched_tokens`, `max_model_len`,
+//! `gpu_memory_utilization`, `dbo` (thresholds when DBO is on), `num_ubatches`, `enforce_eager`,
+//! `cudagraph_mode`, `uses_cuda_graphs`, `capture_sizes` (sorted, as vLLM resolves them),
+//! `max_capture_size`, `padded_graph_size(tokens)`; and for the pair, [`Deployment::topology`].
+//! What the twin reads: `model`, `served_model_names`, `http_host`, `http_port`, `afd()` (host,
+//! port, role, rank counts), `declared_role`, `gpus`, `env_value`.
+
+pub mod afd_config;
+pub mod compilation;
+pub mod findings;
+pub(crate) mod json_keys;
+pub mod location;
+pub mod recipe;
+pub mod role_config;
+pub mod rules;
+pub mod serve_args;
+mod validate;
+
+pub use afd_config::{AfdConfig, AfdField};
+pub use compilation::{CompilationConfig, CudaGraphMode};
+pub use findings::{Finding, Report, Severity, Subject};
+pub use location::{Located, Location};
+pub use recipe::{Recipe, RecipeError, RecipeOptions, ServeCommand, Word, parse_recipe};
+pub use role_config::{Dbo, GpuId, RoleConfig, UnknownFlag, padded_size};
+pub use rules::{Rule, RuleInfo, rules, rules_of};
+pub use serve_args::{ArgError, ServeArgsError};
+
+use crate::topology::{Role, RuleSet, Topology, TopologyError};
+
+/// An Attention and an FFN `vllm serve` command, judged by one rule set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    pub attention: RoleConfig,
+    pub ffn: RoleConfig,
+    pub rules: RuleSet,
+}
+
+/// Input that does not describe a deployment at all.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeploymentError {
+    /// The recipe is outside the accepted shell subset.
+    #[error(transparent)]
+    Recipe(#[from] RecipeError),
+    /// Flags, JSON or environment values of one or more commands do not parse.
+    #[error(transparent)]
+    Arguments(#[from] ServeArgsError),
+    /// The recipe does not start exactly one Attention and one FFN server.
+    #[error("{location}: {message}")]
+    Shape { location: Location, message: String },
+}
+
+impl DeploymentError {
+    /// Every problem as (location, subject, message), in input order.
+    pub fn problems(&self) -> Vec<(Location, Option<&Subject>, String)> {
+        match self {
+            DeploymentError::Recipe(err) => vec![(err.location(), None, err.message.clone())],
+            DeploymentError::Arguments(err) => err
+                .errors
+                .iter()
+                .map(|e| (e.location, e.subject.as_ref(), e.message.clone()))
+                .collect(),
+            DeploymentError::Shape { location, message } => {
+                vec![(*location, None, message.clone())]
+            }
+        }
+    }
+}
+
+impl RoleConfig {
+    /// Reads one role's command line: optional `NAME=value` prefixes (the environment), then
+    /// `vllm serve ARGS`, `uv run vllm serve ARGS` or bare `ARGS`, quoted as in a shell.
+    pub fn from_command_line(
+        text: &str,
+        options: &RecipeOptions,
+    ) -> Result<RoleConfig, DeploymentError> {
+        let command = recipe::parse_command_line(text, options)?;
+        Ok(serve_args::parse_words(
+            &command.args,
+            command.env,
+            command.location,
+        )?)
+    }
+
+    /// Reads a `vllm serve` command of a parsed recipe.
+    pub fn from_serve_command(command: &ServeCommand) -> Result<RoleConfig, ServeArgsError> {
+        serve_args::parse_words(&command.args, command.env.clone(), command.location)
+    }
+}
+
+impl Deployment {
+    /// Pairs two roles as given (`attention` is judged as the Attention server).
+    pub fn new(attention: RoleConfig, ffn: RoleConfig, rules: RuleSet) -> Deployment {
+        Deployment {
+            attention,
+            ffn,
+            rules,
+        }
+    }
+
+    /// Pairs two roles in either order, by the role their afd blocks declare; when that does not
+    /// decide (both the same, or invalid), `first` is taken as the Attention server.
+    pub fn from_roles(first: RoleConfig, second: RoleConfig, rules: RuleSet) -> Deployment {
+        let swap = match (first.declared_role(), second.declared_role()) {
+            (Some(Role::Ffn), other) => other != Some(Role::Ffn),
+            (other, Some(Role::Attention)) => other != Some(Role::Attention),
+            _ => false,
+        };
+        if swap {
+            Deployment::new(second, first, rules)
+        } else {
+            Deployment::new(first, second, rules)
+        }
+    }
+
+    /// Parses a recipe script. It must start exactly two `vllm serve` commands with an afd block
+    /// (other servers, such as the prefill instances of a P/D recipe, are allowed beside them); a
+    /// recipe with exactly two servers is taken as the pair even if a block is missing, so the
+    /// check can say so.
+    pub fn from_recipe(
+        text: &str,
+        options: &RecipeOptions,
+        rules: RuleSet,
+    ) -> Result<Deployment, DeploymentError> {
+        let recipe = recipe::parse_recipe(text, options)?;
+        let mut roles = Vec::new();
+        let mut errors = Vec::new();
+        for server in &recipe.servers {
+            match RoleConfig::from_serve_command(server) {
+                Ok(role) => roles.push(role),
+                Err(err) => errors.extend(err.errors),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(DeploymentError::Arguments(ServeArgsError { errors }));
+        }
+        let total = recipe.servers.len();
+        if total > 2 {
+            roles.retain(|role| role.afd.is_some());
+        }
+        if roles.len() != 2 {
+            let location = recipe
+                .servers
+                .first()
+                .map_or(Location::START, |s| s.location);
+            let message = if total < 2 {
+                format!(
+                    "found {total} vllm serve command(s); an AFD recipe starts two (Attention and FFN)"
+                )
+            } else {
+                format!(
+                    "found {} vllm serve commands with an afd block among {total}; an AFD deployment has exactly two (Attention and FFN)",
+                    roles.len()
+                )
+            };
+            return Err(DeploymentError::Shape { location, message });
+        }
+        let second = roles.pop().expect("two roles");
+        let first = roles.pop().expect("two roles");
+        Ok(Deployment::from_roles(first, second, rules))
+    }
+
+    pub fn role(&self, role: Role) -> &RoleConfig {
+        match role {
+            Role::Attention => &self.attention,
+            Role::Ffn => &self.ffn,
+        }
+    }
+
+    /// Every finding of the rule set's rules, errors first.
+    pub fn check(&self) -> Report {
+        validate::check(self)
+    }
+
+    /// The rank mapping (afd-spec §2) from the Attention role's afd block: its rank counts and
+    /// rendezvous port under this deployment's rule set. Meant for deployments whose
+    /// [`Deployment::check`] is clean; missing or invalid counts map to 0 and fail here.
+    pub fn topology(&self) -> Result<Topology, TopologyError> {
+        let block = self.attention.afd().or(self.ffn.afd());
+        let attention = block.and_then(AfdConfig::attention_ranks).unwrap_or(0);
+        let ffn = block.and_then(AfdConfig::ffn_ranks).unwrap_or(0);
+        let port = block
+            .and_then(AfdConfig::port)
+            .unwrap_or(afd_config::DEFAULT_AFD_PORT);
+        Topology::new(attention, ffn, self.rules, port)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+//! One role's `vllm serve` command as the deployment model sees it: every flag it interprets (with
+//! the place it was written), the `afd` block, the environment, and the accessors the simulator and
+//! the twin read.
+//!
+//! Fields hold what the user wrote (`None` when absent); accessors apply vLLM's defaults, which are
+//! listed on each accessor with their source. Parsing lives in `serve_args.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::deployment::afd_config::AfdConfig;
+use crate::deployment::compilation::{
+    CompilationConfig, CudaGraphMode, DEFAULT_CUDAGRAPH_MODE, SizeInputs, resolve_capture_sizes,
+};
+use crate::deployment::findings::Finding;
+use crate::deployment::location::{Located, Location};
+use crate::deployment::serve_args::{self, ServeArgsError};
+use crate::topology::Role;
+
+/// vLLM's `max_num_seqs` for `vllm serve` on a GPU with ≥ 70 GiB that is not an A100 (H100, H200):
+/// upstream `vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, OPENAI_API_SERVER.
+pub const DEFAULT_MAX_NUM_SEQS: u32 = 1024;
+/// vLLM's `max_num_batched_tokens` for the same case (same source).
+pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: u32 = 8192;
+/// `--gpu-memory-utilization` default (upstream `vllm/config/cache.py`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+/// `--dbo-decode-token-threshold` default (afd-spec §4.1; upstream `vllm/config/parallel.py`).
+pub const DEFAULT_DBO_DECODE_TOKEN_THRESHOLD: u32 = 32;
+/// `--dbo-prefill-token-threshold` default (same sources).
+pub const DEFAULT_DBO_PREFILL_TOKEN_THRESHOLD: u32 = 512;
+/// `vllm serve --port` default.
+pub const DEFAULT_HTTP_PORT: u16 = 8000;
+/// vLLM's default all2all backend (upstream `vllm/config/parallel.py`).
+pub const DEFAULT_ALL2ALL_BACKEND: &str = "allgather_reducescatter";
+
+/// One entry of `CUDA_VISIBLE_DEVICES`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GpuId {
+    Index(u32),
+    /// `GPU-…` or `MIG-…`.
+    Uuid(String),
+}
+
+impl fmt::Display for GpuId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuId::Index(i) => write!(f, "{i}"),
+            GpuId::Uuid(u) => f.write_str(u),
+        }
+    }
+}
+
+/// A `vllm serve` flag this model does not interpret, kept as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownFlag {
+    pub flag: String,
+    pub value: Option<String>,
+    pub location: Location,
+}
+
+/// DBO settings of a role with `--enable-dbo` (afd-spec §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dbo {
+    pub decode_token_threshold: u32,
+    pub prefill_token_threshold: u32,
+}
+
+/// One role's `vllm serve` configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleConfig {
+    /// Where the command (or argument list) starts.
+    pub location: Location,
+    /// Positional model (or `--model`).
+    pub model: Option<Located<String>>,
+    pub served_model_names: Vec<Located<String>>,
+    pub data_parallel_size: Option<Located<u32>>,
+    pub data_parallel_size_local: Option<Located<u32>>,
+    pub tensor_parallel_size: Option<Located<u32>>,
+    pub pipeline_parallel_size: Option<Located<u32>>,
+    pub prefill_context_parallel_size: Option<Located<u32>>,
+    pub decode_context_parallel_size: Option<Located<u32>>,
+    pub enable_expert_parallel: Option<Located<bool>>,
+    pub enable_eplb: Option<Located<bool>>,
+    pub enable_elastic_ep: Option<Located<bool>>,
+    pub all2all_backend: Option<Located<String>>,
+    pub worker_cls: Option<Located<String>>,
+    /// Where `--additional-config` was given.
+    pub additional_config: Option<Location>,
+    /// The `afd` block, when present and a mapping.
+    pub afd: Option<AfdConfig>,
+    pub max_num_seqs: Option<Located<u32>>,
+    pub max_num_batched_tokens: Option<Located<u32>>,
+    pub max_model_len: Option<Located<u32>>,
+    pub gpu_memory_utilization: Option<Located<f64>>,
+    pub enable_dbo: Option<Located<bool>>,
+    pub dbo_decode_token_threshold: Option<Located<u32>>,
+    pub dbo_prefill_token_threshold: Option<Located<u32>>,
+    pub ubatch_size: Option<Located<u32>>,
+    pub enforce_eager: Option<Located<bool>>,
+    /// `--compilation-config`, with `--max-cudagraph-capture-size` and `--cudagraph-capture-sizes`
+    /// folded in.
+    pub compilation: CompilationConfig,
+    pub http_host: Option<Located<String>>,
+    pub http_port: Option<Located<u16>>,
+    /// The process environment (exported recipe variables and prefixes, or what the caller gave).
+    pub env: BTreeMap<String, Located<String>>,
+    /// `CUDA_VISIBLE_DEVICES` entries that parsed; `None` when the variable is absent.
+    pub gpus: Option<Located<Vec<GpuId>>>,
+    pub unknown_flags: Vec<UnknownFlag>,
+    /// Findings made while parsing (afd-block coercions of afd-spec §1.3, notes), role unset.
+    pub(crate) parse_findings: Vec<Finding>,
+}
+
+impl RoleConfig {
+    /// Parses the words after `vllm serve` (as the twin receives them); locations are word indices.
+    pub fn from_serve_args(args: &[String]) -> Result<RoleConfig, ServeArgsError> {
+        RoleConfig::from_serve_args_with_env(args, &BTreeMap::new())
+    }
+
+    /// As [`RoleConfig::from_serve_args`], with the process environment (`CUDA_VISIBLE_DEVICES`,
+    /// `VLLM_USE_V2_MODEL_RUNNER`, `VLLM_PLUGINS`, …).
+    pub fn from_serve_args_with_env(
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Result<RoleConfig, ServeArgsError> {
+        serve_args::parse_argument_list(args, env)
+    }
+
+    /// The role the afd block declares, when valid.
+    pub fn declared_role(&self) -> Option<Role> {
+        self.afd.as_ref().and_then(AfdConfig::role)
+    }
+
+    pub fn afd(&self) -> Option<&AfdConfig> {
+        self.afd.as_ref()
+    }
+
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_ref().map(|m| m.value.as_str())
+    }
+
+    /// `--served-model-name` values, or the model path when absent (vLLM's default).
+    pub fn served_model_names(&self) -> Vec<&str> {
+        if self.served_model_names.is_empty() {
+            self.model().into_iter().collect()
+        } else {
+            self.served_model_names
+                .iter()
+                .map(|n| n.value.as_str())
+                .collect()
+        }
+    }
+
+    /// `--data-parallel-size` (default 1).
+    pub fn dp_size(&self) -> u32 {
+        value_or(&self.data_parallel_size, 1)
+    }
+
+    /// `--data-parallel-size-local` (default: the DP size); DP engines started by this process.
+    pub fn dp_size_local(&self) -> u32 {
+        self.data_parallel_size_local
+            .as_ref()
+            .map_or_else(|| self.dp_size(), |d| d.value)
+    }
+
+    /// `--tensor-parallel-size` (default 1).
+    pub fn tp_size(&self) -> u32 {
+        value_or(&self.tensor_parallel_size, 1)
+    }
+
+    /// `--pipeline-parallel-size` (default 1).
+    pub fn pp_size(&self) -> u32 {
+        value_or(&self.pipeline_parallel_size, 1)
+    }
+
+    /// `--prefill-context-parallel-size` (default 1).
+    pub fn pcp_size(&self) -> u32 {
+        value_or(&self.prefill_context_parallel_size, 1)
+    }
+
+    /// `--decode-context-parallel-size` (default 1).
+    pub fn dcp_size(&self) -> u32 {
+        value_or(&self.decode_context_parallel_size, 1)
+    }
+
+    /// AFD ranks of this role: DP × PCP × TP (afd-spec §2.1), saturating.
+    pub fn rank_count(&self) -> u64 {
+        u64::from(self.dp_size()) * u64::from(self.pcp_size()) * u64::from(self.tp_size())
+    }
+
+    /// GPUs this process uses: DP(local) × PCP × TP × PP.
+    pub fn gpu_count(&self) -> u64 {
+        u64::from(self.dp_size_local())
+            * u64::from(self.pcp_size())
+            * u64::from(self.tp_size())
+            * u64::from(self.pp_size())
+    }
+
+    /// `--enable-expert-parallel` (default off).
+    pub fn expert_parallel(&self) -> bool {
+        flag_on(&self.enable_expert_parallel)
+    }
+
+    /// `--enable-eplb` (default off).
+    pub fn eplb(&self) -> bool {
+        flag_on(&self.enable_eplb)
+    }
+
+    /// `--all2all-backend`, else `VLLM_ALL2ALL_BACKEND`, else vLLM's default.
+    pub fn all2all_backend(&self) -> &str {
+        self.all2all_backend
+            .as_ref()
+            .map(|b| b.value.as_str())
+            .or_else(|| self.env_value("VLLM_ALL2ALL_BACKEND"))
+            .unwrap_or(DEFAULT_ALL2ALL_BACKEND)
+    }
+
+    /// vLLM's `use_sequence_parallel_moe`: expert parallel, TP > 1, DP > 1 and an all2all backend
+    /// that implies it (upstream `vllm/config/parallel.py`).
+    pub fn uses_sequence_parallel_moe(&self) -> bool {
+        const BACKENDS: &[&str] = &[
+            "allgather_reducescatter",
+            "naive",
+            "deepep_high_throughput",
+            "deepep_low_latency",
+            "mori_high_throughput",
+            "mori_low_latency",
+            "nixl_ep",
+        ];
+        self.expert_parallel()
+            && self.tp_size() > 1
+            && self.dp_size() > 1
+            && BACKENDS.contains(&self.all2all_backend())
+    }
+
+    /// `--max-num-seqs`, default [`DEFAULT_MAX_NUM_SEQS`].
+    pub fn max_num_seqs(&self) -> u32 {
+        value_or(&self.max_num_seqs, DEFAULT_MAX_NUM_SEQS)
+    }
+
+    /// `--max-num-batched-tokens`, default [`DEFAULT_MAX_NUM_BATCHED_TOKENS`].
+    pub fn max_num_batched_tokens(&self) -> u32 {
+        value_or(&self.max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    }
+
+    /// `--max-model-len`; `None` means the model's own maximum (its config.json).
+    pub fn max_model_len(&self) -> Option<u32> {
+        self.max_model_len.as_ref().map(|m| m.value)
+    }
+
+    /// `--gpu-memory-utilization`, default [`DEFAULT_GPU_MEMORY_UTILIZATION`].
+    pub fn gpu_memory_utilization(&self) -> f64 {
+        self.gpu_memory_utilization
+            .as_ref()
+            .map_or(DEFAULT_GPU_MEMORY_UTILIZATION, |g| g.value)
+    }
+
+    /// DBO thresholds when `--enable-dbo` is on (defaults 32 / 512, afd-spec §4.1).
+    pub fn dbo(&self) -> Option<Dbo> {
+        flag_on(&self.enable_dbo).then(|| Dbo {
+            decode_token_threshold: value_or(
+                &self.dbo_decode_token_threshold,
+                DEFAULT_DBO_DECODE_TOKEN_THRESHOLD,
+            ),
+            prefill_token_threshold: value_or(
+                &self.dbo_prefill_token_threshold,
+                DEFAULT_DBO_PREFILL_TOKEN_THRESHOLD,
+            ),
+        })
+    }
+
+    /// vLLM's `use_ubatching`: DBO on or `--ubatch-size` > 1.
+    pub fn uses_ubatching(&self) -> bool {
+        flag_on(&self.enable_dbo) || value_or(&self.ubatch_size, 0) > 1
+    }
+
+    /// vLLM's `num_ubatches`: 2 with DBO, else `--ubatch-size` (at least 1).
+    pub fn num_ubatches(&self) -> u32 {
+        if flag_on(&self.enable_dbo) {
+            2
+        } else {
+            value_or(&self.ubatch_size, 0).max(1)
+        }
+    }
+
+    /// `--enforce-eager` (default off).
+    pub fn enforce_eager(&self) -> bool {
+        flag_on(&self.enforce_eager)
+    }
+
+    /// The effective CUDA-graph mode: `NONE` when eager, else `cudagraph_mode` or vLLM's default
+    /// [`DEFAULT_CUDAGRAPH_MODE`].
+    pub fn cudagraph_mode(&self) -> CudaGraphMode {
+        if self.enforce_eager() {
+            return CudaGraphMode::None;
+        }
+        self.compilation
+            .cudagraph_mode
+            .as_ref()
+            .map_or(DEFAULT_CUDAGRAPH_MODE, |m| m.value)
+    }
+
+    /// True when the role captures and replays CUDA graphs.
+    pub fn uses_cuda_graphs(&self) -> bool {
+        self.cudagraph_mode() != CudaGraphMode::None
+    }
+
+    /// Capture sizes as vLLM resolves them from the current fields (see `compilation.rs`),
+    /// ascending; empty when eager. Computed on each call: a hot loop should keep the result.
+    pub fn capture_sizes(&self) -> Vec<u32> {
+        let compilation = &self.compilation;
+        let sequence_parallel_tp = compilation
+            .enable_sp
+            .as_ref()
+            .is_some_and(|sp| sp.value)
+            .then(|| self.tp_size());
+        resolve_capture_sizes(SizeInputs {
+            graphs_on: self.uses_cuda_graphs(),
+            explicit_sizes: compilation
+                .cudagraph_capture_sizes
+                .as_ref()
+                .map(|s| s.value.as_slice()),
+            explicit_max: compilation
+                .max_cudagraph_capture_size
+                .as_ref()
+                .map(|m| m.value),
+            max_num_seqs: self.max_num_seqs(),
+            max_num_batched_tokens: self.max_num_batched_tokens(),
+            sequence_parallel_tp,
+        })
+    }
+
+    /// The largest capture size, `None` when no graph is captured.
+    pub fn max_capture_size(&self) -> Option<u32> {
+        self.capture_sizes().last().copied()
+    }
+
+    /// The graph a uniform-decode step of `tokens` tokens replays: the smallest capture size
+    /// ≥ `tokens` (afd-spec §5.1). `None` when graphs are off or `tokens` exceeds the largest size,
+    /// so the step runs eagerly. Resolves the sizes on each call (see [`RoleConfig::capture_sizes`]).
+    pub fn padded_graph_size(&self, tokens: u32) -> Option<u32> {
+        padded_size(&self.capture_sizes(), tokens)
+    }
+
+    /// `--host`; `None` means all interfaces.
+    pub fn http_host(&self) -> Option<&str> {
+        self.http_host.as_ref().map(|h| h.value.as_str())
+    }
+
+    /// `--port`, default [`DEFAULT_HTTP_PORT`].
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+            .as_ref()
+            .map_or(DEFAULT_HTTP_PORT, |p| p.value)
+    }
+
+    /// GPUs from `CUDA_VISIBLE_DEVICES`, `None` when unset.
+    pub fn gpus(&self) -> Option<&[GpuId]> {
+        self.gpus.as_ref().map(|g| g.value.as_slice())
+    }
+
+    /// An environment variable of the process.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(|v| v.value.as_str())
+    }
+
+    /// `VLLM_USE_V2_MODEL_RUNNER` is a non-zero integer (unset means the V1 runner).
+    pub fn uses_model_runner_v2(&self) -> bool {
+        self.env_value("VLLM_USE_V2_MODEL_RUNNER")
+            .and_then(crate::deployment::afd_config::parse_python_int)
+            .is_some_and(|v| v != 0)
+    }
+
+    /// Findings made while parsing (afd-spec §1.3 coercions, notes).
+    pub fn parse_findings(&self) -> &[Finding] {
+        &self.parse_findings
+    }
+}
+
+/// The smallest of ascending `sizes` that is ≥ `tokens`, for callers that keep the sizes.
+pub fn padded_size(sizes: &[u32], tokens: u32) -> Option<u32> {
+    let index = sizes.partition_point(|&size| size < tokens);
+    sizes.get(index).copied()
+}
+
+fn value_or<T: Copy>(value: &Option<Located<T>>, default: T) -> T {
+    value.as_ref().map_or(default, |v| v.value)
+}
+
+fn flag_on(value: &Option<Located<bool>>) -> bool {
+    value.as_ref().is_some_and(|v| v.value)
+}

@@ -1,0 +1,956 @@
+//! Parses the words after `vllm serve` into a [`RoleConfig`]: `--flag value`, `--flag=value`,
+//! `--no-flag`, underscores in flag names (vLLM normalises them to dashes), the positional model, and
+//! the JSON of `--additional-config` and `--compilation-config`.
+//!
+//! Flags this model interprets parse strictly: a bad value is an [`ArgError`] naming the flag and
+//! its place, and every such error of the list is reported at once. Flags it does not interpret
+//! are kept (vLLM has hundreds) and reported as notes; an unknown flag takes the next word as its
+//! value unless that word looks like a flag or the flag is a known switch (`--trust-remote-code`,
+//! `--no-…`, …). Forms that would change what is modelled but are not understood (`--config`
+//! YAML files, `-O3` levels, dotted `--compilation-config.key` arguments, the pre-plugin
+//! `--afd-config`) are errors rather than guesses.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::deployment::afd_config::{parse_afd_block, parse_python_int};
+use crate::deployment::compilation::{CompilationConfig, parse_compilation_config};
+use crate::deployment::findings::{Finding, Subject};
+use crate::deployment::json_keys::key_positions;
+use crate::deployment::location::{Located, Location};
+use crate::deployment::recipe::Word;
+use crate::deployment::role_config::{GpuId, RoleConfig, UnknownFlag};
+use crate::deployment::rules::Rule;
+
+/// One bad argument: where, what (flag, key or environment variable) and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ArgError {
+    pub location: Location,
+    pub subject: Option<Subject>,
+    /// Lowercase; names the flag and the bad value.
+    pub message: String,
+}
+
+/// Every bad argument of one command line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", render_all(.errors))]
+pub struct ServeArgsError {
+    pub errors: Vec<ArgError>,
+}
+
+fn render_all(errors: &[ArgError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Flags without a value that this model does not interpret; they must not swallow the next word.
+const KNOWN_SWITCHES: &[&str] = &[
+    "--trust-remote-code",
+    "--enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--disable-log-requests",
+    "--enable-log-requests",
+    "--disable-log-stats",
+    "--async-scheduling",
+    "--language-model-only",
+    "--disable-cascade-attn",
+    "--headless",
+    "--enable-sleep-mode",
+    "--disable-custom-all-reduce",
+    "--enable-auto-tool-choice",
+    "--enable-prompt-tokens-details",
+    "--enable-force-include-usage",
+    "--enable-server-load-tracking",
+    "--disable-uvicorn-access-log",
+    "--disable-fastapi-docs",
+    "--enable-lora",
+    "--skip-tokenizer-init",
+    "--enable-return-routed-experts",
+    "--data-parallel-hybrid-lb",
+    "--data-parallel-external-lb",
+    "--enable-ep-weight-filter",
+    "--enable-log-outputs",
+    "--disable-frontend-multiprocessing",
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SizeField {
+    Dp,
+    DpLocal,
+    Tp,
+    Pp,
+    Pcp,
+    Dcp,
+    MaxNumSeqs,
+    MaxNumBatchedTokens,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CountField {
+    DboDecode,
+    DboPrefill,
+    UbatchSize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BoolField {
+    ExpertParallel,
+    Eplb,
+    ElasticEp,
+    Dbo,
+    EnforceEager,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TextField {
+    All2allBackend,
+    WorkerCls,
+    Host,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FlagKind {
+    Model,
+    ServedModelName,
+    /// Integer ≥ 1.
+    Size(SizeField),
+    /// Integer ≥ 0.
+    Count(CountField),
+    MaxModelLen,
+    GpuMemoryUtilization,
+    Bool(BoolField),
+    Text(TextField),
+    Port,
+    AdditionalConfig,
+    CompilationConfig,
+    MaxCaptureSize,
+    CaptureSizes,
+    Reject(&'static str),
+}
+
+/// The canonical spelling and kind of an interpreted flag.
+fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
+    use FlagKind::*;
+    Some(match name {
+        "--model" => ("--model", Model),
+        "--served-model-name" => ("--served-model-name", ServedModelName),
+        "--data-parallel-size" | "-dp" => ("--data-parallel-size", Size(SizeField::Dp)),
+        "--data-parallel-size-local" | "-dpl" => {
+            ("--data-parallel-size-local", Size(SizeField::DpLocal))
+        }
+        "--tensor-parallel-size" | "-tp" => ("--tensor-parallel-size", Size(SizeField::Tp)),
+        "--pipeline-parallel-size" | "-pp" => ("--pipeline-parallel-size", Size(SizeField::Pp)),
+        "--prefill-context-parallel-size" | "-pcp" => {
+            ("--prefill-context-parallel-size", Size(SizeField::Pcp))
+        }
+        "--decode-context-parallel-size" | "-dcp" => {
+            ("--decode-context-parallel-size", Size(SizeField::Dcp))
+        }
+        "--max-num-seqs" => ("--max-num-seqs", Size(SizeField::MaxNumSeqs)),
+        "--max-num-batched-tokens" => (
+            "--max-num-batched-tokens",
+            Size(SizeField::MaxNumBatchedTokens),
+        ),
+        "--max-model-len" => ("--max-model-len", MaxModelLen),
+        "--gpu-memory-utilization" => ("--gpu-memory-utilization", GpuMemoryUtilization),
+        "--dbo-decode-token-threshold" => {
+            ("--dbo-decode-token-threshold", Count(CountField::DboDecode))
+        }
+        "--dbo-prefill-token-threshold" => (
+            "--dbo-prefill-token-threshold",
+            Count(CountField::DboPrefill),
+        ),
+        "--ubatch-size" => ("--ubatch-size", Count(CountField::UbatchSize)),
+        "--enable-expert-parallel" | "-ep" => {
+            ("--enable-expert-parallel", Bool(BoolField::ExpertParallel))
+        }
+        "--enable-eplb" => ("--enable-eplb", Bool(BoolField::Eplb)),
+        "--enable-elastic-ep" => ("--enable-elastic-ep", Bool(BoolField::ElasticEp)),
+        "--enable-dbo" => ("--enable-dbo", Bool(BoolField::Dbo)),
+        "--enforce-eager" => ("--enforce-eager", Bool(BoolField::EnforceEager)),
+        "--all2all-backend" => ("--all2all-backend", Text(TextField::All2allBackend)),
+        "--worker-cls" => ("--worker-cls", Text(TextField::WorkerCls)),
+        "--host" => ("--host", Text(TextField::Host)),
+        "--port" => ("--port", Port),
+        "--additional-config" => ("--additional-config", AdditionalConfig),
+        "--compilation-config" | "-O" | "-cc" => ("--compilation-config", CompilationConfig),
+        "--max-cudagraph-capture-size" => ("--max-cudagraph-capture-size", MaxCaptureSize),
+        "--cudagraph-capture-sizes" | "--cuda-graph-sizes" => {
+            ("--cudagraph-capture-sizes", CaptureSizes)
+        }
+        "--config" => (
+            "--config",
+            Reject("vLLM YAML config files are not modelled; put the flags on the command line"),
+        ),
+        "--afd-config" => (
+            "--afd-config",
+            Reject(
+                "--afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{\"afd\": {…}}' (afd-spec §1.1)",
+            ),
+        ),
+        _ => return None,
+    })
+}
+
+/// `-tp2`-style short options with the value attached.
+fn split_attached_short(name: &str) -> Option<(&str, &str)> {
+    ["-dpl", "-dcp", "-pcp", "-dp", "-tp", "-pp"]
+        .into_iter()
+        .find_map(|short| {
+            let rest = name.strip_prefix(short)?;
+            (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())).then_some((short, rest))
+        })
+}
+
+/// A word that argparse would take as an option rather than a value.
+fn looks_like_flag(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next() == Some('-')
+        && chars
+            .next()
+            .is_some_and(|c| !(c.is_ascii_digit() || c == '.'))
+}
+
+/// Parses an argument list as the twin receives it; env is located at word 0.
+pub(crate) fn parse_argument_list(
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<RoleConfig, ServeArgsError> {
+    let words: Vec<Word> = args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            Word::new(arg.clone(), Location::Argument { index })
+        })
+        .collect();
+    let start = Location::Argument { index: 0 };
+    let env = env
+        .iter()
+        .map(|(k, v)| (k.clone(), Located::new(v.clone(), start)))
+        .collect();
+    parse_words(&words, env, start)
+}
+
+/// Parses the words of one `vllm serve` command with its environment.
+pub(crate) fn parse_words(
+    words: &[Word],
+    env: BTreeMap<String, Located<String>>,
+    location: Location,
+) -> Result<RoleConfig, ServeArgsError> {
+    let mut parser = Parser {
+        config: empty_config(location, env),
+        errors: Vec::new(),
+        seen: BTreeSet::new(),
+        capture_flag: None,
+        capture_sizes_flag: None,
+    };
+    parser.run(words);
+    parser.finish()
+}
+
+fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> RoleConfig {
+    RoleConfig {
+        location,
+        model: None,
+        served_model_names: Vec::new(),
+        data_parallel_size: None,
+        data_parallel_size_local: None,
+        tensor_parallel_size: None,
+        pipeline_parallel_size: None,
+        prefill_context_parallel_size: None,
+        decode_context_parallel_size: None,
+        enable_expert_parallel: None,
+        enable_eplb: None,
+        enable_elastic_ep: None,
+        all2all_backend: None,
+        worker_cls: None,
+        additional_config: None,
+        afd: None,
+        max_num_seqs: None,
+        max_num_batched_tokens: None,
+        max_model_len: None,
+        gpu_memory_utilization: None,
+        enable_dbo: None,
+        dbo_decode_token_threshold: None,
+        dbo_prefill_token_threshold: None,
+        ubatch_size: None,
+        enforce_eager: None,
+        compilation: CompilationConfig::default(),
+        http_host: None,
+        http_port: None,
+        env,
+        gpus: None,
+        unknown_flags: Vec::new(),
+        parse_findings: Vec::new(),
+    }
+}
+
+struct Parser {
+    config: RoleConfig,
+    errors: Vec<ArgError>,
+    seen: BTreeSet<&'static str>,
+    /// `--max-cudagraph-capture-size` as a flag (folded into the compilation config at the end).
+    capture_flag: Option<Located<u32>>,
+    /// `--cudagraph-capture-sizes` as a flag.
+    capture_sizes_flag: Option<Located<Vec<u32>>>,
+}
+
+impl Parser {
+    fn error(&mut self, location: Location, subject: Option<Subject>, message: String) {
+        self.errors.push(ArgError {
+            location,
+            subject,
+            message,
+        });
+    }
+
+    fn run(&mut self, words: &[Word]) {
+        let mut i = 0;
+        while i < words.len() {
+            let word = &words[i];
+            i += 1;
+            if word.text == "--" {
+                self.error(
+                    word.location,
+                    None,
+                    "`--` (end of options) is not modelled".to_owned(),
+                );
+                continue;
+            }
+            if !looks_like_flag(&word.text) {
+                self.positional(word);
+                continue;
+            }
+            let (raw_name, inline) = match word.text.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (word.text.as_str(), None),
+            };
+            let mut name = if let Some(long) = raw_name.strip_prefix("--") {
+                format!("--{}", long.replace('_', "-"))
+            } else {
+                raw_name.to_owned()
+            };
+            let mut inline = inline.map(|value| (value.to_owned(), raw_name.chars().count() + 1));
+            if inline.is_none()
+                && let Some((short, digits)) = split_attached_short(&name)
+            {
+                inline = Some((digits.to_owned(), short.len()));
+                name = short.to_owned();
+            }
+            if let Some((message, takes_value)) = unmodelled_form(&name, raw_name) {
+                self.error(word.location, Some(Subject::flag(raw_name)), message);
+                if takes_value
+                    && inline.is_none()
+                    && words.get(i).is_some_and(|w| !looks_like_flag(&w.text))
+                {
+                    i += 1;
+                }
+                continue;
+            }
+            let negated = name
+                .strip_prefix("--no-")
+                .map(|rest| format!("--{rest}"))
+                .and_then(|positive| match lookup(&positive) {
+                    Some((canonical, FlagKind::Bool(field))) => Some((canonical, field)),
+                    _ => None,
+                });
+            if let Some((canonical, field)) = negated {
+                self.switch(word, inline.is_some(), canonical, field, false);
+                continue;
+            }
+            let Some((canonical, kind)) = lookup(&name) else {
+                let takes_value = inline.is_none()
+                    && !name.starts_with("--no-")
+                    && !KNOWN_SWITCHES.contains(&name.as_str())
+                    && words
+                        .get(i)
+                        .is_some_and(|next| !looks_like_flag(&next.text));
+                let value = match inline {
+                    Some((value, _)) => Some(value),
+                    None if takes_value => {
+                        i += 1;
+                        Some(words[i - 1].text.clone())
+                    }
+                    None => None,
+                };
+                self.config.unknown_flags.push(UnknownFlag {
+                    flag: name,
+                    value,
+                    location: word.location,
+                });
+                continue;
+            };
+            if let FlagKind::Reject(message) = kind {
+                self.error(
+                    word.location,
+                    Some(Subject::flag(canonical)),
+                    message.to_owned(),
+                );
+                if inline.is_none() && words.get(i).is_some_and(|w| !looks_like_flag(&w.text)) {
+                    i += 1;
+                }
+                continue;
+            }
+            if let FlagKind::Bool(field) = kind {
+                self.switch(word, inline.is_some(), canonical, field, true);
+                continue;
+            }
+            // Value flags: inline `=value` (its text starts after the `=`) or the next word.
+            let value_word = match inline {
+                Some((value, offset)) => {
+                    let chars: Vec<Location> = (0..value.chars().count())
+                        .map(|k| word.location_of_char(offset + k))
+                        .collect();
+                    Some(OwnedValue::new(value, word.location, chars))
+                }
+                None => match words.get(i) {
+                    Some(next) if !looks_like_flag(&next.text) => {
+                        i += 1;
+                        Some(OwnedValue::from_word(next))
+                    }
+                    _ => None,
+                },
+            };
+            let Some(value) = value_word else {
+                self.error(
+                    word.location,
+                    Some(Subject::flag(canonical)),
+                    format!("{canonical} expects a value"),
+                );
+                continue;
+            };
+            self.note_repeat(canonical, word.location);
+            if kind == FlagKind::ServedModelName {
+                let mut names = vec![Located::new(value.text, value.location)];
+                while let Some(next) = words.get(i).filter(|w| !looks_like_flag(&w.text)) {
+                    names.push(Located::new(next.text.clone(), next.location));
+                    i += 1;
+                }
+                self.config.served_model_names = names;
+                continue;
+            }
+            if kind == FlagKind::CaptureSizes {
+                let mut texts = vec![value];
+                while let Some(next) = words.get(i).filter(|w| !looks_like_flag(&w.text)) {
+                    texts.push(OwnedValue::from_word(next));
+                    i += 1;
+                }
+                self.capture_sizes(canonical, word.location, &texts);
+                continue;
+            }
+            self.value(canonical, kind, word.location, &value);
+        }
+    }
+
+    fn note_repeat(&mut self, canonical: &'static str, location: Location) {
+        if !self.seen.insert(canonical) {
+            self.config.parse_findings.push(
+                Finding::new(
+                    Rule::NoteRepeatedFlag,
+                    None,
+                    format!("{canonical} is given more than once; the last value wins"),
+                )
+                .with_subject(Subject::flag(canonical))
+                .at(Some(location)),
+            );
+        }
+    }
+
+    fn positional(&mut self, word: &Word) {
+        if self.config.model.is_some() {
+            self.error(
+                word.location,
+                None,
+                format!(
+                    "unexpected positional argument '{}': the model is already given",
+                    truncate(&word.text)
+                ),
+            );
+            return;
+        }
+        self.config.model = Some(Located::new(word.text.clone(), word.location));
+    }
+
+    fn switch(
+        &mut self,
+        word: &Word,
+        has_inline: bool,
+        canonical: &'static str,
+        field: BoolField,
+        on: bool,
+    ) {
+        if has_inline {
+            self.error(
+                word.location,
+                Some(Subject::flag(canonical)),
+                format!(
+                    "{canonical} takes no value (write {canonical} or --no-{})",
+                    &canonical[2..]
+                ),
+            );
+            return;
+        }
+        self.note_repeat(canonical, word.location);
+        let value = Some(Located::new(on, word.location));
+        match field {
+            BoolField::ExpertParallel => self.config.enable_expert_parallel = value,
+            BoolField::Eplb => self.config.enable_eplb = value,
+            BoolField::ElasticEp => self.config.enable_elastic_ep = value,
+            BoolField::Dbo => self.config.enable_dbo = value,
+            BoolField::EnforceEager => self.config.enforce_eager = value,
+        }
+    }
+
+    fn value(&mut self, canonical: &'static str, kind: FlagKind, at: Location, value: &OwnedValue) {
+        let subject = Some(Subject::flag(canonical));
+        let text = value.text.as_str();
+        let location = value.location;
+        match kind {
+            FlagKind::Model => {
+                if self.config.model.is_some() {
+                    self.error(at, subject, "the model is given both positionally and with --model".to_owned());
+                } else {
+                    self.config.model = Some(Located::new(value.text.clone(), location));
+                }
+            }
+            FlagKind::Size(field) => {
+                let Some(size) = parse_python_int(text)
+                    .and_then(|v| u32::try_from(v).ok())
+                    .filter(|&v| v >= 1)
+                else {
+                    self.error(
+                        location,
+                        subject,
+                        format!("{canonical} expects a positive integer, got '{}'", truncate(text)),
+                    );
+                    return;
+                };
+                let located = Some(Located::new(size, location));
+                match field {
+                    SizeField::Dp => self.config.data_parallel_size = located,
+                    SizeField::DpLocal => self.config.data_parallel_size_local = located,
+                    SizeField::Tp => self.config.tensor_parallel_size = located,
+                    SizeField::Pp => self.config.pipeline_parallel_size = located,
+                    SizeField::Pcp => self.config.prefill_context_parallel_size = located,
+                    SizeField::Dcp => self.config.decode_context_parallel_size = located,
+                    SizeField::MaxNumSeqs => self.config.max_num_seqs = located,
+                    SizeField::MaxNumBatchedTokens => self.config.max_num_batched_tokens = located,
+                }
+            }
+            FlagKind::Count(field) => {
+                let Some(count) = parse_python_int(text).and_then(|v| u32::try_from(v).ok()) else {
+                    self.error(
+                        location,
+                        subject,
+                        format!("{canonical} expects a non-negative integer, got '{}'", truncate(text)),
+                    );
+                    return;
+                };
+                let located = Some(Located::new(count, location));
+                match field {
+                    CountField::DboDecode => self.config.dbo_decode_token_threshold = located,
+                    CountField::DboPrefill => self.config.dbo_prefill_token_threshold = located,
+                    CountField::UbatchSize => self.config.ubatch_size = located,
+                }
+            }
+            FlagKind::MaxModelLen => match parse_human_int(text) {
+                Some(len) => self.config.max_model_len = Some(Located::new(len, location)),
+                None => self.error(
+                    location,
+                    subject,
+                    format!(
+                        "--max-model-len expects a positive integer, optionally with a k/m/g (×1000) or K/M/G (×1024) suffix, got '{}'",
+                        truncate(text)
+                    ),
+                ),
+            },
+            FlagKind::GpuMemoryUtilization => match text.trim().parse::<f64>() {
+                Ok(fraction) if fraction.is_finite() => {
+                    self.config.gpu_memory_utilization = Some(Located::new(fraction, location));
+                }
+                _ => self.error(
+                    location,
+                    subject,
+                    format!("--gpu-memory-utilization expects a number, got '{}'", truncate(text)),
+                ),
+            },
+            FlagKind::Text(field) => {
+                let located = Some(Located::new(value.text.clone(), location));
+                match field {
+                    TextField::All2allBackend => self.config.all2all_backend = located,
+                    TextField::WorkerCls => self.config.worker_cls = located,
+                    TextField::Host => self.config.http_host = located,
+                }
+            }
+            FlagKind::Port => match parse_python_int(text).and_then(|v| u16::try_from(v).ok()).filter(|&p| p > 0) {
+                Some(port) => self.config.http_port = Some(Located::new(port, location)),
+                None => self.error(
+                    location,
+                    subject,
+                    format!("--port expects a TCP port 1..65535, got '{}'", truncate(text)),
+                ),
+            },
+            FlagKind::MaxCaptureSize => {
+                match parse_python_int(text).and_then(|v| u32::try_from(v).ok()).filter(|&v| v >= 1) {
+                    Some(size) => self.capture_flag = Some(Located::new(size, location)),
+                    None => self.error(
+                        location,
+                        subject,
+                        format!("{canonical} expects a positive integer, got '{}'", truncate(text)),
+                    ),
+                }
+            }
+            FlagKind::AdditionalConfig => {
+                self.config.additional_config = Some(at);
+                let Some((json, positions)) = self.json(canonical, value) else {
+                    return;
+                };
+                let locate = |path: &str| value.key_location(&positions, path);
+                let (afd, findings) = parse_afd_block(&json, &locate);
+                self.config.afd = afd;
+                self.config.parse_findings.extend(findings);
+            }
+            FlagKind::CompilationConfig => {
+                if parse_python_int(text).is_some() {
+                    self.error(
+                        location,
+                        subject,
+                        format!(
+                            "an optimization level ({canonical} {}) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager",
+                            text.trim()
+                        ),
+                    );
+                    return;
+                }
+                let Some((json, positions)) = self.json(canonical, value) else {
+                    return;
+                };
+                let locate = |path: &str| value.key_location(&positions, path);
+                let (compilation, key_errors) = parse_compilation_config(&json, &locate);
+                for error in key_errors {
+                    let subject = Subject::compilation_key(&error.key);
+                    self.error(error.location, Some(subject), error.message);
+                }
+                self.config.compilation = compilation;
+            }
+            FlagKind::ServedModelName
+            | FlagKind::CaptureSizes
+            | FlagKind::Bool(_)
+            | FlagKind::Reject(_) => {
+                unreachable!("{canonical} is handled before value parsing")
+            }
+        }
+    }
+
+    fn capture_sizes(&mut self, canonical: &'static str, at: Location, values: &[OwnedValue]) {
+        let mut sizes = Vec::new();
+        for value in values {
+            // Each word may itself be a comma-separated list (`--cudagraph-capture-sizes 8,16`).
+            for part in value.text.split(',').filter(|p| !p.trim().is_empty()) {
+                match parse_python_int(part)
+                    .and_then(|v| u32::try_from(v).ok())
+                    .filter(|&v| v >= 1)
+                {
+                    Some(size) => sizes.push(size),
+                    None => {
+                        self.error(
+                            value.location,
+                            Some(Subject::flag(canonical)),
+                            format!(
+                                "{canonical} expects positive integers, got '{}'",
+                                truncate(part)
+                            ),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        if sizes.is_empty() {
+            self.error(
+                at,
+                Some(Subject::flag(canonical)),
+                format!("{canonical} needs at least one size"),
+            );
+            return;
+        }
+        self.capture_sizes_flag = Some(Located::new(sizes, at));
+    }
+
+    /// Parses a JSON flag value; on a syntax error records it at the offending character.
+    fn json(
+        &mut self,
+        canonical: &'static str,
+        value: &OwnedValue,
+    ) -> Option<(Value, BTreeMap<String, usize>)> {
+        match serde_json::from_str::<Value>(&value.text) {
+            Ok(json) => Some((json, key_positions(&value.text))),
+            Err(err) => {
+                let char_index = char_index_of(&value.text, err.line(), err.column());
+                let message = err.to_string();
+                let message = message
+                    .rsplit_once(" at line ")
+                    .map_or(message.as_str(), |(head, _)| head)
+                    .to_owned();
+                self.error(
+                    value.char_location(char_index),
+                    Some(Subject::flag(canonical)),
+                    format!("{canonical} is not valid JSON: {message}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<RoleConfig, ServeArgsError> {
+        self.fold_capture_flags();
+        self.read_gpus();
+        if let Some(runner) = self.config.env.get("VLLM_USE_V2_MODEL_RUNNER")
+            && parse_python_int(&runner.value).is_none()
+        {
+            let location = runner.location;
+            let message = format!(
+                "VLLM_USE_V2_MODEL_RUNNER must be an integer (vLLM reads it with int()), got '{}'",
+                truncate(&runner.value)
+            );
+            self.error(
+                location,
+                Some(Subject::env("VLLM_USE_V2_MODEL_RUNNER")),
+                message,
+            );
+        }
+        if self.config.model.is_none() {
+            self.error(
+                self.config.location,
+                None,
+                "no model given: vllm serve needs the model path as its first argument".to_owned(),
+            );
+        }
+        if self.config.uses_cuda_graphs()
+            && self.config.compilation.cudagraph_mode.is_none()
+            && let Some(level) = &self.config.compilation.level
+        {
+            let location = level.location;
+            self.error(
+                location,
+                Some(Subject::compilation_key("level")),
+                "a compilation level/mode without cudagraph_mode is not modelled (the level changes the default graph mode); add cudagraph_mode".to_owned(),
+            );
+        }
+        for flag in &self.config.unknown_flags {
+            let message = match &flag.value {
+                Some(value) => format!(
+                    "kept with value '{}' but not interpreted by this model",
+                    truncate(value)
+                ),
+                None => "kept but not interpreted by this model".to_owned(),
+            };
+            self.config.parse_findings.push(
+                Finding::new(Rule::NoteUnknownFlag, None, message)
+                    .with_subject(Subject::Flag(flag.flag.clone()))
+                    .at(Some(flag.location)),
+            );
+        }
+        for key in &self.config.compilation.other_keys {
+            self.config.parse_findings.push(
+                Finding::new(
+                    Rule::NoteUnknownFlag,
+                    None,
+                    "kept but not interpreted by this model".to_owned(),
+                )
+                .with_subject(Subject::compilation_key(&key.value))
+                .at(Some(key.location)),
+            );
+        }
+        if self.errors.is_empty() {
+            Ok(self.config)
+        } else {
+            self.errors.sort_by_key(|e| e.location);
+            Err(ServeArgsError {
+                errors: self.errors,
+            })
+        }
+    }
+
+    /// vLLM rejects a size given both as a flag and inside `--compilation-config`.
+    fn fold_capture_flags(&mut self) {
+        if let Some(flag) = self.capture_flag.take() {
+            if self.config.compilation.max_cudagraph_capture_size.is_some() {
+                self.error(
+                    flag.location,
+                    Some(Subject::flag("--max-cudagraph-capture-size")),
+                    "--max-cudagraph-capture-size and --compilation-config max_cudagraph_capture_size are mutually exclusive".to_owned(),
+                );
+            } else {
+                self.config.compilation.max_cudagraph_capture_size = Some(flag);
+            }
+        }
+        if let Some(flag) = self.capture_sizes_flag.take() {
+            if self.config.compilation.cudagraph_capture_sizes.is_some() {
+                self.error(
+                    flag.location,
+                    Some(Subject::flag("--cudagraph-capture-sizes")),
+                    "--cudagraph-capture-sizes and --compilation-config cudagraph_capture_sizes are mutually exclusive".to_owned(),
+                );
+            } else {
+                self.config.compilation.cudagraph_capture_sizes = Some(flag);
+            }
+        }
+    }
+
+    /// `CUDA_VISIBLE_DEVICES`: indices or `GPU-`/`MIG-` UUIDs; malformed or repeated entries are
+    /// findings (`cross.gpu-list`).
+    fn read_gpus(&mut self) {
+        let Some(devices) = self.config.env.get("CUDA_VISIBLE_DEVICES").cloned() else {
+            return;
+        };
+        let mut gpus = Vec::new();
+        for entry in devices.value.split(',') {
+            let entry = entry.trim();
+            let gpu = if let Ok(index) = entry.parse::<u32>() {
+                GpuId::Index(index)
+            } else if entry.starts_with("GPU-") || entry.starts_with("MIG-") {
+                GpuId::Uuid(entry.to_owned())
+            } else {
+                let message = if entry.is_empty() {
+                    format!(
+                        "CUDA_VISIBLE_DEVICES='{}' has an empty entry",
+                        truncate(&devices.value)
+                    )
+                } else {
+                    format!(
+                        "CUDA_VISIBLE_DEVICES entry '{}' is neither a GPU index nor a GPU-/MIG- UUID",
+                        truncate(entry)
+                    )
+                };
+                self.config.parse_findings.push(
+                    Finding::new(Rule::CrossGpuList, None, message)
+                        .with_subject(Subject::env("CUDA_VISIBLE_DEVICES"))
+                        .at(Some(devices.location)),
+                );
+                continue;
+            };
+            if gpus.contains(&gpu) {
+                self.config.parse_findings.push(
+                    Finding::new(
+                        Rule::CrossGpuList,
+                        None,
+                        format!("CUDA_VISIBLE_DEVICES lists GPU {gpu} twice"),
+                    )
+                    .with_subject(Subject::env("CUDA_VISIBLE_DEVICES"))
+                    .at(Some(devices.location)),
+                );
+                continue;
+            }
+            gpus.push(gpu);
+        }
+        self.config.gpus = Some(Located::new(gpus, devices.location));
+    }
+}
+
+/// Flag spellings that would change what is modelled but are not understood: the message, and
+/// whether the spelling takes a value (which is then skipped).
+fn unmodelled_form(name: &str, as_written: &str) -> Option<(String, bool)> {
+    for json_flag in [
+        "--compilation-config.",
+        "--additional-config.",
+        "-O.",
+        "-cc.",
+    ] {
+        if name.starts_with(json_flag) {
+            let message = format!(
+                "dotted JSON arguments ({as_written}) are not modelled; pass the whole JSON object to {}",
+                json_flag.trim_end_matches('.')
+            );
+            return Some((message, true));
+        }
+    }
+    let level = name.strip_prefix("-O")?;
+    (!level.is_empty() && level.chars().all(|c| c.is_ascii_digit())).then(|| {
+        let message = format!("optimization level {name} is not modelled: it changes vLLM's default CUDA-graph mode; set cudagraph_mode in --compilation-config or use --enforce-eager");
+        (message, false)
+    })
+}
+
+/// A flag's value with per-character positions (so JSON keys can be located).
+struct OwnedValue {
+    text: String,
+    location: Location,
+    chars: Vec<Location>,
+}
+
+impl OwnedValue {
+    fn new(text: String, location: Location, chars: Vec<Location>) -> OwnedValue {
+        OwnedValue {
+            text,
+            location,
+            chars,
+        }
+    }
+
+    fn from_word(word: &Word) -> OwnedValue {
+        let chars = (0..word.text.chars().count())
+            .map(|i| word.location_of_char(i))
+            .collect();
+        OwnedValue::new(word.text.clone(), word.location, chars)
+    }
+
+    fn char_location(&self, index: usize) -> Location {
+        self.chars.get(index).copied().unwrap_or(self.location)
+    }
+
+    /// Where a dotted key path starts; the value's start for the root or an unknown path.
+    fn key_location(&self, positions: &BTreeMap<String, usize>, path: &str) -> Location {
+        positions
+            .get(path)
+            .map_or(self.location, |&index| self.char_location(index))
+    }
+}
+
+/// The char index of serde_json's 1-based line/column (columns count bytes); clamps.
+fn char_index_of(text: &str, line: usize, column: usize) -> usize {
+    let mut byte = 0;
+    for (n, segment) in text.split_inclusive('\n').enumerate() {
+        if n + 1 == line {
+            byte += column.saturating_sub(1).min(segment.len());
+            break;
+        }
+        byte += segment.len();
+    }
+    let byte = byte.min(text.len());
+    text.char_indices().take_while(|&(b, _)| b < byte).count()
+}
+
+/// vLLM's human-readable integers for `--max-model-len`: digits with an optional k/m/g (×1000) or
+/// K/M/G (×1024) suffix.
+fn parse_human_int(text: &str) -> Option<u32> {
+    let text = text.trim();
+    let (digits, multiplier) = match text.chars().last()? {
+        'k' => (&text[..text.len() - 1], 1_000),
+        'm' => (&text[..text.len() - 1], 1_000_000),
+        'g' => (&text[..text.len() - 1], 1_000_000_000),
+        'K' => (&text[..text.len() - 1], 1 << 10),
+        'M' => (&text[..text.len() - 1], 1 << 20),
+        'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    let value = parse_python_int(digits)?.checked_mul(multiplier)?;
+    u32::try_from(value).ok().filter(|&v| v >= 1)
+}
+
+fn truncate(text: &str) -> String {
+    if text.chars().count() > 60 {
+        text.chars().take(57).collect::<String>() + "..."
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests;

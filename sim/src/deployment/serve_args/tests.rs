@@ -1,0 +1,309 @@
+//! Flag forms, strict values, unknown flags, JSON locations and vLLM's defaults, on argument lists
+//! (locations are word indices) and command lines (locations are line:column).
+
+use std::collections::BTreeMap;
+
+use expect_test::{Expect, expect};
+
+use crate::deployment::{DeploymentError, RecipeOptions, RoleConfig};
+
+fn args(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+fn render_errors(err: &DeploymentError) -> String {
+    err.problems()
+        .into_iter()
+        .map(|(location, subject, message)| {
+            let subject = subject.map_or_else(String::new, |s| format!(" [{s}]"));
+            format!("{location}{subject}: {message}\n")
+        })
+        .collect()
+}
+
+#[track_caller]
+fn check_errors(line: &str, expect: Expect) {
+    match RoleConfig::from_command_line(line, &RecipeOptions::default()) {
+        Ok(config) => panic!("expected errors, parsed {config:?}"),
+        Err(err) => expect.assert_eq(&render_errors(&err)),
+    }
+}
+
+fn parse(line: &str) -> RoleConfig {
+    RoleConfig::from_command_line(line, &RecipeOptions::default()).unwrap()
+}
+
+#[test]
+fn space_and_equals_forms_underscores_and_short_options_agree() {
+    let spaced = parse(
+        "vllm serve /m --data-parallel-size 2 --tensor-parallel-size 4 --max-num-seqs 32 --enable-dbo",
+    );
+    let mixed = parse("/m --data_parallel_size=2 -tp4 --max-num-seqs=32 --enable_dbo");
+    let short = parse("/m -dp 2 -tp=4 --max-num-seqs +32 --enable-dbo");
+    for config in [&spaced, &mixed, &short] {
+        assert_eq!(
+            (config.dp_size(), config.tp_size(), config.max_num_seqs()),
+            (2, 4, 32)
+        );
+        assert!(config.dbo().is_some());
+        assert_eq!(config.model(), Some("/m"));
+    }
+}
+
+#[test]
+fn switches_take_no_value_and_have_negative_forms() {
+    let config = parse("/m --enable-expert-parallel --no-enable-expert-parallel --enforce-eager");
+    assert!(!config.expert_parallel());
+    assert!(config.enforce_eager());
+    let repeated: Vec<_> = config
+        .parse_findings()
+        .iter()
+        .map(|f| f.rule.id())
+        .collect();
+    assert_eq!(repeated, ["note.repeated-flag"]);
+    check_errors(
+        "/m --enable-dbo=true",
+        expect![[r#"
+            1:4 [--enable-dbo]: --enable-dbo takes no value (write --enable-dbo or --no-enable-dbo)
+        "#]],
+    );
+}
+
+#[test]
+fn unknown_flags_are_kept_with_or_without_values() {
+    let config = parse(
+        "--trust-remote-code /m --kv-transfer-config '{\"a\":1}' --seed -1 --no-enable-prefix-caching --swap-space=4 --disable-log-requests",
+    );
+    assert_eq!(config.model(), Some("/m"));
+    let kept: Vec<String> = config
+        .unknown_flags
+        .iter()
+        .map(|f| format!("{} {:?}", f.flag, f.value))
+        .collect();
+    expect![[r#"
+        [
+            "--trust-remote-code None",
+            "--kv-transfer-config Some(\"{\\\"a\\\":1}\")",
+            "--seed Some(\"-1\")",
+            "--no-enable-prefix-caching None",
+            "--swap-space Some(\"4\")",
+            "--disable-log-requests None",
+        ]
+    "#]]
+    .assert_debug_eq(&kept);
+    assert_eq!(config.parse_findings().len(), 6);
+}
+
+#[test]
+fn interpreted_values_parse_strictly_and_every_error_is_reported() {
+    check_errors(
+        "vllm serve /m --max-num-seqs abc --tensor-parallel-size 0 --port 70000 --gpu-memory-utilization high --max-model-len 4x --dbo-decode-token-threshold -2 extra",
+        expect![[r#"
+            1:30 [--max-num-seqs]: --max-num-seqs expects a positive integer, got 'abc'
+            1:57 [--tensor-parallel-size]: --tensor-parallel-size expects a positive integer, got '0'
+            1:66 [--port]: --port expects a TCP port 1..65535, got '70000'
+            1:97 [--gpu-memory-utilization]: --gpu-memory-utilization expects a number, got 'high'
+            1:118 [--max-model-len]: --max-model-len expects a positive integer, optionally with a k/m/g (×1000) or K/M/G (×1024) suffix, got '4x'
+            1:150 [--dbo-decode-token-threshold]: --dbo-decode-token-threshold expects a non-negative integer, got '-2'
+            1:153: unexpected positional argument 'extra': the model is already given
+        "#]],
+    );
+}
+
+#[test]
+fn a_value_flag_at_the_end_or_before_a_flag_has_no_value() {
+    check_errors(
+        "/m --max-num-seqs --enforce-eager --port",
+        expect![[r#"
+            1:4 [--max-num-seqs]: --max-num-seqs expects a value
+            1:35 [--port]: --port expects a value
+        "#]],
+    );
+}
+
+#[test]
+fn forms_that_would_change_the_model_are_rejected() {
+    check_errors(
+        "/m -O3 --compilation-config.cudagraph_mode FULL --config c.yaml --afd-config x -O 3",
+        expect![[r#"
+            1:4 [-O3]: optimization level -O3 is not modelled: it changes vLLM's default CUDA-graph mode; set cudagraph_mode in --compilation-config or use --enforce-eager
+            1:8 [--compilation-config.cudagraph_mode]: dotted JSON arguments (--compilation-config.cudagraph_mode) are not modelled; pass the whole JSON object to --compilation-config
+            1:49 [--config]: vLLM YAML config files are not modelled; put the flags on the command line
+            1:65 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
+            1:83 [--compilation-config]: an optimization level (--compilation-config 3) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager
+        "#]],
+    );
+}
+
+#[test]
+fn json_syntax_errors_point_into_a_multiline_argument() {
+    check_errors(
+        "vllm serve /m --additional-config '{\n  \"afd\": {\n    \"port\": 6269,\n  }\n}'",
+        expect![[r#"
+            4:3 [--additional-config]: --additional-config is not valid JSON: trailing comma
+        "#]],
+    );
+    check_errors(
+        "/m --compilation-config='{\"cudagraph_mode\": \"FULL_DECODE\"}'",
+        expect![[r#"
+            1:27 [--compilation-config cudagraph_mode]: cudagraph_mode must be one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, got "FULL_DECODE"
+        "#]],
+    );
+}
+
+#[test]
+fn capture_size_flags_fold_into_the_compilation_config() {
+    let config = parse(
+        "/m --cudagraph-capture-sizes 8 16,32 --max-num-seqs 32 --compilation-config '{\"cudagraph_mode\": \"full_decode_only\"}'",
+    );
+    assert_eq!(config.capture_sizes(), [8, 16, 32]);
+    check_errors(
+        "/m --max-cudagraph-capture-size 8 --compilation-config '{\"max_cudagraph_capture_size\": 8}'",
+        expect![[r#"
+            1:33 [--max-cudagraph-capture-size]: --max-cudagraph-capture-size and --compilation-config max_cudagraph_capture_size are mutually exclusive
+        "#]],
+    );
+}
+
+#[test]
+fn environment_values_parse_strictly() {
+    check_errors(
+        "VLLM_USE_V2_MODEL_RUNNER=true vllm serve /m",
+        expect![[r#"
+            1:1 [VLLM_USE_V2_MODEL_RUNNER]: VLLM_USE_V2_MODEL_RUNNER must be an integer (vLLM reads it with int()), got 'true'
+        "#]],
+    );
+    let config =
+        parse("CUDA_VISIBLE_DEVICES=0,GPU-1f,x,0, VLLM_USE_V2_MODEL_RUNNER=' 1' vllm serve /m");
+    assert!(config.uses_model_runner_v2());
+    let gpus: Vec<String> = config
+        .gpus()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(gpus, ["0", "GPU-1f"]);
+    let messages: Vec<&str> = config
+        .parse_findings()
+        .iter()
+        .map(|f| f.message.as_str())
+        .collect();
+    expect![[r#"
+        [
+            "CUDA_VISIBLE_DEVICES entry 'x' is neither a GPU index nor a GPU-/MIG- UUID",
+            "CUDA_VISIBLE_DEVICES lists GPU 0 twice",
+            "CUDA_VISIBLE_DEVICES='0,GPU-1f,x,0,' has an empty entry",
+        ]
+    "#]]
+    .assert_debug_eq(&messages);
+}
+
+#[test]
+fn a_missing_model_is_an_error() {
+    check_errors(
+        "vllm serve --enforce-eager",
+        expect![[r#"
+            1:1: no model given: vllm serve needs the model path as its first argument
+        "#]],
+    );
+    check_errors(
+        "/m --model /n",
+        expect![[r#"
+            1:4 [--model]: the model is given both positionally and with --model
+        "#]],
+    );
+}
+
+#[test]
+fn argument_lists_are_located_by_word_index() {
+    let err = RoleConfig::from_serve_args(&args(&["/m", "--max-num-seqs", "x", "--port", "0"]))
+        .unwrap_err();
+    let located: Vec<String> = err
+        .errors
+        .iter()
+        .map(|e| e.location.render("args"))
+        .collect();
+    assert_eq!(located, ["args: word 2", "args: word 4"]);
+    let env = BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_owned(), "2,3".to_owned())]);
+    let config = RoleConfig::from_serve_args_with_env(
+        &args(&["/m", "--served-model-name", "a", "b", "--port", "8001"]),
+        &env,
+    )
+    .unwrap();
+    assert_eq!(config.served_model_names(), ["a", "b"]);
+    assert_eq!(config.http_port(), 8001);
+    assert_eq!(config.gpus().map(<[_]>::len), Some(2));
+}
+
+#[test]
+fn defaults_follow_vllm() {
+    let config = parse("/m");
+    expect![[r#"
+        dp 1 tp 1 pp 1 pcp 1 dcp 1 ranks 1 gpus 1
+        max_num_seqs 1024 max_num_batched_tokens 8192 max_model_len None gpu_memory_utilization 0.9
+        dbo None ubatches 1 eager false mode FULL_AND_PIECEWISE http None:8000 served ["/m"]
+        capture 51 sizes, largest Some(512), padded(5)=Some(8) padded(300)=Some(304) padded(513)=None
+    "#]]
+    .assert_eq(&summary(&config));
+    let dbo = parse(
+        "/m --enable-dbo --max-model-len 4K --max-num-seqs 16 --max-num-batched-tokens 24 --enforce-eager",
+    );
+    assert_eq!(
+        dbo.dbo()
+            .map(|d| (d.decode_token_threshold, d.prefill_token_threshold)),
+        Some((32, 512))
+    );
+    assert_eq!(dbo.max_model_len(), Some(4096));
+    assert_eq!(dbo.num_ubatches(), 2);
+    assert!(dbo.capture_sizes().is_empty());
+    assert_eq!(dbo.padded_graph_size(1), None);
+    let small = parse("/m --max-num-seqs 16 --max-num-batched-tokens 24");
+    assert_eq!(small.capture_sizes(), [1, 2, 4, 8, 16, 24]);
+}
+
+fn summary(c: &RoleConfig) -> String {
+    format!(
+        "dp {} tp {} pp {} pcp {} dcp {} ranks {} gpus {}\n\
+         max_num_seqs {} max_num_batched_tokens {} max_model_len {:?} gpu_memory_utilization {}\n\
+         dbo {:?} ubatches {} eager {} mode {} http {:?}:{} served {:?}\n\
+         capture {} sizes, largest {:?}, padded(5)={:?} padded(300)={:?} padded(513)={:?}\n",
+        c.dp_size(),
+        c.tp_size(),
+        c.pp_size(),
+        c.pcp_size(),
+        c.dcp_size(),
+        c.rank_count(),
+        c.gpu_count(),
+        c.max_num_seqs(),
+        c.max_num_batched_tokens(),
+        c.max_model_len(),
+        c.gpu_memory_utilization(),
+        c.dbo(),
+        c.num_ubatches(),
+        c.enforce_eager(),
+        c.cudagraph_mode(),
+        c.http_host(),
+        c.http_port(),
+        c.served_model_names(),
+        c.capture_sizes().len(),
+        c.max_capture_size(),
+        c.padded_graph_size(5),
+        c.padded_graph_size(300),
+        c.padded_graph_size(513),
+    )
+}
+
+#[test]
+fn capture_sizes_follow_edits_to_the_fields() {
+    use crate::deployment::{Located, Location, padded_size};
+    let mut config = parse("/m --compilation-config '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'");
+    assert_eq!(config.max_capture_size(), Some(512));
+    config.max_num_seqs = Some(Located::new(8, Location::START));
+    assert_eq!(config.capture_sizes(), [1, 2, 4, 8, 16]);
+    assert_eq!(config.padded_graph_size(9), Some(16));
+    config.enforce_eager = Some(Located::new(true, Location::START));
+    assert_eq!(config.max_capture_size(), None);
+    assert_eq!(padded_size(&[8, 64], 0), Some(8));
+    assert_eq!(padded_size(&[8, 64], 64), Some(64));
+    assert_eq!(padded_size(&[], 1), None);
+}

@@ -1,0 +1,918 @@
+//! The checks of the rule catalogue (`rules.rs`) on a [`Deployment`]: per-role rules of afd-spec
+//! §1.3–§1.9, vLLM's own limits on the flags this model reads, and the cross-role rules of
+//! DESIGN §3. Every violation is reported, none stops the others.
+//!
+//! Each check names the role, the flag/key/variable and the place it was written; a cross-role
+//! finding names the role whose command it points at (the FFN's, where the two disagree). Rules outside the
+//! deployment's rule set are dropped at the end, so a check never needs to test the rule set itself
+//! except where the two sets disagree on a value (the supported connector list).
+
+use crate::deployment::Deployment;
+use crate::deployment::afd_config::{
+    AfdConfig, CAM_ASYNC_CONNECTOR, CAM_P2P_CONNECTOR, DEFAULT_AFD_PORT, GPU_ASYNC_CONNECTOR,
+    P2P_NCCL_CONNECTOR,
+};
+use crate::deployment::compilation::CudaGraphMode;
+use crate::deployment::findings::{Finding, Report, Subject};
+use crate::deployment::location::{Located, Location};
+use crate::deployment::role_config::{GpuId, RoleConfig};
+use crate::deployment::rules::Rule;
+use crate::topology::{Role, RuleSet};
+
+/// Runs every rule of the deployment's rule set.
+pub(crate) fn check(deployment: &Deployment) -> Report {
+    let mut checker = Checker {
+        rules: deployment.rules,
+        findings: Vec::new(),
+    };
+    for (role, config) in [
+        (Role::Attention, &deployment.attention),
+        (Role::Ffn, &deployment.ffn),
+    ] {
+        for finding in config.parse_findings() {
+            let mut finding = finding.clone();
+            finding.role = Some(role);
+            checker.push(finding);
+        }
+        checker.role(role, config);
+        if let Some(afd) = config.afd() {
+            checker.afd_block(role, config, afd);
+        }
+    }
+    checker.cross(deployment);
+    let rules = deployment.rules;
+    let findings = checker
+        .findings
+        .into_iter()
+        .filter(|f| f.rule.info().applies_to(rules))
+        .collect();
+    Report::new(rules, findings)
+}
+
+/// Connectors the plugin accepts under each rule set (afd-spec §1.2, §1.9).
+fn supported_connectors(rules: RuleSet) -> &'static [&'static str] {
+    match rules {
+        RuleSet::V026 => &[P2P_NCCL_CONNECTOR, CAM_P2P_CONNECTOR, CAM_ASYNC_CONNECTOR],
+        RuleSet::Latest => &[
+            P2P_NCCL_CONNECTOR,
+            CAM_P2P_CONNECTOR,
+            CAM_ASYNC_CONNECTOR,
+            GPU_ASYNC_CONNECTOR,
+        ],
+    }
+}
+
+fn async_connectors(rules: RuleSet) -> &'static [&'static str] {
+    match rules {
+        RuleSet::V026 => &[CAM_ASYNC_CONNECTOR],
+        RuleSet::Latest => &[CAM_ASYNC_CONNECTOR, GPU_ASYNC_CONNECTOR],
+    }
+}
+
+fn role_title(role: Role) -> &'static str {
+    match role {
+        Role::Attention => "Attention",
+        Role::Ffn => "FFN",
+    }
+}
+
+struct Checker {
+    rules: RuleSet,
+    findings: Vec<Finding>,
+}
+
+impl Checker {
+    fn push(&mut self, finding: Finding) {
+        self.findings.push(finding);
+    }
+
+    fn report(
+        &mut self,
+        rule: Rule,
+        role: Option<Role>,
+        subject: Subject,
+        location: Location,
+        message: String,
+    ) {
+        self.push(
+            Finding::new(rule, role, message)
+                .with_subject(subject)
+                .at(Some(location)),
+        );
+    }
+
+    /// Rules on one role's flags and environment (afd-spec §1.5, §1.6, §1.9; vLLM limits).
+    fn role(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
+        let title = role_title(role);
+        if config.afd.is_none() && config.additional_config.is_none() {
+            self.report(
+                Rule::AfdMissingBlock,
+                r,
+                Subject::flag("--additional-config"),
+                config.location,
+                format!("the {title} command has no --additional-config, so AFD is off for it"),
+            );
+        }
+        if let Some(plugins) = config.env.get("VLLM_PLUGINS")
+            && !plugins.value.split(',').any(|p| p.trim() == "afd")
+        {
+            self.report(
+                Rule::AfdPluginLoaded,
+                r,
+                Subject::env("VLLM_PLUGINS"),
+                plugins.location,
+                format!(
+                    "VLLM_PLUGINS='{}' does not load the afd plugin; add afd",
+                    plugins.value
+                ),
+            );
+        }
+        if let Some(worker) = &config.worker_cls {
+            let normalised = worker.value.replace(':', ".");
+            let expected = match role {
+                Role::Attention => "afd_plugin.v1.worker.AFDAttentionWorker",
+                Role::Ffn => "afd_plugin.v1.worker.AFDFFNWorker",
+            };
+            if normalised != "auto" && normalised != expected {
+                self.report(
+                    Rule::AfdWorkerCls,
+                    r,
+                    Subject::flag("--worker-cls"),
+                    worker.location,
+                    format!(
+                        "invalid worker class for AFD runtime stack: got={} expected={expected}; remove --worker-cls",
+                        worker.value
+                    ),
+                );
+            }
+        }
+        if let Some(pp) = config
+            .pipeline_parallel_size
+            .as_ref()
+            .filter(|p| p.value > 1)
+        {
+            self.report(
+                Rule::AfdPipelineParallel,
+                r,
+                Subject::flag("--pipeline-parallel-size"),
+                pp.location,
+                format!(
+                    "--pipeline-parallel-size {} is not supported: PP stages would share AFD role ranks",
+                    pp.value
+                ),
+            );
+        }
+        if config.uses_ubatching() && config.num_ubatches() != 2 {
+            let location = config
+                .ubatch_size
+                .as_ref()
+                .map_or(config.location, |u| u.location);
+            self.report(
+                Rule::AfdUbatchCount,
+                r,
+                Subject::flag("--ubatch-size"),
+                location,
+                format!(
+                    "AFD ubatching currently supports exactly two ubatches, got --ubatch-size {}",
+                    config.num_ubatches()
+                ),
+            );
+        }
+        let mode = config.cudagraph_mode();
+        if !config.enforce_eager() && mode != CudaGraphMode::FullDecodeOnly {
+            let (location, subject, how) = match &config.compilation.cudagraph_mode {
+                Some(m) => (
+                    m.location,
+                    Subject::compilation_key("cudagraph_mode"),
+                    format!("got {mode}"),
+                ),
+                None => (
+                    config.location,
+                    Subject::compilation_key("cudagraph_mode"),
+                    format!(
+                        "neither cudagraph_mode nor --enforce-eager is given, so vLLM uses {mode}"
+                    ),
+                ),
+            };
+            self.report(
+                Rule::AfdCudagraphMode,
+                r,
+                subject,
+                location,
+                format!(
+                    "AFD only supports CUDA graph mode FULL_DECODE_ONLY (or --enforce-eager) for {role}; {how}"
+                ),
+            );
+        }
+        if role == Role::Attention
+            && let Some(eplb) = config.enable_eplb.as_ref().filter(|e| e.value)
+        {
+            self.report(
+                Rule::AfdAttentionEplb,
+                r,
+                Subject::flag("--enable-eplb"),
+                eplb.location,
+                "CUDA remote experts do not support EPLB on the Attention role".to_owned(),
+            );
+        }
+        if config.uses_sequence_parallel_moe() {
+            let location = flag_location(&config.enable_expert_parallel, config.location);
+            self.report(
+                Rule::AfdSequenceParallelMoe,
+                r,
+                Subject::flag("--enable-expert-parallel"),
+                location,
+                format!(
+                    "AFD DeepSeek does not support sequence-parallel MoE: expert parallel with TP {} and DP {} on all2all backend {} implies it",
+                    config.tp_size(),
+                    config.dp_size(),
+                    config.all2all_backend()
+                ),
+            );
+        }
+        if config.uses_model_runner_v2() {
+            self.model_runner_v2(role, config);
+        }
+        self.vllm_limits(role, config);
+    }
+
+    fn model_runner_v2(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
+        let env_location = config
+            .env
+            .get("VLLM_USE_V2_MODEL_RUNNER")
+            .map_or(config.location, |v| v.location);
+        self.report(
+            Rule::V026ModelRunnerV2,
+            r,
+            Subject::env("VLLM_USE_V2_MODEL_RUNNER"),
+            env_location,
+            format!(
+                "the {role} worker supports only the vLLM v1 GPUModelRunner at v0.26; set VLLM_USE_V2_MODEL_RUNNER=0"
+            ),
+        );
+        for (size, flag) in [
+            (
+                &config.prefill_context_parallel_size,
+                "--prefill-context-parallel-size",
+            ),
+            (
+                &config.decode_context_parallel_size,
+                "--decode-context-parallel-size",
+            ),
+        ] {
+            if let Some(size) = size.as_ref().filter(|s| s.value > 1) {
+                self.report(
+                    Rule::Mrv2ContextParallel,
+                    r,
+                    Subject::flag(flag),
+                    size.location,
+                    format!("AFD ModelRunnerV2 requires {flag} 1, got {}", size.value),
+                );
+            }
+        }
+        if !config.expert_parallel() {
+            let location = flag_location(&config.enable_expert_parallel, config.location);
+            self.report(
+                Rule::Mrv2StaticExpertParallel,
+                r,
+                Subject::flag("--enable-expert-parallel"),
+                location,
+                "AFD ModelRunnerV2 requires static expert parallelism: add --enable-expert-parallel".to_owned(),
+            );
+        }
+        for (flag, value) in [
+            ("--enable-eplb", &config.enable_eplb),
+            ("--enable-elastic-ep", &config.enable_elastic_ep),
+        ] {
+            if let Some(on) = value.as_ref().filter(|v| v.value) {
+                self.report(
+                    Rule::Mrv2StaticExpertParallel,
+                    r,
+                    Subject::flag(flag),
+                    on.location,
+                    format!("AFD ModelRunnerV2 requires static expert parallelism: remove {flag}"),
+                );
+            }
+        }
+        if let Some(sp) = config.compilation.enable_sp.as_ref().filter(|s| s.value) {
+            self.report(
+                Rule::Mrv2StaticExpertParallel,
+                r,
+                Subject::compilation_key("pass_config.enable_sp"),
+                sp.location,
+                "AFD ModelRunnerV2 does not support pass_config.enable_sp".to_owned(),
+            );
+        }
+        if role == Role::Attention && config.dbo().is_some() && config.dp_size() == 1 {
+            let location = flag_location(&config.enable_dbo, config.location);
+            self.report(
+                Rule::Mrv2DboAttentionDp,
+                r,
+                Subject::flag("--enable-dbo"),
+                location,
+                "DBO with Attention DP 1 under model runner V2: the 4c98691 validator raises 'AFD ModelRunnerV2 DBO/ubatching requires Attention DP > 1'; the seed recipe's plugin accepts it".to_owned(),
+            );
+        }
+    }
+
+    /// vLLM's own limits on the flags this model reads, and capture-size advice (§4, §5).
+    fn vllm_limits(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
+        if let Some(batched) = &config.max_num_batched_tokens
+            && batched.value < config.max_num_seqs()
+        {
+            self.report(
+                Rule::VllmBatchedTokensAtLeastSeqs,
+                r,
+                Subject::flag("--max-num-batched-tokens"),
+                batched.location,
+                format!(
+                    "--max-num-batched-tokens ({}) must be greater than or equal to --max-num-seqs ({})",
+                    batched.value,
+                    config.max_num_seqs()
+                ),
+            );
+        }
+        if let Some(fraction) = &config.gpu_memory_utilization
+            && !(fraction.value > 0.0 && fraction.value <= 1.0)
+        {
+            self.report(
+                Rule::VllmGpuMemoryUtilization,
+                r,
+                Subject::flag("--gpu-memory-utilization"),
+                fraction.location,
+                format!(
+                    "--gpu-memory-utilization must be in (0, 1], got {}",
+                    fraction.value
+                ),
+            );
+        }
+        if role == Role::Attention
+            && config.dp_size() > 1
+            && let Some(dbo) = config.dbo()
+            && dbo.decode_token_threshold <= 1
+        {
+            let location = config
+                .dbo_decode_token_threshold
+                .as_ref()
+                .map_or(config.location, |t| t.location);
+            self.report(
+                Rule::DboDecodeThresholdHazard,
+                r,
+                Subject::flag("--dbo-decode-token-threshold"),
+                location,
+                format!(
+                    "decode threshold {} with Attention DP {}: vLLM may agree to split while AFD vetoes on a rank with one token, sending 1-stage and 2-stage payloads (afd-spec §4.2, unverified)",
+                    dbo.decode_token_threshold,
+                    config.dp_size()
+                ),
+            );
+        }
+        if !config.uses_cuda_graphs() {
+            return;
+        }
+        let explicit_sizes = config.compilation.cudagraph_capture_sizes.as_ref();
+        let explicit_max = config.compilation.max_cudagraph_capture_size.as_ref();
+        if let (Some(sizes), Some(max)) = (explicit_sizes, explicit_max) {
+            let usable = config.max_capture_size().unwrap_or(0);
+            if max.value != usable {
+                self.report(
+                    Rule::VllmCaptureSizeConsistency,
+                    r,
+                    Subject::flag("--max-cudagraph-capture-size"),
+                    max.location,
+                    format!(
+                        "customized max_cudagraph_capture_size (={}) should be consistent with the max value of cudagraph_capture_sizes (={usable}; given {:?})",
+                        max.value, sizes.value
+                    ),
+                );
+            }
+        }
+        let max_num_seqs = config.max_num_seqs();
+        let mut above_seqs: Vec<(u32, Location, Subject)> = Vec::new();
+        if let Some(sizes) = explicit_sizes {
+            let over: Vec<u32> = sizes
+                .value
+                .iter()
+                .copied()
+                .filter(|&s| s > max_num_seqs)
+                .collect();
+            if let Some(&largest) = over.iter().max() {
+                above_seqs.push((
+                    largest,
+                    sizes.location,
+                    Subject::compilation_key("cudagraph_capture_sizes"),
+                ));
+            }
+        }
+        if let Some(max) = explicit_max.filter(|m| m.value > max_num_seqs) {
+            above_seqs.push((
+                max.value,
+                max.location,
+                Subject::flag("--max-cudagraph-capture-size"),
+            ));
+        }
+        for (size, location, subject) in above_seqs {
+            self.report(
+                Rule::GraphCaptureAboveMaxNumSeqs,
+                r,
+                subject,
+                location,
+                format!(
+                    "capture size {size} exceeds --max-num-seqs {max_num_seqs}: a uniform decode step has at most {max_num_seqs} tokens per DP rank, so that graph is captured but never replayed"
+                ),
+            );
+        }
+        if let Some(sizes) = explicit_sizes {
+            let limit = config.max_num_batched_tokens();
+            let dropped: Vec<u32> = sizes.value.iter().copied().filter(|&s| s > limit).collect();
+            if !dropped.is_empty() {
+                self.report(
+                    Rule::GraphCaptureAboveBatchedTokens,
+                    r,
+                    Subject::compilation_key("cudagraph_capture_sizes"),
+                    sizes.location,
+                    format!(
+                        "capture sizes {dropped:?} exceed --max-num-batched-tokens {limit}; vLLM drops them"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The rules of afd-spec §1.4 and §1.8 on one role's afd block.
+    fn afd_block(&mut self, role: Role, config: &RoleConfig, afd: &AfdConfig) {
+        let r = Some(role);
+        let rules = self.rules;
+        if afd.role().is_none() {
+            self.report(
+                Rule::AfdRole,
+                r,
+                afd.role.subject("role"),
+                afd.role.location,
+                format!(
+                    "AFD role must be one of attention, ffn; got '{}'",
+                    afd.role.value
+                ),
+            );
+        }
+        let connector = afd.connector.value.as_str();
+        let supported = supported_connectors(rules);
+        if !supported.contains(&connector) {
+            self.report(
+                Rule::AfdConnector,
+                r,
+                afd.connector.subject("connector"),
+                afd.connector.location,
+                format!(
+                    "AFD connector must be one of {}; got '{connector}'",
+                    supported.join(", ")
+                ),
+            );
+        } else if connector != P2P_NCCL_CONNECTOR {
+            let why = if connector == GPU_ASYNC_CONNECTOR {
+                "its rank mapping is not modelled here"
+            } else {
+                "it is an Ascend NPU connector"
+            };
+            self.report(
+                Rule::AfdGpuConnector,
+                r,
+                afd.connector.subject("connector"),
+                afd.connector.location,
+                format!(
+                    "{connector} cannot serve this CUDA deployment: {why}; use {P2P_NCCL_CONNECTOR}"
+                ),
+            );
+        }
+        if afd.async_dp.value == Some(true) && !async_connectors(rules).contains(&connector) {
+            self.report(
+                Rule::AfdAsyncConnector,
+                r,
+                afd.async_dp.subject("async_dp"),
+                afd.async_dp.location,
+                format!(
+                    "AFD async mode requires connector='{}'; got '{connector}'",
+                    async_connectors(rules).join("' or '")
+                ),
+            );
+        }
+        let attention = afd.num_attention_ranks.value;
+        let ffn = afd.num_ffn_ranks.value;
+        if afd.is_p2p_nccl()
+            && let (Some(a), Some(f)) = (attention, ffn)
+        {
+            if a < f {
+                self.report(
+                    Rule::AfdAttentionAtLeastFfn,
+                    r,
+                    afd.num_attention_ranks.subject("num_attention_ranks"),
+                    afd.num_attention_ranks.location,
+                    format!(
+                        "P2pNcclAFDConnector currently requires num_attention_ranks >= num_ffn_ranks, got {a} < {f}"
+                    ),
+                );
+            } else if f != 0 && a.rem_euclid(f) != 0 {
+                self.report(
+                    Rule::V026DivisibleRanks,
+                    r,
+                    afd.num_attention_ranks.subject("num_attention_ranks"),
+                    afd.num_attention_ranks.location,
+                    format!(
+                        "P2pNcclAFDConnector at v0.26 requires num_attention_ranks to be a multiple of num_ffn_ranks, got {a} % {f} = {}",
+                        a.rem_euclid(f)
+                    ),
+                );
+            }
+        }
+        if !afd.host_is_truthy {
+            self.report(
+                Rule::AfdHostNonEmpty,
+                r,
+                afd.host.subject("host"),
+                afd.host.location,
+                format!("AFD host must be non-empty, got {}", afd.host.value),
+            );
+        }
+        if let Some(port) = afd.port.value
+            && !(1..=65535).contains(&port)
+        {
+            self.report(
+                Rule::AfdPortRange,
+                r,
+                afd.port.subject("port"),
+                afd.port.location,
+                format!("AFD port must be in 1..65535, got {port}"),
+            );
+        }
+        if let Some(a) = attention.filter(|&a| a <= 0) {
+            self.report(
+                Rule::AfdAttentionRanksPositive,
+                r,
+                afd.num_attention_ranks.subject("num_attention_ranks"),
+                afd.num_attention_ranks.location,
+                format!("num_attention_ranks must be positive, got {a}"),
+            );
+        }
+        if let Some(f) = ffn.filter(|&f| f <= 0) {
+            let crash = if f == 0 && afd.is_p2p_nccl() && rules == RuleSet::V026 {
+                " (at v0.26 the divisibility check divides by it first and raises ZeroDivisionError)"
+            } else {
+                ""
+            };
+            self.report(
+                Rule::AfdFfnRanksPositive,
+                r,
+                afd.num_ffn_ranks.subject("num_ffn_ranks"),
+                afd.num_ffn_ranks.location,
+                format!("num_ffn_ranks must be positive, got {f}{crash}"),
+            );
+        }
+        if afd.is_p2p_nccl()
+            && let Some(extra) = afd
+                .connector_extra_config
+                .value
+                .as_ref()
+                .filter(|m| !m.is_empty())
+        {
+            let keys: Vec<&str> = extra.keys().map(String::as_str).collect();
+            self.report(
+                Rule::AfdP2pExtraConfig,
+                r,
+                afd.connector_extra_config.subject("connector_extra_config"),
+                afd.connector_extra_config.location,
+                format!("P2pNcclAFDConnector does not support connector_extra_config (got keys {keys:?})"),
+            );
+        }
+        let (own_ranks, own_key) = match role {
+            Role::Attention => (&afd.num_attention_ranks, "num_attention_ranks"),
+            Role::Ffn => (&afd.num_ffn_ranks, "num_ffn_ranks"),
+        };
+        if let Some(n) = own_ranks.value.filter(|&n| n > 0)
+            && u64::try_from(n).ok() != Some(config.rank_count())
+        {
+            self.report(
+                Rule::AfdRoleRanks,
+                r,
+                own_ranks.subject(own_key),
+                own_ranks.location,
+                format!(
+                    "{own_key} is {n} but the {} role runs --data-parallel-size {} x --prefill-context-parallel-size {} x --tensor-parallel-size {} = {} ranks",
+                    role_title(role),
+                    config.dp_size(),
+                    config.pcp_size(),
+                    config.tp_size(),
+                    config.rank_count()
+                ),
+            );
+        }
+        if afd.is_p2p_nccl()
+            && let (Some(port), Some(f)) = (afd.port(), afd.ffn_ranks())
+            && u64::from(port) + u64::from(f) > 65535
+        {
+            self.report(
+                Rule::V026SubgroupPortRange,
+                r,
+                afd.port.subject("port"),
+                afd.port.location,
+                format!(
+                    "subgroup stores listen on port+1 .. port+{f} = {} .. {}, past 65535",
+                    u64::from(port) + 1,
+                    u64::from(port) + u64::from(f)
+                ),
+            );
+        }
+        if config.uses_model_runner_v2() && afd.compute_gate_on_attention.value == Some(true) {
+            self.report(
+                Rule::Mrv2GateOnAttention,
+                r,
+                afd.compute_gate_on_attention
+                    .subject("compute_gate_on_attention"),
+                afd.compute_gate_on_attention.location,
+                "AFD ModelRunnerV2 requires compute_gate_on_attention=false".to_owned(),
+            );
+        }
+    }
+
+    /// The cross-role rules of DESIGN §3.
+    fn cross(&mut self, deployment: &Deployment) {
+        let attention = &deployment.attention;
+        let ffn = &deployment.ffn;
+        self.roles_differ(attention, ffn);
+        if let (Some(a), Some(f)) = (attention.afd(), ffn.afd()) {
+            self.blocks_agree(a, f);
+        }
+        self.gpus(attention, ffn);
+        self.http_ports(deployment);
+        if let (Some(a), Some(f)) = (&attention.model, &ffn.model)
+            && a.value != f.value
+        {
+            self.report(
+                Rule::CrossModelMatch,
+                Some(Role::Ffn),
+                Subject::flag("model"),
+                f.location,
+                format!(
+                    "the roles load different model paths ('{}' and '{}'); each must load its half of the same checkpoint",
+                    a.value, f.value
+                ),
+            );
+        }
+        // afd-spec §3.7: at v0.26 the FFN forward context carries the Attention token vector.
+        let blocks = attention.afd().or(ffn.afd());
+        if let Some(block) = blocks
+            && let (Some(a), Some(f)) = (block.attention_ranks(), block.ffn_ranks())
+            && a != f
+            && ffn.dp_size() > 1
+        {
+            let location = flag_location(&ffn.data_parallel_size, ffn.location);
+            self.report(
+                Rule::V026FfnDpTokenVector,
+                Some(Role::Ffn),
+                Subject::flag("--data-parallel-size"),
+                location,
+                format!(
+                    "FFN DP {} with {a} Attention and {f} FFN ranks: at v0.26 the FFN puts the Attention token vector in its forward context and the EP all2all asserts (issue #218)",
+                    ffn.dp_size()
+                ),
+            );
+        }
+    }
+
+    fn roles_differ(&mut self, attention: &RoleConfig, ffn: &RoleConfig) {
+        let declared = [(Role::Attention, attention), (Role::Ffn, ffn)];
+        let (da, df) = (attention.declared_role(), ffn.declared_role());
+        if let Some(role) = da.filter(|_| da == df) {
+            let at = ffn.afd().map_or(ffn.location, |b| b.role.location);
+            self.report(
+                Rule::CrossRolesDiffer,
+                Some(Role::Ffn),
+                Subject::afd_key("role"),
+                at,
+                format!(
+                    "both commands declare role '{role}'; one must be attention and the other ffn"
+                ),
+            );
+            return;
+        }
+        for (slot, config) in declared {
+            if let Some(found) = config.declared_role().filter(|&d| d != slot) {
+                let at = config.afd().map_or(config.location, |b| b.role.location);
+                self.report(
+                    Rule::CrossRolesDiffer,
+                    Some(slot),
+                    Subject::afd_key("role"),
+                    at,
+                    format!("the {slot} command declares role '{found}'"),
+                );
+            }
+        }
+    }
+
+    fn blocks_agree(&mut self, a: &AfdConfig, f: &AfdConfig) {
+        let ffn = Some(Role::Ffn);
+        if a.host.value != f.host.value {
+            self.report(
+                Rule::CrossRendezvousMatch,
+                ffn,
+                f.host.subject("host"),
+                f.host.location,
+                format!(
+                    "the FFN names AFD host '{}', the Attention role '{}'",
+                    f.host.value, a.host.value
+                ),
+            );
+        }
+        if let (Some(pa), Some(pf)) = (a.port.value, f.port.value)
+            && pa != pf
+        {
+            self.report(
+                Rule::CrossRendezvousMatch,
+                ffn,
+                f.port.subject("port"),
+                f.port.location,
+                format!("the FFN names AFD port {pf}, the Attention role {pa}"),
+            );
+        }
+        for (fa, ff, key) in [
+            (
+                &a.num_attention_ranks,
+                &f.num_attention_ranks,
+                "num_attention_ranks",
+            ),
+            (&a.num_ffn_ranks, &f.num_ffn_ranks, "num_ffn_ranks"),
+        ] {
+            if let (Some(va), Some(vf)) = (fa.value, ff.value)
+                && va != vf
+            {
+                self.report(
+                    Rule::CrossRankCountsMatch,
+                    ffn,
+                    ff.subject(key),
+                    ff.location,
+                    format!("the FFN says {key} {vf}, the Attention role {va}"),
+                );
+            }
+        }
+        if a.connector.value != f.connector.value {
+            self.report(
+                Rule::CrossProtocolMatch,
+                ffn,
+                f.connector.subject("connector"),
+                f.connector.location,
+                format!(
+                    "the FFN uses connector '{}', the Attention role '{}'",
+                    f.connector.value, a.connector.value
+                ),
+            );
+        }
+        for (fa, ff, key) in [
+            (&a.async_dp, &f.async_dp, "async_dp"),
+            (
+                &a.compute_gate_on_attention,
+                &f.compute_gate_on_attention,
+                "compute_gate_on_attention",
+            ),
+        ] {
+            if let (Some(va), Some(vf)) = (fa.value, ff.value)
+                && va != vf
+            {
+                self.report(
+                    Rule::CrossProtocolMatch,
+                    ffn,
+                    ff.subject(key),
+                    ff.location,
+                    format!("the FFN sets {key} {vf}, the Attention role {va}"),
+                );
+            }
+        }
+    }
+
+    fn gpus(&mut self, attention: &RoleConfig, ffn: &RoleConfig) {
+        for (role, config) in [(Role::Attention, attention), (Role::Ffn, ffn)] {
+            let Some(gpus) = &config.gpus else {
+                self.report(
+                    Rule::CrossGpusUnspecified,
+                    Some(role),
+                    Subject::env("CUDA_VISIBLE_DEVICES"),
+                    config.location,
+                    format!(
+                        "the {} command sets no CUDA_VISIBLE_DEVICES, so it starts on GPU 0 and placement cannot be checked",
+                        role_title(role)
+                    ),
+                );
+                continue;
+            };
+            let need = config.gpu_count();
+            if gpus.value.len() as u64 != need {
+                self.report(
+                    Rule::CrossGpuCount,
+                    Some(role),
+                    Subject::env("CUDA_VISIBLE_DEVICES"),
+                    gpus.location,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES lists {} GPUs but the {} role needs DP {} x PCP {} x TP {} x PP {} = {need}",
+                        gpus.value.len(),
+                        role_title(role),
+                        config.dp_size_local(),
+                        config.pcp_size(),
+                        config.tp_size(),
+                        config.pp_size()
+                    ),
+                );
+            }
+        }
+        if let (Some(a), Some(f)) = (&attention.gpus, &ffn.gpus) {
+            let shared: Vec<&GpuId> = a.value.iter().filter(|g| f.value.contains(g)).collect();
+            if !shared.is_empty() {
+                let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
+                self.report(
+                    Rule::CrossGpuOverlap,
+                    Some(Role::Ffn),
+                    Subject::env("CUDA_VISIBLE_DEVICES"),
+                    f.location,
+                    format!("GPU {} is given to both roles", list.join(", ")),
+                );
+            }
+        }
+    }
+
+    fn http_ports(&mut self, deployment: &Deployment) {
+        let attention = &deployment.attention;
+        let ffn = &deployment.ffn;
+        // Rendezvous ports of afd-spec §2.3, from whichever block has a usable port.
+        let block = attention
+            .afd()
+            .filter(|b| b.port().is_some())
+            .or_else(|| ffn.afd().filter(|b| b.port().is_some()));
+        if let Some(block) = block {
+            let base = u32::from(block.port().unwrap_or(DEFAULT_AFD_PORT));
+            // Subgroup k's store listens on base + k + 1 at v0.26 (afd-spec §2.3).
+            let subgroups = match self.rules {
+                RuleSet::V026 => block.ffn_ranks().unwrap_or(0),
+                RuleSet::Latest => 0,
+            };
+            for (role, config) in [(Role::Attention, attention), (Role::Ffn, ffn)] {
+                let http = u32::from(config.http_port());
+                let which = if http == base {
+                    "the AFD rendezvous port".to_owned()
+                } else if http > base && http - base <= subgroups {
+                    let k = http - base - 1;
+                    format!("subgroup {k}'s store port (port+{})", k + 1)
+                } else {
+                    continue;
+                };
+                self.report(
+                    Rule::CrossHttpPortVsRendezvous,
+                    Some(role),
+                    Subject::flag("--port"),
+                    http_port_location(config),
+                    format!(
+                        "HTTP port {http} of the {} server is {which} on the AFD host; the TCP store and the HTTP server cannot both listen on it",
+                        role_title(role)
+                    ),
+                );
+            }
+        }
+        let (ha, hf) = (attention.http_host(), ffn.http_host());
+        if attention.http_port() == ffn.http_port() && hosts_overlap(ha, hf) {
+            let host = ha.or(hf).unwrap_or("0.0.0.0");
+            self.report(
+                Rule::CrossSharedHttpPort,
+                Some(Role::Ffn),
+                Subject::flag("--port"),
+                http_port_location(ffn),
+                format!(
+                    "both roles serve HTTP on {host}:{}; with SO_REUSEPORT both binds succeed and client connections may reach the FFN server, which never answers (afd-spec §6.4); send traffic to the Attention server only",
+                    ffn.http_port()
+                ),
+            );
+        }
+    }
+}
+
+fn flag_location<T>(flag: &Option<Located<T>>, fallback: Location) -> Location {
+    flag.as_ref().map_or(fallback, |f| f.location)
+}
+
+fn http_port_location(config: &RoleConfig) -> Location {
+    flag_location(&config.http_port, config.location)
+}
+
+/// True when two `--host` values can accept on the same address (absent = all interfaces).
+fn hosts_overlap(a: Option<&str>, b: Option<&str>) -> bool {
+    let normalise = |host: Option<&str>| match host {
+        None | Some("" | "0.0.0.0" | "::" | "[::]") => None,
+        Some("localhost") => Some("127.0.0.1".to_owned()),
+        Some(other) => Some(other.to_owned()),
+    };
+    match (normalise(a), normalise(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests;
