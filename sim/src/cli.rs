@@ -4,7 +4,7 @@
 //! (`check` with any error finding, `topology` with an illegal rank pair). With no subcommand,
 //! `afd-sim` runs `predict` on the seed recipe.
 
-mod check;
+pub(crate) mod check;
 mod output;
 mod predict;
 mod rules;

@@ -59,6 +59,7 @@ impl PipelineLayout {
         self.attention_ranks / self.attention_tp
     }
 
+    #[inline]
     pub fn engine_of(&self, attention_rank: usize) -> usize {
         attention_rank / self.attention_tp
     }
@@ -231,6 +232,17 @@ impl Sweep {
     }
 }
 
+/// Sets `v` to `len` copies of `value`, reallocating only when the length changes.
+#[inline]
+fn reset(v: &mut Vec<u64>, len: usize, value: u64) {
+    if v.len() == len {
+        v.fill(value);
+    } else {
+        v.clear();
+        v.resize(len, value);
+    }
+}
+
 #[inline]
 fn max3(a: u64, b: u64, c: u64) -> u64 {
     a.max(b).max(c)
@@ -257,32 +269,24 @@ pub fn run_step(
     let stages = costs.stages;
     let shortcut = shortcut && sink.is_none();
     let host = &costs.host;
-    timing.attention_busy.clear();
-    timing.attention_busy.resize(a_n, 0);
-    timing.ffn_busy.clear();
-    timing.ffn_busy.resize(f_n, 0);
-    timing.link_busy.clear();
-    timing.link_busy.resize(f_n, 0);
+    reset(&mut timing.attention_busy, a_n, 0);
+    reset(&mut timing.ffn_busy, f_n, 0);
+    reset(&mut timing.link_busy, f_n, 0);
     timing.shortcut_layers = 0;
     let forward_start = start + host.step;
     timing.forward_start = forward_start;
 
-    sweep.stream.clear();
-    sweep.stream.resize(a_n, forward_start);
-    sweep.host.clear();
-    sweep.host.resize(a_n, forward_start);
-    sweep.to_ffn.clear();
-    sweep.to_ffn.resize(a_n, 0);
+    reset(&mut sweep.stream, a_n, forward_start);
+    reset(&mut sweep.host, a_n, forward_start);
+    reset(&mut sweep.to_ffn, a_n, 0);
     for s in 0..2 {
-        sweep.to_attention[s].clear();
-        sweep.to_attention[s].resize(a_n, 0);
+        reset(&mut sweep.to_attention[s], a_n, 0);
     }
 
     // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
     // host outside any graph.
     let mut control_arrival = std::mem::take(&mut sweep.control_arrival);
-    control_arrival.clear();
-    control_arrival.resize(f_n, 0);
+    reset(&mut control_arrival, f_n, 0);
     for (f, arrival) in control_arrival.iter_mut().enumerate() {
         let a = f;
         sweep.host[a] += 2 * host.p2p;
@@ -325,15 +329,11 @@ pub fn run_step(
     sweep.control_arrival = control_arrival;
 
     let dev_len = a_n + 2 * f_n + if stages == 2 { 2 * a_n } else { 0 };
-    sweep.previous_device.clear();
-    sweep.previous_device.resize(dev_len, 0);
-    sweep.device.clear();
-    sweep.device.resize(dev_len, 0);
+    reset(&mut sweep.previous_device, dev_len, 0);
+    reset(&mut sweep.device, dev_len, 0);
     let busy_len = a_n + 2 * f_n;
-    sweep.busy_before.clear();
-    sweep.busy_before.resize(busy_len, 0);
-    sweep.busy_now.clear();
-    sweep.busy_now.resize(busy_len, 0);
+    reset(&mut sweep.busy_before, busy_len, 0);
+    reset(&mut sweep.busy_now, busy_len, 0);
 
     let mut layer = 0;
     while layer < layout.layers {

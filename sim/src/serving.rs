@@ -5,6 +5,7 @@
 //! `foundation`); this view is built from it or by hand (tests, sweeps), and checks only what the
 //! timing model itself relies on.
 
+use crate::deployment::{CudaGraphMode, Deployment, RoleConfig};
 use crate::model::hardware::GpuKind;
 use crate::model::kv_cache::{DEFAULT_RESERVE_BYTES, FLASHMLA_BLOCK_SIZE};
 use crate::topology::{RuleSet, Topology, TopologyError};
@@ -97,6 +98,13 @@ pub enum ServingConfigError {
     MemoryUtilization(f64),
     #[error("--block-size must be at least 1")]
     BlockSize,
+    #[error(
+        "the {role} role runs cudagraph_mode {mode}; AFD simulates only FULL_DECODE_ONLY or --enforce-eager (afd-spec §1.6)"
+    )]
+    GraphMode {
+        role: &'static str,
+        mode: &'static str,
+    },
 }
 
 impl ServingConfig {
@@ -128,6 +136,55 @@ impl ServingConfig {
             block_size: FLASHMLA_BLOCK_SIZE,
             kv_reserve_bytes: DEFAULT_RESERVE_BYTES,
         }
+    }
+
+    /// The timing view of a parsed deployment (afd-spec §1, DESIGN §3) on GPUs of kind `gpu`. The
+    /// Attention role's scheduler limits, DBO, graph and memory settings govern the step (the FFN
+    /// role follows the Attention role's payload); both roles' layouts shape the pipeline.
+    pub fn from_deployment(
+        deployment: &Deployment,
+        gpu: GpuKind,
+    ) -> Result<ServingConfig, ServingConfigError> {
+        let layout = |role: &RoleConfig| RoleLayout {
+            dp: role.dp_size(),
+            tp: role.tp_size(),
+            expert_parallel: role.expert_parallel(),
+        };
+        let attention = &deployment.attention;
+        for (name, role) in [("attention", attention), ("ffn", &deployment.ffn)] {
+            let mode = role.cudagraph_mode();
+            if !matches!(mode, CudaGraphMode::None | CudaGraphMode::FullDecodeOnly) {
+                return Err(ServingConfigError::GraphMode {
+                    role: name,
+                    mode: mode.as_str(),
+                });
+            }
+        }
+        let graph = match attention.cudagraph_mode() {
+            CudaGraphMode::FullDecodeOnly => GraphMode::FullDecodeOnly {
+                capture_sizes: attention.capture_sizes(),
+            },
+            _ => GraphMode::Eager,
+        };
+        let config = ServingConfig {
+            attention: layout(attention),
+            ffn: layout(&deployment.ffn),
+            rules: deployment.rules,
+            max_num_seqs: attention.max_num_seqs(),
+            max_num_batched_tokens: attention.max_num_batched_tokens(),
+            dbo: attention.dbo().map(|dbo| DboConfig {
+                decode_threshold: dbo.decode_token_threshold,
+                prefill_threshold: dbo.prefill_token_threshold,
+            }),
+            graph,
+            gpu_memory_utilization: attention.gpu_memory_utilization(),
+            max_model_len: attention.max_model_len(),
+            gpu,
+            block_size: FLASHMLA_BLOCK_SIZE,
+            kv_reserve_bytes: DEFAULT_RESERVE_BYTES,
+        };
+        config.validate()?;
+        Ok(config)
     }
 
     /// `A`, the number of Attention ranks.

@@ -23,16 +23,18 @@ use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, time
 use afd_sim::rng::Seed;
 use afd_sim::serving::{DboConfig, GraphMode, ServingConfig};
 use afd_sim::time::{SimDuration, SimTime};
-use afd_sim::topology::RuleSet;
 use afd_traces::calibration::CalibrationProfile;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
 use afd_traces::workload::{TraceFormat, read_trace_file};
 
+use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::output::{csv_bytes, emit, write_atomically};
 
 const AFTER_HELP: &str = "\
 Examples:
   afd-sim predict                                   # the seed recipe's benchmark on H200
+  afd-sim predict recipe/2a2f_graph_dbo_dp2tp1.sh   # a recipe script (never executed)
+  afd-sim predict --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim predict --json > report.json              # the same, as vllm bench serve JSON fields
   afd-sim predict --request-rate inf --max-concurrency 64 --num-prompts 256
   afd-sim predict --attention-dp 2 --attention-tp 1 --ffn-dp 2 --ffn-tp 1   # 2A2F DP2xTP1
@@ -42,9 +44,11 @@ Examples:
   afd-sim predict --timeline out.json --timeline-window 20:20.05   # open out.json in ui.perfetto.dev
   afd-sim predict --calibration h200-profile.json --steps-csv steps.csv --requests-csv requests.csv
 
-The deployment starts from the seed recipe 2a2f_graph_dbo_dp1tp2 (both roles DP1 TP2 with expert
-parallelism, max-num-seqs 64, max-num-batched-tokens 64, DBO thresholds 2/12, FULL_DECODE_ONLY with
-capture size 64); each deployment flag overrides one setting, with vllm serve's flag names.
+The deployment is a recipe script or both roles' command lines (read and checked as `afd-sim check`
+does; a deployment that breaks a rule exits 2 with the findings), or else the seed recipe
+2a2f_graph_dbo_dp1tp2 (both roles DP1 TP2 with expert parallelism, max-num-seqs 64,
+max-num-batched-tokens 64, DBO thresholds 2/12, FULL_DECODE_ONLY with capture size 64). Each
+deployment flag then overrides one setting, with vllm serve's flag names.
 Costs come from --calibration where it has a table, otherwise from the GPU's datasheet roofline;
 the report says which source priced each operation class.";
 
@@ -52,6 +56,8 @@ the report says which source priced each operation class.";
 #[derive(Args, Debug, Clone)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct PredictArgs {
+    #[command(flatten)]
+    pub(crate) deployment: DeploymentArgs,
     /// Attention role --data-parallel-size.
     #[arg(long, help_heading = "Deployment")]
     pub(crate) attention_dp: Option<u32>,
@@ -88,9 +94,6 @@ pub(crate) struct PredictArgs {
     pub(crate) gpu_memory_utilization: Option<f64>,
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_model_len: Option<u32>,
-    /// Plugin rule set: v0.26 or latest.
-    #[arg(long, help_heading = "Deployment")]
-    pub(crate) rules: Option<String>,
     /// KV-cache block size in tokens (vLLM forces 64 for FlashMLA).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) block_size: Option<u32>,
@@ -185,7 +188,14 @@ struct Inputs {
 
 /// Runs `afd-sim predict`.
 pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
-    let inputs = Inputs::from_args(args)?;
+    let inputs = match Inputs::from_args(args)? {
+        Ok(inputs) => inputs,
+        Err(findings) => {
+            // The deployment breaks the plugin's rules: say which, as `afd-sim check` does.
+            eprint!("{findings}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let progress = Progress::new(inputs.workload.requests.len() as u64);
     let result = run_observed(
         &inputs.config,
@@ -228,8 +238,12 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
 }
 
 impl Inputs {
-    fn from_args(args: &PredictArgs) -> anyhow::Result<Inputs> {
-        let config = serving_config(args)?;
+    /// The inputs, or the `check` findings of a deployment that breaks the plugin's rules.
+    fn from_args(args: &PredictArgs) -> anyhow::Result<Result<Inputs, String>> {
+        let config = match serving_config(args)? {
+            Ok(config) => config,
+            Err(findings) => return Ok(Err(findings)),
+        };
         config.validate().context("invalid deployment")?;
         let model = read_model(&args.model)?;
         let popularity = parse_routing(&args.routing)?;
@@ -292,19 +306,36 @@ impl Inputs {
         } else if args.timeline_window.is_some() {
             bail!("--timeline-window needs --timeline FILE");
         }
-        Ok(Inputs {
+        Ok(Ok(Inputs {
             config,
             cost,
             workload,
             options,
             dataset,
-        })
+        }))
     }
 }
 
-/// The seed recipe with every deployment flag applied.
-fn serving_config(args: &PredictArgs) -> anyhow::Result<ServingConfig> {
-    let mut config = ServingConfig::seed_recipe();
+/// The recipe or command lines given (else the seed recipe) with every deployment flag applied;
+/// `Err(findings)` when the given deployment breaks the plugin's rules.
+fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, String>> {
+    let gpu = GpuKind::parse(&args.gpu).with_context(|| {
+        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("--gpu {:?} is not one of {}", args.gpu, names.join(", "))
+    })?;
+    let mut config = if args.deployment.is_given() {
+        let deployment = match checked(load(&args.deployment)?) {
+            Ok(deployment) => deployment,
+            Err(findings) => return Ok(Err(findings)),
+        };
+        ServingConfig::from_deployment(&deployment, gpu)
+            .context("the deployment cannot be simulated")?
+    } else {
+        let mut seed = ServingConfig::seed_recipe();
+        seed.rules = args.deployment.rules;
+        seed
+    };
+    config.gpu = gpu;
     let set = |target: &mut u32, value: Option<u32>| {
         if let Some(v) = value {
             *target = v;
@@ -355,15 +386,7 @@ fn serving_config(args: &PredictArgs) -> anyhow::Result<ServingConfig> {
         config.gpu_memory_utilization = u;
     }
     config.max_model_len = args.max_model_len.or(config.max_model_len);
-    if let Some(rules) = &args.rules {
-        config.rules = RuleSet::parse(rules)
-            .with_context(|| format!("--rules must be v0.26 or latest, got {rules:?}"))?;
-    }
-    config.gpu = GpuKind::parse(&args.gpu).with_context(|| {
-        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
-        format!("--gpu {:?} is not one of {}", args.gpu, names.join(", "))
-    })?;
-    Ok(config)
+    Ok(Ok(config))
 }
 
 /// A shipped model name, or a config file.

@@ -43,3 +43,31 @@ fn bad_values_name_the_flag() {
             .contains("--gpu-memory-utilization")
     );
 }
+
+#[test]
+fn the_seed_recipe_script_gives_the_seed_config() {
+    let text = include_str!("../../tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh");
+    let deployment = Deployment::from_recipe(
+        text,
+        &crate::deployment::RecipeOptions::default(),
+        RuleSet::Latest,
+    )
+    .expect("the seed recipe parses");
+    let config = ServingConfig::from_deployment(&deployment, GpuKind::H200).expect("and simulates");
+    assert_eq!(config, ServingConfig::seed_recipe());
+}
+
+#[test]
+fn eager_and_dp2_recipes_map_their_layout_and_mode() {
+    let text = include_str!("../../tests/fixtures/recipes/2a2f_eager_dbo_dp2tp1.sh");
+    let deployment = Deployment::from_recipe(
+        text,
+        &crate::deployment::RecipeOptions::default(),
+        RuleSet::Latest,
+    )
+    .expect("the recipe parses");
+    let config = ServingConfig::from_deployment(&deployment, GpuKind::H100).expect("and simulates");
+    assert_eq!((config.attention.dp, config.attention.tp), (2, 1));
+    assert_eq!(config.graph, GraphMode::Eager);
+    assert!(config.dbo.is_some());
+}

@@ -144,3 +144,59 @@ fn every_shipped_trace_replays() {
         );
     }
 }
+
+#[test]
+fn recipes_and_command_lines_drive_predict_and_broken_ones_exit_2() {
+    let recipes = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recipes");
+    for recipe in [
+        "2a2f_graph_dbo_dp1tp2.sh",
+        "2a2f_graph_dbo_dp2tp1.sh",
+        "2a2f_eager_dbo_dp1tp2.sh",
+        "4a4f_graph_dbo_dp2tp2.sh",
+    ] {
+        let path = format!("{recipes}/{recipe}");
+        let output = afd_sim(&["predict", &path, "--num-prompts", "16", "--json"]);
+        assert!(output.status.success(), "{recipe}: {}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["completed"], 16, "{recipe}");
+    }
+    let seed = afd_sim(&[
+        "predict",
+        &format!("{recipes}/2a2f_graph_dbo_dp1tp2.sh"),
+        "--num-prompts",
+        "16",
+        "--json",
+    ]);
+    let default = afd_sim(&["predict", "--num-prompts", "16", "--json"]);
+    assert_eq!(
+        seed.stdout, default.stdout,
+        "the seed recipe script is the default deployment"
+    );
+    let broken = afd_sim(&[
+        "predict",
+        &format!("{recipes}/broken/afd.async-connector.sh"),
+    ]);
+    assert_eq!(broken.status.code(), Some(2));
+    assert!(
+        stderr(&broken).contains("error[afd.async-connector]"),
+        "{}",
+        stderr(&broken)
+    );
+    let attention =
+        "vllm serve /m --enforce-eager --additional-config '{\"afd\":{\"role\":\"attention\"}}'";
+    let ffn = "vllm serve /m --enforce-eager --port 8001 --additional-config '{\"afd\":{\"role\":\"ffn\"}}'";
+    let lines = afd_sim(&[
+        "predict",
+        "--attention-args",
+        attention,
+        "--ffn-args",
+        ffn,
+        "--num-prompts",
+        "8",
+        "--json",
+    ]);
+    assert!(lines.status.success(), "{}", stderr(&lines));
+    let report: serde_json::Value = serde_json::from_slice(&lines.stdout).unwrap();
+    assert_eq!(report["deployment"]["cudagraph_mode"], "eager");
+    assert_eq!(report["deployment"]["gpus"], 2);
+}
