@@ -447,6 +447,26 @@ impl Cluster {
         self.in_step = false;
     }
 
+    /// Drops a request between steps (the client went away); `false` when it already finished or
+    /// is unknown.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        assert!(!self.in_step, "abort during a step in flight");
+        match self.engine_of.get(id.index()) {
+            Some(&engine) => self.engines[engine as usize].abort(&mut self.requests, id),
+            None => false,
+        }
+    }
+
+    /// What each engine runs in the step in flight (or ran in the last one).
+    pub fn batches(&self) -> &[EngineBatch] {
+        &self.batches
+    }
+
+    /// The shape of the step in flight (or of the last one).
+    pub fn shape(&self) -> &StepShape {
+        &self.shape
+    }
+
     /// The record of the last step begun.
     pub fn last_step(&self) -> Option<&StepRecord> {
         self.last.as_ref()

@@ -39,9 +39,17 @@ pub struct StepOutcome {
     pub start: SimTime,
     /// How long the step takes; the server sleeps this long before streaming `tokens`.
     pub duration: SimDuration,
+    /// Requests in the batch (prefill chunks and decodes), engine by engine in batch order.
+    pub scheduled: Vec<RequestId>,
     pub tokens: Vec<EmittedToken>,
     /// Requests that finished in this step.
     pub finished: Vec<RequestId>,
+    /// Requests pushed back to waiting by preemption while scheduling this step.
+    pub preempted: Vec<RequestId>,
+    /// Real tokens per Attention DP engine (the control payload's counts before padding, §3.4).
+    pub tokens_per_engine: Vec<u32>,
+    /// 1 without a DBO split, 2 with one (§4.2).
+    pub stages: u32,
 }
 
 /// The simulated pair, stepped by a real-time server.
@@ -95,6 +103,17 @@ impl LiveEngine {
             self.next_stats += SimDuration::from_ms(STATS_PERIOD_MS);
         }
         let end = SimTime::from_ns(self.cluster.begin_step(start.as_ns(), None)?);
+        let batches = self.cluster.batches();
+        let scheduled = batches
+            .iter()
+            .flat_map(|b| b.items.iter().map(|i| i.request))
+            .collect();
+        let preempted = batches
+            .iter()
+            .flat_map(|b| b.preempted_ids.iter().copied())
+            .collect();
+        let tokens_per_engine = self.cluster.shape().tokens.clone();
+        let stages = self.cluster.shape().stages as u32;
         let mut tokens = Vec::new();
         let mut finished = Vec::new();
         self.cluster.finish_step(|token| {
@@ -111,9 +130,23 @@ impl LiveEngine {
         Some(StepOutcome {
             start,
             duration: end - start,
+            scheduled,
             tokens,
             finished,
+            preempted,
+            tokens_per_engine,
+            stages,
         })
+    }
+
+    /// Drops a request between steps (the client went away); `false` when it already finished.
+    pub fn abort(&mut self, request: RequestId) -> bool {
+        self.cluster.abort(request)
+    }
+
+    /// Number of Attention DP engines.
+    pub fn engines(&self) -> u32 {
+        self.cluster.config().attention.dp
     }
 
     /// Running and waiting requests per engine, as vLLM's `/metrics` gauges report them.

@@ -54,3 +54,43 @@ fn live_engine_streams_every_token_and_finishes_every_request() {
     assert_eq!(finished, vec![a, b]);
     assert!(!engine.has_work());
 }
+
+#[test]
+fn aborted_requests_leave_their_engine_and_free_their_blocks() {
+    let config = ServingConfig::seed_recipe();
+    let layout = CostLayout {
+        attention_tp: 2,
+        ffn_dp: 1,
+        ffn_tp: 2,
+        expert_parallel: true,
+    };
+    let cost = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout);
+    let mut engine = LiveEngine::new(&config, cost, ModelOptions::default(), Seed(1)).unwrap();
+    let a = engine
+        .submit(LiveRequest {
+            input_tokens: 100,
+            output_tokens: 50,
+            data_parallel_rank: None,
+        })
+        .unwrap();
+    let step = engine.next_step(SimTime::ZERO).unwrap();
+    assert_eq!(
+        (
+            step.scheduled.clone(),
+            step.tokens_per_engine.clone(),
+            step.stages
+        ),
+        (vec![a], vec![64], 2)
+    );
+    assert!(engine.abort(a));
+    assert!(!engine.abort(a));
+    assert!(!engine.has_work());
+    assert_eq!(engine.queue_lengths(), vec![(0, 0)]);
+    assert_eq!(engine.engines(), 1);
+}
+
+#[test]
+fn live_engine_can_move_to_a_server_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<LiveEngine>();
+}

@@ -94,6 +94,8 @@ pub struct EngineBatch {
     pub tokens: u32,
     /// Requests preempted while scheduling this step.
     pub preempted: u32,
+    /// Which requests were preempted, in order.
+    pub preempted_ids: Vec<RequestId>,
 }
 
 impl EngineBatch {
@@ -101,6 +103,7 @@ impl EngineBatch {
         self.items.clear();
         self.tokens = 0;
         self.preempted = 0;
+        self.preempted_ids.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -200,6 +203,7 @@ impl EngineScheduler {
                     .expect("the request being scheduled is running");
                 self.preempt(requests, victim);
                 batch.preempted += 1;
+                batch.preempted_ids.push(victim);
                 if victim == id {
                     break;
                 }
@@ -293,6 +297,25 @@ impl EngineScheduler {
             self.running
                 .retain(|id| requests[id.index()].status != RequestStatus::Finished);
         }
+    }
+
+    /// Drops a request (its client went away): frees its blocks and forgets it. Returns whether the
+    /// engine had it. Must not be called while a step that scheduled it is in flight.
+    pub fn abort(&mut self, requests: &mut [RequestState], id: RequestId) -> bool {
+        let state = &mut requests[id.index()];
+        if state.status == RequestStatus::Finished {
+            return false;
+        }
+        let before = self.waiting.len() + self.running.len();
+        self.waiting.retain(|&r| r != id);
+        self.running.retain(|&r| r != id);
+        if before == self.waiting.len() + self.running.len() {
+            return false;
+        }
+        self.kv.release(state.blocks);
+        state.blocks = 0;
+        state.status = RequestStatus::Finished;
+        true
     }
 
     pub fn invariants_hold(&self, requests: &[RequestState]) -> bool {
