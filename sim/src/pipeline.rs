@@ -221,9 +221,6 @@ pub struct Sweep {
     previous_host: Vec<u64>,
     busy_before: Vec<u64>,
     busy_now: Vec<u64>,
-    control_arrival: Vec<u64>,
-    attention_host_won: bool,
-    ffn_host_won: bool,
 }
 
 impl Sweep {
@@ -248,6 +245,49 @@ fn max3(a: u64, b: u64, c: u64) -> u64 {
     a.max(b).max(c)
 }
 
+/// Per-rank times of the sweep as plain slices, so the hot loop keeps their addresses in registers.
+struct Lanes<'a> {
+    /// Attention device streams and host issue timelines.
+    stream: &'a mut [u64],
+    host: &'a mut [u64],
+    /// FFN device streams and host issue timelines.
+    fstream: &'a mut [u64],
+    fhost: &'a mut [u64],
+    /// Arrival at the FFN of each Attention rank's latest send.
+    to_ffn: &'a mut [u64],
+    /// Arrival back at each Attention rank, per stage.
+    to_attention: [&'a mut [u64]; 2],
+    port_free: &'a mut [u64],
+    attention_busy: &'a mut [u64],
+    ffn_busy: &'a mut [u64],
+    link_busy: &'a mut [u64],
+    attention_host_won: bool,
+    ffn_host_won: bool,
+}
+
+/// Records a span when a sink is attached.
+#[inline]
+fn record(
+    sink: &mut Option<&mut SpanSink>,
+    track: Track,
+    kind: SpanKind,
+    layer: usize,
+    stage: usize,
+    start: u64,
+    end: u64,
+) {
+    if let Some(sink) = sink.as_deref_mut() {
+        sink.push(Span {
+            track,
+            kind,
+            layer: layer as u32,
+            stage: stage as u32,
+            start,
+            end,
+        });
+    }
+}
+
 /// Runs one step starting at `start` (ns). `shortcut` enables the periodic extrapolation (it is
 /// disabled while spans are recorded).
 #[expect(
@@ -269,76 +309,76 @@ pub fn run_step(
     let stages = costs.stages;
     let shortcut = shortcut && sink.is_none();
     let host = &costs.host;
+    let attention_eager = !costs.attention_graph;
+    let forward_start = start + host.step;
+    timing.forward_start = forward_start;
+    timing.shortcut_layers = 0;
     reset(&mut timing.attention_busy, a_n, 0);
     reset(&mut timing.ffn_busy, f_n, 0);
     reset(&mut timing.link_busy, f_n, 0);
-    timing.shortcut_layers = 0;
-    let forward_start = start + host.step;
-    timing.forward_start = forward_start;
-
     reset(&mut sweep.stream, a_n, forward_start);
     reset(&mut sweep.host, a_n, forward_start);
     reset(&mut sweep.to_ffn, a_n, 0);
     for s in 0..2 {
         reset(&mut sweep.to_attention[s], a_n, 0);
     }
+    reset(&mut sweep.fstream, f_n, 0);
+    reset(&mut sweep.fhost, f_n, 0);
+
+    let [to_attention_0, to_attention_1] = &mut sweep.to_attention;
+    let mut lanes = Lanes {
+        stream: &mut sweep.stream,
+        host: &mut sweep.host,
+        fstream: &mut sweep.fstream,
+        fhost: &mut sweep.fhost,
+        to_ffn: &mut sweep.to_ffn,
+        to_attention: [to_attention_0, to_attention_1],
+        port_free: &mut state.port_free,
+        attention_busy: &mut timing.attention_busy,
+        ffn_busy: &mut timing.ffn_busy,
+        link_busy: &mut timing.link_busy,
+        attention_host_won: false,
+        ffn_host_won: false,
+    };
 
     // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
-    // host outside any graph.
-    let mut control_arrival = std::mem::take(&mut sweep.control_arrival);
-    reset(&mut control_arrival, f_n, 0);
-    for (f, arrival) in control_arrival.iter_mut().enumerate() {
+    // host outside any graph. The FFN host, synchronised on its previous step (§6.2), starts the
+    // step once the payload has arrived.
+    for f in 0..f_n {
         let a = f;
-        sweep.host[a] += 2 * host.p2p;
-        let begin = sweep.stream[a].max(sweep.host[a]);
+        lanes.host[a] += 2 * host.p2p;
+        let begin = lanes.stream[a].max(lanes.host[a]);
         let end = begin + costs.control;
-        sweep.stream[a] = end;
-        *arrival = end;
-        if let Some(sink) = sink.as_deref_mut() {
-            sink.push(Span {
-                track: Track::Attention(a),
-                kind: SpanKind::Control,
-                layer: 0,
-                stage: 0,
-                start: begin,
-                end,
-            });
-        }
-    }
-    if costs.attention_graph {
-        for h in &mut sweep.host {
-            *h += host.graph_launch;
-        }
-    }
-    let attention_eager = !costs.attention_graph;
-    let ffn_eager = !costs.ffn_graph;
-
-    // FFN hosts: synchronised on the previous step, then receive the payload and start the step.
-    sweep.fstream.clear();
-    sweep.fhost.clear();
-    for (&ready, &control) in state.ffn_ready.iter().zip(&control_arrival) {
-        let started = ready.max(control) + host.ffn_loop;
-        let launched = if costs.ffn_graph {
+        lanes.stream[a] = end;
+        record(
+            &mut sink,
+            Track::Attention(a),
+            SpanKind::Control,
+            0,
+            0,
+            begin,
+            end,
+        );
+        let ready = state.ffn_ready[f];
+        let started = ready.max(end) + host.ffn_loop;
+        lanes.fstream[f] = ready;
+        lanes.fhost[f] = if costs.ffn_graph {
             started + host.graph_launch
         } else {
             started
         };
-        sweep.fstream.push(ready);
-        sweep.fhost.push(launched);
     }
-    sweep.control_arrival = control_arrival;
+    if costs.attention_graph {
+        for h in lanes.host.iter_mut() {
+            *h += host.graph_launch;
+        }
+    }
 
-    let dev_len = a_n + 2 * f_n + if stages == 2 { 2 * a_n } else { 0 };
-    reset(&mut sweep.previous_device, dev_len, 0);
-    reset(&mut sweep.device, dev_len, 0);
-    let busy_len = a_n + 2 * f_n;
-    reset(&mut sweep.busy_before, busy_len, 0);
-    reset(&mut sweep.busy_now, busy_len, 0);
-
+    let mut skipped = 0u32;
     let mut layer = 0;
     while layer < layout.layers {
-        sweep.attention_host_won = false;
-        sweep.ffn_host_won = false;
+        lanes.attention_host_won = false;
+        lanes.ffn_host_won = false;
         // Layers after this one that the shortcut could skip; snapshots are taken only then.
         let run = if shortcut && layer >= 1 {
             same_cost_run(layout, costs, layer)
@@ -346,280 +386,47 @@ pub fn run_step(
             0
         };
         if run > 0 {
-            snapshot_busy(timing, &mut sweep.busy_before);
-            snapshot_device(sweep, state, stages, &mut DeviceSlot::Previous);
-            sweep.previous_host.clear();
-            sweep.previous_host.extend_from_slice(&sweep.host);
-            sweep.previous_host.extend_from_slice(&sweep.fhost);
+            snapshot_device(&lanes, stages, &mut sweep.previous_device);
+            snapshot_hosts(&lanes, &mut sweep.previous_host);
+            snapshot_busy(&lanes, &mut sweep.busy_before);
         }
-
         for s in 0..stages {
-            // Attention: R_s(L-1) (DBO), A_s(L), all-reduce, S_s(L).
-            for a in 0..a_n {
-                let e = layout.engine_of(a);
-                if stages == 2 && layer > 0 {
-                    recv_on_attention(
-                        sweep,
-                        a,
-                        s,
-                        attention_eager,
-                        host.p2p,
-                        layer - 1,
-                        sink.as_deref_mut(),
-                    );
-                }
-                if attention_eager {
-                    sweep.host[a] += host.attention_compute;
-                }
-                let issued = sweep.host[a];
-                let begin = sweep.stream[a].max(issued);
-                sweep.attention_host_won |= issued > sweep.stream[a];
-                let end = begin + costs.attention_compute[s][e];
-                sweep.stream[a] = end;
-                timing.attention_busy[a] += end - begin;
-                if let Some(sink) = sink.as_deref_mut() {
-                    sink.push(Span {
-                        track: Track::Attention(a),
-                        kind: SpanKind::AttentionCompute,
-                        layer: layer as u32,
-                        stage: s as u32,
-                        start: begin,
-                        end,
-                    });
-                }
-            }
-            if layout.attention_tp > 1 {
-                for e in 0..layout.engines() {
-                    let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
-                    let duration = costs.attention_all_reduce[s][e];
-                    let mut begin = 0;
-                    for a in ranks.clone() {
-                        if attention_eager {
-                            sweep.host[a] += host.collective;
-                        }
-                        sweep.attention_host_won |= sweep.host[a] > sweep.stream[a];
-                        begin = max3(begin, sweep.stream[a], sweep.host[a]);
-                    }
-                    let end = begin + duration;
-                    for a in ranks {
-                        timing.attention_busy[a] += duration;
-                        sweep.stream[a] = end;
-                        if let Some(sink) = sink.as_deref_mut() {
-                            sink.push(Span {
-                                track: Track::Attention(a),
-                                kind: SpanKind::AttentionAllReduce,
-                                layer: layer as u32,
-                                stage: s as u32,
-                                start: begin,
-                                end,
-                            });
-                        }
-                    }
-                }
-            }
-            for a in 0..a_n {
-                let f = layout.subgroup_of[a];
-                if attention_eager {
-                    sweep.host[a] += host.p2p;
-                }
-                let issued = sweep.host[a];
-                sweep.attention_host_won |= issued > sweep.stream[a];
-                let begin = sweep.stream[a].max(issued);
-                let port = begin.max(state.port_free[f]);
-                let occupancy = costs.send_occupancy[s][a];
-                state.port_free[f] = port + occupancy;
-                let arrival = port + occupancy + costs.send_latency[s][a];
-                sweep.stream[a] = arrival;
-                sweep.to_ffn[a] = arrival;
-                timing.link_busy[f] += occupancy + costs.send_latency[s][a];
-                if let Some(sink) = sink.as_deref_mut() {
-                    sink.push(Span {
-                        track: Track::Attention(a),
-                        kind: SpanKind::Send,
-                        layer: layer as u32,
-                        stage: s as u32,
-                        start: begin,
-                        end: arrival,
-                    });
-                    sink.push(Span {
-                        track: Track::LinkToFfn(a),
-                        kind: SpanKind::Send,
-                        layer: layer as u32,
-                        stage: s as u32,
-                        start: port,
-                        end: arrival,
-                    });
-                }
-            }
-
-            // FFN: receive every peer in order, compute, collectives, send back.
-            let slot = layer * stages + s;
-            for f in 0..f_n {
-                for &a in &layout.blocks[f] {
-                    if ffn_eager {
-                        sweep.fhost[f] += host.p2p;
-                    }
-                    let issued = sweep.fhost[f];
-                    sweep.ffn_host_won |= issued > sweep.fstream[f].max(sweep.to_ffn[a]);
-                    let begin = sweep.fstream[f].max(issued);
-                    let end = begin.max(sweep.to_ffn[a]);
-                    sweep.fstream[f] = end;
-                    if let Some(sink) = sink.as_deref_mut() {
-                        sink.push(Span {
-                            track: Track::Ffn(f),
-                            kind: SpanKind::FfnRecv,
-                            layer: layer as u32,
-                            stage: s as u32,
-                            start: begin,
-                            end,
-                        });
-                    }
-                }
-                let pre = costs.ffn_pre[slot * f_n + f];
-                if pre > 0 {
-                    ffn_compute(
-                        sweep,
-                        timing,
-                        f,
-                        pre,
-                        ffn_eager,
-                        host.ffn_compute,
-                        layer,
-                        s,
-                        sink.as_deref_mut(),
-                    );
-                }
-            }
-            let collective = layout.collective(layer);
-            if collective == FfnCollective::AllToAll {
-                ffn_group(
-                    layout,
-                    sweep,
-                    timing,
-                    0..f_n,
-                    costs.ffn_collective_1[slot],
-                    ffn_eager,
-                    host.collective,
-                    layer,
-                    s,
-                    sink.as_deref_mut(),
-                );
-            }
-            for f in 0..f_n {
-                let post = costs.ffn_post[slot * f_n + f];
-                ffn_compute(
-                    sweep,
-                    timing,
-                    f,
-                    post,
-                    ffn_eager,
-                    host.ffn_compute,
-                    layer,
-                    s,
-                    sink.as_deref_mut(),
-                );
-            }
-            match collective {
-                FfnCollective::None => {}
-                FfnCollective::AllToAll => {
-                    ffn_group(
-                        layout,
-                        sweep,
-                        timing,
-                        0..f_n,
-                        costs.ffn_collective_2[slot],
-                        ffn_eager,
-                        host.collective,
-                        layer,
-                        s,
-                        sink.as_deref_mut(),
-                    );
-                }
-                FfnCollective::AllReduce => {
-                    for g in 0..f_n / layout.ffn_tp {
-                        let ranks = g * layout.ffn_tp..(g + 1) * layout.ffn_tp;
-                        ffn_group(
-                            layout,
-                            sweep,
-                            timing,
-                            ranks,
-                            costs.ffn_collective_2[slot],
-                            ffn_eager,
-                            host.collective,
-                            layer,
-                            s,
-                            sink.as_deref_mut(),
-                        );
-                    }
-                }
-            }
-            for f in 0..f_n {
-                for &a in &layout.blocks[f] {
-                    if ffn_eager {
-                        sweep.fhost[f] += host.p2p;
-                    }
-                    let issued = sweep.fhost[f];
-                    sweep.ffn_host_won |= issued > sweep.fstream[f];
-                    let begin = sweep.fstream[f].max(issued);
-                    let end = begin + costs.send_back[s][a];
-                    sweep.fstream[f] = end;
-                    sweep.to_attention[s][a] = end;
-                    timing.link_busy[f] += end - begin;
-                    if let Some(sink) = sink.as_deref_mut() {
-                        sink.push(Span {
-                            track: Track::Ffn(f),
-                            kind: SpanKind::FfnSend,
-                            layer: layer as u32,
-                            stage: s as u32,
-                            start: begin,
-                            end,
-                        });
-                        sink.push(Span {
-                            track: Track::LinkToAttention(a),
-                            kind: SpanKind::FfnSend,
-                            layer: layer as u32,
-                            stage: s as u32,
-                            start: begin,
-                            end,
-                        });
-                    }
-                }
-            }
+            attention_stage(layout, costs, &mut lanes, layer, s, &mut sink);
+            ffn_stage(layout, costs, &mut lanes, layer, s, &mut sink);
             if stages == 1 {
                 for a in 0..a_n {
                     recv_on_attention(
-                        sweep,
+                        &mut lanes,
                         a,
                         0,
                         attention_eager,
                         host.p2p,
                         layer,
-                        sink.as_deref_mut(),
+                        &mut sink,
                     );
                 }
             }
         }
-
         if run > 0 {
-            snapshot_device(sweep, state, stages, &mut DeviceSlot::Current);
+            snapshot_device(&lanes, stages, &mut sweep.device);
             if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device)
                 && lambda > 0
-                && hosts_never_overtake(sweep, a_n, lambda)
+                && hosts_never_overtake(&lanes, &sweep.previous_host, a_n, lambda)
             {
                 let k = run as u64;
-                advance(sweep, state, stages, lambda * k);
-                for (i, h) in sweep
+                advance(&mut lanes, stages, lambda * k);
+                for (i, h) in lanes
                     .host
                     .iter_mut()
-                    .chain(sweep.fhost.iter_mut())
+                    .chain(lanes.fhost.iter_mut())
                     .enumerate()
                 {
                     let step = *h - sweep.previous_host[i];
                     *h += step * k;
                 }
-                snapshot_busy(timing, &mut sweep.busy_now);
-                add_busy(timing, &sweep.busy_before, &sweep.busy_now, k);
-                timing.shortcut_layers += run as u32;
+                snapshot_busy(&lanes, &mut sweep.busy_now);
+                add_busy(&mut lanes, &sweep.busy_before, &sweep.busy_now, k);
+                skipped += run as u32;
                 layer += run;
             }
         }
@@ -629,13 +436,13 @@ pub fn run_step(
         for s in 0..2 {
             for a in 0..a_n {
                 recv_on_attention(
-                    sweep,
+                    &mut lanes,
                     a,
                     s,
                     attention_eager,
                     host.p2p,
                     layout.layers - 1,
-                    sink.as_deref_mut(),
+                    &mut sink,
                 );
             }
         }
@@ -644,171 +451,398 @@ pub fn run_step(
     for a in 0..a_n {
         let e = layout.engine_of(a);
         if attention_eager {
-            sweep.host[a] += host.attention_compute;
+            lanes.host[a] += host.attention_compute;
         }
-        let begin = sweep.stream[a].max(sweep.host[a]);
+        let begin = lanes.stream[a].max(lanes.host[a]);
         let finish = begin + costs.lm_head[e];
-        timing.attention_busy[a] += finish - begin;
-        if let Some(sink) = sink.as_deref_mut() {
-            sink.push(Span {
-                track: Track::Attention(a),
-                kind: SpanKind::LmHead,
-                layer: layout.layers as u32,
-                stage: 0,
-                start: begin,
-                end: finish,
-            });
-        }
+        lanes.attention_busy[a] += finish - begin;
+        record(
+            &mut sink,
+            Track::Attention(a),
+            SpanKind::LmHead,
+            layout.layers,
+            0,
+            begin,
+            finish,
+        );
         end = end.max(finish);
     }
-    timing.end = end;
     for f in 0..f_n {
         // The FFN host synchronises on its stream after the step (§6.2).
-        state.ffn_ready[f] = sweep.fstream[f].max(sweep.fhost[f]);
+        state.ffn_ready[f] = lanes.fstream[f].max(lanes.fhost[f]);
+    }
+    timing.shortcut_layers = skipped;
+    timing.end = end;
+}
+
+/// Attention side of one (layer, stage): `R_s(L-1)` (with DBO), `A_s(L)`, the TP all-reduce and
+/// `S_s(L)` on every Attention rank, in the §3.6 issue order.
+#[inline]
+fn attention_stage(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.attention_graph;
+    let compute = &costs.attention_compute[s];
+    let a_n = layout.attention_ranks;
+    for a in 0..a_n {
+        if costs.stages == 2 && layer > 0 {
+            recv_on_attention(lanes, a, s, eager, host.p2p, layer - 1, sink);
+        }
+        if eager {
+            lanes.host[a] += host.attention_compute;
+        }
+        let issued = lanes.host[a];
+        let stream = lanes.stream[a];
+        lanes.attention_host_won |= issued > stream;
+        let begin = stream.max(issued);
+        let end = begin + compute[layout.engine_of(a)];
+        lanes.stream[a] = end;
+        lanes.attention_busy[a] += end - begin;
+        record(
+            sink,
+            Track::Attention(a),
+            SpanKind::AttentionCompute,
+            layer,
+            s,
+            begin,
+            end,
+        );
+    }
+    if layout.attention_tp > 1 {
+        let reduce = &costs.attention_all_reduce[s];
+        for e in 0..layout.engines() {
+            let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
+            let duration = reduce[e];
+            let mut begin = 0;
+            for a in ranks.clone() {
+                if eager {
+                    lanes.host[a] += host.collective;
+                }
+                lanes.attention_host_won |= lanes.host[a] > lanes.stream[a];
+                begin = max3(begin, lanes.stream[a], lanes.host[a]);
+            }
+            let end = begin + duration;
+            for a in ranks {
+                lanes.attention_busy[a] += duration;
+                lanes.stream[a] = end;
+                record(
+                    sink,
+                    Track::Attention(a),
+                    SpanKind::AttentionAllReduce,
+                    layer,
+                    s,
+                    begin,
+                    end,
+                );
+            }
+        }
+    }
+    let occupancy = &costs.send_occupancy[s];
+    let latency = &costs.send_latency[s];
+    for a in 0..a_n {
+        let f = layout.subgroup_of[a];
+        if eager {
+            lanes.host[a] += host.p2p;
+        }
+        let issued = lanes.host[a];
+        let stream = lanes.stream[a];
+        lanes.attention_host_won |= issued > stream;
+        let begin = stream.max(issued);
+        // Transfers into one FFN rank share its inbound port (fan-in); the send ends on arrival.
+        let port = begin.max(lanes.port_free[f]);
+        lanes.port_free[f] = port + occupancy[a];
+        let arrival = port + occupancy[a] + latency[a];
+        lanes.stream[a] = arrival;
+        lanes.to_ffn[a] = arrival;
+        lanes.link_busy[f] += occupancy[a] + latency[a];
+        record(
+            sink,
+            Track::Attention(a),
+            SpanKind::Send,
+            layer,
+            s,
+            begin,
+            arrival,
+        );
+        record(
+            sink,
+            Track::LinkToFfn(a),
+            SpanKind::Send,
+            layer,
+            s,
+            port,
+            arrival,
+        );
     }
 }
 
+/// FFN side of one (layer, stage): receive every subgroup peer in order, compute (with the
+/// collectives that couple the FFN ranks, §3.7), and send each peer its rows back.
+#[inline]
+fn ffn_stage(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.ffn_graph;
+    let f_n = layout.ffn_ranks;
+    let slot = layer * costs.stages + s;
+    let pre = &costs.ffn_pre[slot * f_n..(slot + 1) * f_n];
+    let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
+    for f in 0..f_n {
+        for &a in &layout.blocks[f] {
+            if eager {
+                lanes.fhost[f] += host.p2p;
+            }
+            let issued = lanes.fhost[f];
+            let stream = lanes.fstream[f];
+            let arrival = lanes.to_ffn[a];
+            lanes.ffn_host_won |= issued > stream.max(arrival);
+            let begin = stream.max(issued);
+            let end = begin.max(arrival);
+            lanes.fstream[f] = end;
+            record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
+        }
+        if pre[f] > 0 {
+            ffn_compute(lanes, f, pre[f], eager, host.ffn_compute, layer, s, sink);
+        }
+    }
+    let collective = layout.collective(layer);
+    if collective == FfnCollective::AllToAll {
+        ffn_group(
+            lanes,
+            0..f_n,
+            costs.ffn_collective_1[slot],
+            eager,
+            host.collective,
+            layer,
+            s,
+            sink,
+        );
+    }
+    for f in 0..f_n {
+        ffn_compute(lanes, f, post[f], eager, host.ffn_compute, layer, s, sink);
+    }
+    match collective {
+        FfnCollective::None => {}
+        FfnCollective::AllToAll => {
+            ffn_group(
+                lanes,
+                0..f_n,
+                costs.ffn_collective_2[slot],
+                eager,
+                host.collective,
+                layer,
+                s,
+                sink,
+            );
+        }
+        FfnCollective::AllReduce => {
+            for g in 0..f_n / layout.ffn_tp {
+                let ranks = g * layout.ffn_tp..(g + 1) * layout.ffn_tp;
+                ffn_group(
+                    lanes,
+                    ranks,
+                    costs.ffn_collective_2[slot],
+                    eager,
+                    host.collective,
+                    layer,
+                    s,
+                    sink,
+                );
+            }
+        }
+    }
+    let back = &costs.send_back[s];
+    for f in 0..f_n {
+        for &a in &layout.blocks[f] {
+            if eager {
+                lanes.fhost[f] += host.p2p;
+            }
+            let issued = lanes.fhost[f];
+            let stream = lanes.fstream[f];
+            lanes.ffn_host_won |= issued > stream;
+            let begin = stream.max(issued);
+            let end = begin + back[a];
+            lanes.fstream[f] = end;
+            lanes.to_attention[s][a] = end;
+            lanes.link_busy[f] += end - begin;
+            record(sink, Track::Ffn(f), SpanKind::FfnSend, layer, s, begin, end);
+            record(
+                sink,
+                Track::LinkToAttention(a),
+                SpanKind::FfnSend,
+                layer,
+                s,
+                begin,
+                end,
+            );
+        }
+    }
+}
+
+#[inline]
 fn recv_on_attention(
-    sweep: &mut Sweep,
+    lanes: &mut Lanes<'_>,
     a: usize,
     s: usize,
     eager: bool,
     p2p_issue: u64,
     layer: usize,
-    sink: Option<&mut SpanSink>,
+    sink: &mut Option<&mut SpanSink>,
 ) {
     if eager {
-        sweep.host[a] += p2p_issue;
+        lanes.host[a] += p2p_issue;
     }
-    let issued = sweep.host[a];
-    let arrival = sweep.to_attention[s][a];
-    sweep.attention_host_won |= issued > sweep.stream[a].max(arrival);
-    let begin = sweep.stream[a].max(issued);
+    let issued = lanes.host[a];
+    let arrival = lanes.to_attention[s][a];
+    let stream = lanes.stream[a];
+    lanes.attention_host_won |= issued > stream.max(arrival);
+    let begin = stream.max(issued);
     let end = begin.max(arrival);
-    sweep.stream[a] = end;
-    if let Some(sink) = sink {
-        sink.push(Span {
-            track: Track::Attention(a),
-            kind: SpanKind::Recv,
-            layer: layer as u32,
-            stage: s as u32,
-            start: begin,
-            end,
-        });
-    }
+    lanes.stream[a] = end;
+    record(
+        sink,
+        Track::Attention(a),
+        SpanKind::Recv,
+        layer,
+        s,
+        begin,
+        end,
+    );
 }
 
 #[expect(clippy::too_many_arguments, reason = "one op of the sweep")]
+#[inline]
 fn ffn_compute(
-    sweep: &mut Sweep,
-    timing: &mut StepTiming,
+    lanes: &mut Lanes<'_>,
     f: usize,
     duration: u64,
     eager: bool,
     issue: u64,
     layer: usize,
     s: usize,
-    sink: Option<&mut SpanSink>,
+    sink: &mut Option<&mut SpanSink>,
 ) {
     if eager {
-        sweep.fhost[f] += issue;
+        lanes.fhost[f] += issue;
     }
-    let issued = sweep.fhost[f];
-    sweep.ffn_host_won |= issued > sweep.fstream[f];
-    let begin = sweep.fstream[f].max(issued);
+    let issued = lanes.fhost[f];
+    let stream = lanes.fstream[f];
+    lanes.ffn_host_won |= issued > stream;
+    let begin = stream.max(issued);
     let end = begin + duration;
-    sweep.fstream[f] = end;
-    timing.ffn_busy[f] += duration;
-    if let Some(sink) = sink {
-        sink.push(Span {
-            track: Track::Ffn(f),
-            kind: SpanKind::FfnCompute,
-            layer: layer as u32,
-            stage: s as u32,
-            start: begin,
-            end,
-        });
-    }
+    lanes.fstream[f] = end;
+    lanes.ffn_busy[f] += duration;
+    record(
+        sink,
+        Track::Ffn(f),
+        SpanKind::FfnCompute,
+        layer,
+        s,
+        begin,
+        end,
+    );
 }
 
 #[expect(clippy::too_many_arguments, reason = "one group op of the sweep")]
+#[inline]
 fn ffn_group(
-    _layout: &PipelineLayout,
-    sweep: &mut Sweep,
-    timing: &mut StepTiming,
+    lanes: &mut Lanes<'_>,
     ranks: std::ops::Range<usize>,
     duration: u64,
     eager: bool,
     issue: u64,
     layer: usize,
     s: usize,
-    mut sink: Option<&mut SpanSink>,
+    sink: &mut Option<&mut SpanSink>,
 ) {
     let mut begin = 0;
     for f in ranks.clone() {
         if eager {
-            sweep.fhost[f] += issue;
+            lanes.fhost[f] += issue;
         }
-        sweep.ffn_host_won |= sweep.fhost[f] > sweep.fstream[f];
-        begin = max3(begin, sweep.fstream[f], sweep.fhost[f]);
+        lanes.ffn_host_won |= lanes.fhost[f] > lanes.fstream[f];
+        begin = max3(begin, lanes.fstream[f], lanes.fhost[f]);
     }
     let end = begin + duration;
     for f in ranks {
-        sweep.fstream[f] = end;
-        timing.ffn_busy[f] += duration;
-        if let Some(sink) = sink.as_deref_mut() {
-            sink.push(Span {
-                track: Track::Ffn(f),
-                kind: SpanKind::FfnCollective,
-                layer: layer as u32,
-                stage: s as u32,
-                start: begin,
-                end,
-            });
-        }
+        lanes.fstream[f] = end;
+        lanes.ffn_busy[f] += duration;
+        record(
+            sink,
+            Track::Ffn(f),
+            SpanKind::FfnCollective,
+            layer,
+            s,
+            begin,
+            end,
+        );
     }
+}
+
+/// Device times that must shift uniformly for the shortcut: streams, ports, pending arrivals.
+fn snapshot_device(lanes: &Lanes<'_>, stages: usize, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.stream);
+    out.extend_from_slice(lanes.fstream);
+    out.extend_from_slice(lanes.port_free);
+    if stages == 2 {
+        out.extend_from_slice(lanes.to_attention[0]);
+        out.extend_from_slice(lanes.to_attention[1]);
+    }
+}
+
+/// Host issue times, Attention ranks first.
+fn snapshot_hosts(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.host);
+    out.extend_from_slice(lanes.fhost);
+}
+
+/// Busy counters, Attention then FFN then links.
+fn snapshot_busy(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.attention_busy);
+    out.extend_from_slice(lanes.ffn_busy);
+    out.extend_from_slice(lanes.link_busy);
 }
 
 /// Whether every host timeline either advanced with the devices (by exactly `lambda`, so the
 /// whole state shifted uniformly) or advanced more slowly without ever delaying an op this layer
 /// (so its lead only shrinks and it never delays one later). Either way the next layers with the
 /// same costs repeat this one shifted by `lambda`.
-fn hosts_never_overtake(sweep: &Sweep, attention_ranks: usize, lambda: u64) -> bool {
-    sweep
+fn hosts_never_overtake(
+    lanes: &Lanes<'_>,
+    previous: &[u64],
+    attention_ranks: usize,
+    lambda: u64,
+) -> bool {
+    lanes
         .host
         .iter()
-        .chain(sweep.fhost.iter())
-        .zip(&sweep.previous_host)
+        .chain(lanes.fhost.iter())
+        .zip(previous)
         .enumerate()
         .all(|(i, (now, before))| {
             let delta = now - before;
             let won = if i < attention_ranks {
-                sweep.attention_host_won
+                lanes.attention_host_won
             } else {
-                sweep.ffn_host_won
+                lanes.ffn_host_won
             };
             delta == lambda || (delta < lambda && !won)
         })
-}
-
-enum DeviceSlot {
-    Previous,
-    Current,
-}
-
-fn snapshot_device(sweep: &mut Sweep, state: &PipelineState, stages: usize, slot: &mut DeviceSlot) {
-    let out = match slot {
-        DeviceSlot::Previous => &mut sweep.previous_device,
-        DeviceSlot::Current => &mut sweep.device,
-    };
-    out.clear();
-    out.extend_from_slice(&sweep.stream);
-    out.extend_from_slice(&sweep.fstream);
-    out.extend_from_slice(&state.port_free);
-    if stages == 2 {
-        out.extend_from_slice(&sweep.to_attention[0]);
-        out.extend_from_slice(&sweep.to_attention[1]);
-    }
 }
 
 fn uniform_delta(before: &[u64], after: &[u64]) -> Option<u64> {
@@ -820,30 +854,23 @@ fn uniform_delta(before: &[u64], after: &[u64]) -> Option<u64> {
         .then_some(lambda)
 }
 
-fn advance(sweep: &mut Sweep, state: &mut PipelineState, stages: usize, by: u64) {
-    sweep.stream.iter_mut().for_each(|t| *t += by);
-    sweep.fstream.iter_mut().for_each(|t| *t += by);
-    state.port_free.iter_mut().for_each(|t| *t += by);
+fn advance(lanes: &mut Lanes<'_>, stages: usize, by: u64) {
+    lanes.stream.iter_mut().for_each(|t| *t += by);
+    lanes.fstream.iter_mut().for_each(|t| *t += by);
+    lanes.port_free.iter_mut().for_each(|t| *t += by);
     if stages == 2 {
         for s in 0..2 {
-            sweep.to_attention[s].iter_mut().for_each(|t| *t += by);
+            lanes.to_attention[s].iter_mut().for_each(|t| *t += by);
         }
     }
 }
 
-fn snapshot_busy(timing: &StepTiming, out: &mut Vec<u64>) {
-    out.clear();
-    out.extend_from_slice(&timing.attention_busy);
-    out.extend_from_slice(&timing.ffn_busy);
-    out.extend_from_slice(&timing.link_busy);
-}
-
-fn add_busy(timing: &mut StepTiming, before: &[u64], now: &[u64], k: u64) {
-    let all = timing
+fn add_busy(lanes: &mut Lanes<'_>, before: &[u64], now: &[u64], k: u64) {
+    let all = lanes
         .attention_busy
         .iter_mut()
-        .chain(timing.ffn_busy.iter_mut())
-        .chain(timing.link_busy.iter_mut());
+        .chain(lanes.ffn_busy.iter_mut())
+        .chain(lanes.link_busy.iter_mut());
     for (i, b) in all.enumerate() {
         *b += (now[i] - before[i]) * k;
     }
