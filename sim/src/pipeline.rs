@@ -516,9 +516,8 @@ fn attention_stage(
     }
     if layout.attention_tp > 1 {
         let reduce = &costs.attention_all_reduce[s];
-        for e in 0..layout.engines() {
+        for (e, &duration) in reduce.iter().enumerate() {
             let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
-            let duration = reduce[e];
             let mut begin = 0;
             for a in ranks.clone() {
                 if eager {
@@ -599,8 +598,8 @@ fn ffn_stage(
     let slot = layer * costs.stages + s;
     let pre = &costs.ffn_pre[slot * f_n..(slot + 1) * f_n];
     let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
-    for f in 0..f_n {
-        for &a in &layout.blocks[f] {
+    for (f, (block, &pre)) in layout.blocks.iter().zip(pre).enumerate() {
+        for &a in block {
             if eager {
                 lanes.fhost[f] += host.p2p;
             }
@@ -613,8 +612,8 @@ fn ffn_stage(
             lanes.fstream[f] = end;
             record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
         }
-        if pre[f] > 0 {
-            ffn_compute(lanes, f, pre[f], eager, host.ffn_compute, layer, s, sink);
+        if pre > 0 {
+            ffn_compute(lanes, f, pre, eager, host.ffn_compute, layer, s, sink);
         }
     }
     let collective = layout.collective(layer);
@@ -630,8 +629,8 @@ fn ffn_stage(
             sink,
         );
     }
-    for f in 0..f_n {
-        ffn_compute(lanes, f, post[f], eager, host.ffn_compute, layer, s, sink);
+    for (f, &post) in post.iter().enumerate() {
+        ffn_compute(lanes, f, post, eager, host.ffn_compute, layer, s, sink);
     }
     match collective {
         FfnCollective::None => {}
