@@ -49,12 +49,14 @@ impl SimDuration {
         SimDuration(ns)
     }
 
+    /// Saturates at `u64::MAX` ns (584 years) rather than overflowing.
     pub const fn from_us(us: u64) -> SimDuration {
-        SimDuration(us * 1_000)
+        SimDuration(us.saturating_mul(1_000))
     }
 
+    /// Saturates at `u64::MAX` ns rather than overflowing.
     pub const fn from_ms(ms: u64) -> SimDuration {
-        SimDuration(ms * 1_000_000)
+        SimDuration(ms.saturating_mul(1_000_000))
     }
 
     /// Rounds a non-negative float of microseconds to the nearest nanosecond; NaN and negatives give 0.

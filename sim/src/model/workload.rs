@@ -80,6 +80,14 @@ pub enum WorkloadError {
     Rate(f64),
     #[error("--burstiness must be positive and finite, got {0}")]
     Burstiness(f64),
+    #[error(
+        "--request-rate {rate} with --burstiness {burstiness} gives gamma inter-arrivals of scale {scale} s, which cannot be sampled"
+    )]
+    GammaScale {
+        rate: f64,
+        burstiness: f64,
+        scale: f64,
+    },
     #[error("--max-concurrency must be at least 1")]
     Concurrency,
     #[error("trace has no requests")]
@@ -97,6 +105,14 @@ impl Arrivals {
             }
             if !(burstiness.is_finite() && burstiness > 0.0) {
                 return Err(WorkloadError::Burstiness(burstiness));
+            }
+            let scale = 1.0 / (rate * burstiness);
+            if !(scale.is_finite() && scale > 0.0) || Gamma::new(burstiness, scale).is_err() {
+                return Err(WorkloadError::GammaScale {
+                    rate,
+                    burstiness,
+                    scale,
+                });
             }
         }
         Ok(self)

@@ -19,3 +19,9 @@ fn adding_saturates_instead_of_wrapping() {
     assert_eq!(t - SimTime::from_ns(10), SimDuration::from_ns(2_000));
     assert_eq!(SimTime::from_ns(3).saturating_since(t), SimDuration::ZERO);
 }
+
+#[test]
+fn huge_integer_spans_saturate() {
+    assert_eq!(SimDuration::from_us(u64::MAX / 2).as_ns(), u64::MAX);
+    assert_eq!(SimDuration::from_ms(u64::MAX / 2).as_ns(), u64::MAX);
+}

@@ -144,3 +144,74 @@ fn memo_hits_count_as_queries_of_their_source() {
         "{first:?}"
     );
 }
+
+use proptest::prelude::*;
+
+const OPS: [&str; 12] = [
+    "p2p.one_way",
+    "p2p.fan_in",
+    "nccl.all_reduce",
+    "moe.router",
+    "moe.routed_experts",
+    "moe.shared_experts",
+    "attention.proj",
+    "attention.mla_decode",
+    "attention.prefill",
+    "launch.eager",
+    "launch.graph",
+    "host.step",
+];
+
+fn arbitrary_table() -> impl Strategy<Value = CostTable> {
+    (
+        0..OPS.len(),
+        proptest::collection::vec("[a-z_]{1,16}", 1..3),
+        proptest::collection::vec(
+            (proptest::collection::vec(0.0f64..1e7, 1..3), 0.0f64..1e5),
+            1..6,
+        ),
+        any::<bool>(),
+    )
+        .prop_map(|(op, axes, points, variant)| CostTable {
+            op: OPS[op].to_owned(),
+            variant: if variant {
+                BTreeMap::from([
+                    ("senders".to_owned(), "2".to_owned()),
+                    ("ranks".to_owned(), "2".to_owned()),
+                ])
+            } else {
+                BTreeMap::new()
+            },
+            axes,
+            points: points.into_iter().map(|(at, us)| point(at, us)).collect(),
+        })
+}
+
+proptest! {
+    #[test]
+    fn any_profile_is_accepted_or_refused_without_panicking(
+        tables in proptest::collection::vec(arbitrary_table(), 0..6),
+        rows in 1u32..5000,
+    ) {
+        let mut profile = CalibrationProfile::new(Provenance::default());
+        profile.tables = tables;
+        let model = ModelArch::deepseek_v2_lite();
+        let layout = CostLayout { attention_tp: 2, ffn_dp: 1, ffn_tp: 2, expert_parallel: true };
+        match CostModel::calibrated(&model, GpuKind::H200, layout, &profile, "random") {
+            Err(err) => prop_assert!(err.to_string().starts_with("calibration table ")),
+            Ok(cost) => {
+                // Every query of a profile that loaded answers without panicking.
+                let _ = cost.transfer_rows(rows, false);
+                let _ = cost.fan_in_occupancy(rows, 2, true);
+                let _ = cost.all_reduce_rows(rows, 2);
+                let _ = cost.router(rows);
+                let _ = cost.routed_experts(rows % 64 + 1, rows);
+                let _ = cost.attention_decode(rows, u64::from(rows) * 100);
+                let _ = cost.attention_prefill(rows, rows);
+                let _ = cost.eager_host(OpClass::AttentionProj, 12);
+                let _ = cost.graph_kernel_gap();
+                let _ = cost.step_host(rows);
+            }
+        }
+    }
+}

@@ -165,3 +165,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn any_trace_or_parameters_give_a_workload_or_a_named_error(
+        entries in proptest::collection::vec((proptest::option::of(0u64..u64::MAX / 4), 0u32..100_000, 0u32..10_000), 0..20),
+        rate in proptest::num::f64::ANY,
+        burstiness in proptest::num::f64::ANY,
+        concurrency in proptest::option::of(0u32..100),
+    ) {
+        let entries: Vec<TraceEntry> = entries
+            .into_iter()
+            .map(|(arrival_us, input_tokens, output_tokens)| TraceEntry { arrival_us, input_tokens, output_tokens })
+            .collect();
+        let arrivals = Arrivals::Gamma { rate, burstiness };
+        match trace_workload(&entries, arrivals, concurrency, Seed(0)) {
+            Ok(workload) => {
+                prop_assert_eq!(workload.requests.len(), entries.len());
+                prop_assert!(workload.requests.windows(2).all(|w| w[0].intended_send <= w[1].intended_send));
+            }
+            Err(err) => prop_assert!(!err.to_string().is_empty()),
+        }
+    }
+}
