@@ -265,6 +265,25 @@ struct Lanes<'a> {
     ffn_host_won: bool,
 }
 
+/// Issues an op on a host timeline (paying `issue` in eager mode) and returns when it starts on
+/// its device stream: after the issue, the stream and `ready` (its input's arrival). `won` records
+/// whether the host issue alone delayed it (the periodic shortcut needs to know).
+#[inline]
+fn start_op(
+    host: &mut u64,
+    stream: u64,
+    ready: u64,
+    eager: bool,
+    issue: u64,
+    won: &mut bool,
+) -> u64 {
+    if eager {
+        *host += issue;
+    }
+    *won |= *host > stream.max(ready);
+    stream.max(*host)
+}
+
 /// Records a span when a sink is attached.
 #[inline]
 fn record(
@@ -494,13 +513,14 @@ fn attention_stage(
         if costs.stages == 2 && layer > 0 {
             recv_on_attention(lanes, a, s, eager, host.p2p, layer - 1, sink);
         }
-        if eager {
-            lanes.host[a] += host.attention_compute;
-        }
-        let issued = lanes.host[a];
-        let stream = lanes.stream[a];
-        lanes.attention_host_won |= issued > stream;
-        let begin = stream.max(issued);
+        let begin = start_op(
+            &mut lanes.host[a],
+            lanes.stream[a],
+            0,
+            eager,
+            host.attention_compute,
+            &mut lanes.attention_host_won,
+        );
         let end = begin + compute[layout.engine_of(a)];
         lanes.stream[a] = end;
         lanes.attention_busy[a] += end - begin;
@@ -546,13 +566,14 @@ fn attention_stage(
     let latency = &costs.send_latency[s];
     for a in 0..a_n {
         let f = layout.subgroup_of[a];
-        if eager {
-            lanes.host[a] += host.p2p;
-        }
-        let issued = lanes.host[a];
-        let stream = lanes.stream[a];
-        lanes.attention_host_won |= issued > stream;
-        let begin = stream.max(issued);
+        let begin = start_op(
+            &mut lanes.host[a],
+            lanes.stream[a],
+            0,
+            eager,
+            host.p2p,
+            &mut lanes.attention_host_won,
+        );
         // Transfers into one FFN rank share its inbound port (fan-in); the send ends on arrival.
         let port = begin.max(lanes.port_free[f]);
         lanes.port_free[f] = port + occupancy[a];
@@ -600,14 +621,15 @@ fn ffn_stage(
     let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
     for (f, (block, &pre)) in layout.blocks.iter().zip(pre).enumerate() {
         for &a in block {
-            if eager {
-                lanes.fhost[f] += host.p2p;
-            }
-            let issued = lanes.fhost[f];
-            let stream = lanes.fstream[f];
             let arrival = lanes.to_ffn[a];
-            lanes.ffn_host_won |= issued > stream.max(arrival);
-            let begin = stream.max(issued);
+            let begin = start_op(
+                &mut lanes.fhost[f],
+                lanes.fstream[f],
+                arrival,
+                eager,
+                host.p2p,
+                &mut lanes.ffn_host_won,
+            );
             let end = begin.max(arrival);
             lanes.fstream[f] = end;
             record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
@@ -665,13 +687,14 @@ fn ffn_stage(
     let back = &costs.send_back[s];
     for f in 0..f_n {
         for &a in &layout.blocks[f] {
-            if eager {
-                lanes.fhost[f] += host.p2p;
-            }
-            let issued = lanes.fhost[f];
-            let stream = lanes.fstream[f];
-            lanes.ffn_host_won |= issued > stream;
-            let begin = stream.max(issued);
+            let begin = start_op(
+                &mut lanes.fhost[f],
+                lanes.fstream[f],
+                0,
+                eager,
+                host.p2p,
+                &mut lanes.ffn_host_won,
+            );
             let end = begin + back[a];
             lanes.fstream[f] = end;
             lanes.to_attention[s][a] = end;
@@ -700,14 +723,15 @@ fn recv_on_attention(
     layer: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
-    if eager {
-        lanes.host[a] += p2p_issue;
-    }
-    let issued = lanes.host[a];
     let arrival = lanes.to_attention[s][a];
-    let stream = lanes.stream[a];
-    lanes.attention_host_won |= issued > stream.max(arrival);
-    let begin = stream.max(issued);
+    let begin = start_op(
+        &mut lanes.host[a],
+        lanes.stream[a],
+        arrival,
+        eager,
+        p2p_issue,
+        &mut lanes.attention_host_won,
+    );
     let end = begin.max(arrival);
     lanes.stream[a] = end;
     record(
@@ -733,13 +757,14 @@ fn ffn_compute(
     s: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
-    if eager {
-        lanes.fhost[f] += issue;
-    }
-    let issued = lanes.fhost[f];
-    let stream = lanes.fstream[f];
-    lanes.ffn_host_won |= issued > stream;
-    let begin = stream.max(issued);
+    let begin = start_op(
+        &mut lanes.fhost[f],
+        lanes.fstream[f],
+        0,
+        eager,
+        issue,
+        &mut lanes.ffn_host_won,
+    );
     let end = begin + duration;
     lanes.fstream[f] = end;
     lanes.ffn_busy[f] += duration;

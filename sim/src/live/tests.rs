@@ -5,17 +5,8 @@ use crate::model::arch::ModelArch;
 use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
 
-#[test]
-fn live_engine_streams_every_token_and_finishes_every_request() {
-    let config = ServingConfig::seed_recipe();
-    let layout = CostLayout {
-        attention_tp: 2,
-        ffn_dp: 1,
-        ffn_tp: 2,
-        expert_parallel: true,
-    };
-    let cost = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout);
-    let mut engine = LiveEngine::new(&config, cost, ModelOptions::default(), Seed(1)).unwrap();
+fn seed_engine() -> LiveEngine {
+    let mut engine = seed_engine();
     let a = engine
         .submit(LiveRequest {
             input_tokens: 100,
@@ -57,15 +48,7 @@ fn live_engine_streams_every_token_and_finishes_every_request() {
 
 #[test]
 fn aborted_requests_leave_their_engine_and_free_their_blocks() {
-    let config = ServingConfig::seed_recipe();
-    let layout = CostLayout {
-        attention_tp: 2,
-        ffn_dp: 1,
-        ffn_tp: 2,
-        expert_parallel: true,
-    };
-    let cost = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout);
-    let mut engine = LiveEngine::new(&config, cost, ModelOptions::default(), Seed(1)).unwrap();
+    let mut engine = seed_engine();
     let a = engine
         .submit(LiveRequest {
             input_tokens: 100,

@@ -110,6 +110,17 @@ impl EngineBatch {
         self.items.is_empty()
     }
 
+    /// Adds `new_tokens` of `request` (whose state is `state`) and returns them, for the budget.
+    fn push(&mut self, request: RequestId, new_tokens: u32, state: &RequestState) -> u32 {
+        self.items.push(ScheduledItem {
+            request,
+            new_tokens,
+            context_before: state.computed_tokens,
+        });
+        self.tokens += new_tokens;
+        new_tokens
+    }
+
     /// Every request schedules exactly one token (vLLM uniform decode, afd-spec §5.1).
     pub fn is_uniform_decode(&self) -> bool {
         self.items.iter().all(ScheduledItem::is_single_token)
@@ -211,14 +222,7 @@ impl EngineScheduler {
             if !scheduled {
                 break;
             }
-            let state = &requests[id.index()];
-            batch.items.push(ScheduledItem {
-                request: id,
-                new_tokens,
-                context_before: state.computed_tokens,
-            });
-            batch.tokens += new_tokens;
-            budget -= new_tokens;
+            budget -= batch.push(id, new_tokens, &requests[id.index()]);
             index += 1;
         }
         if batch.preempted == 0 {
@@ -242,13 +246,7 @@ impl EngineScheduler {
                 state.blocks = blocks;
                 state.status = RequestStatus::Running;
                 self.running.push(id);
-                batch.items.push(ScheduledItem {
-                    request: id,
-                    new_tokens,
-                    context_before: state.computed_tokens,
-                });
-                batch.tokens += new_tokens;
-                budget -= new_tokens;
+                budget -= batch.push(id, new_tokens, state);
             }
         }
     }
