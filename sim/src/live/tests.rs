@@ -6,6 +6,19 @@ use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
 
 fn seed_engine() -> LiveEngine {
+    let config = ServingConfig::seed_recipe();
+    let layout = CostLayout {
+        attention_tp: 2,
+        ffn_dp: 1,
+        ffn_tp: 2,
+        expert_parallel: true,
+    };
+    let cost = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout);
+    LiveEngine::new(&config, cost, ModelOptions::default(), Seed(1)).unwrap()
+}
+
+#[test]
+fn live_engine_streams_every_token_and_finishes_every_request() {
     let mut engine = seed_engine();
     let a = engine
         .submit(LiveRequest {
