@@ -152,9 +152,28 @@ impl RoutingPools {
         }
         let ranks = self.ranks as usize;
         let pool = &self.pools[&(real, padded)];
-        for _ in 0..picks {
-            let entry = self.pick_rng.random_range(0..self.pool_size);
-            out.extend_from_slice(&pool.cost[entry * ranks..(entry + 1) * ranks]);
+        if self.pool_size.is_power_of_two() && self.pool_size <= 256 {
+            // Uniform picks from the bits of one draw: `bits` bits per pick, 64 / bits picks per u64.
+            let bits = self.pool_size.trailing_zeros().max(1);
+            let per_draw = 64 / bits;
+            let mask = (self.pool_size - 1) as u64;
+            let mut left = 0;
+            let mut word = 0u64;
+            for _ in 0..picks {
+                if left == 0 {
+                    word = self.pick_rng.random::<u64>();
+                    left = per_draw;
+                }
+                let entry = (word & mask) as usize;
+                word >>= bits;
+                left -= 1;
+                out.extend_from_slice(&pool.cost[entry * ranks..(entry + 1) * ranks]);
+            }
+        } else {
+            for _ in 0..picks {
+                let entry = self.pick_rng.random_range(0..self.pool_size);
+                out.extend_from_slice(&pool.cost[entry * ranks..(entry + 1) * ranks]);
+            }
         }
     }
 
