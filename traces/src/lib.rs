@@ -1,7 +1,7 @@
 //! `afd-traces`: every on-disk format of afd-timing, and nothing else.
 //!
-//! Workload traces and model architectures come in; calibration profiles, pipeline results, reports
-//! and timelines go out.
+//! Workload traces and model architectures come in; calibration profiles, pipeline results, reports,
+//! sweep results and timelines go out.
 //! Only this crate derives serde, and every format carries a `schema_version` (ARCHITECTURE.md).
 //! It has no workspace dependencies and does no modelling: beyond checking what it reads, it only
 //! derives figures that follow from a file alone (trace statistics, parameter and byte counts).
@@ -10,5 +10,6 @@ pub mod calibration;
 pub mod model_config;
 pub mod pipeline;
 pub mod report;
+pub mod sweep;
 pub mod timeline;
 pub mod workload;
