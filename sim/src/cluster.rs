@@ -10,6 +10,8 @@
 
 use rand::RngExt;
 
+use crate::closed_form::{ClosedFormTotals, DecodeStep};
+use crate::colocated::{ColocatedModel, weight_bytes_per_gpu};
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostModel, OpClass};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
@@ -23,7 +25,7 @@ use crate::pipeline::{
     FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
 };
 use crate::rng::{RngStream, Seed, SimRng, stream};
-use crate::serving::{ServingConfig, ServingConfigError};
+use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
 
 /// Routing pool size: sampled routings kept per distinct row count.
@@ -129,6 +131,8 @@ pub struct ClusterTotals {
     pub preemptions: u64,
     pub shortcut_layers: u64,
     pub oversized_messages: u64,
+    /// Closed-form cross-checks over the decode steps (AFD only).
+    pub closed_form: ClosedFormTotals,
 }
 
 /// Per-stage, per-FFN-rank buffers of `Cluster::price`, reused between steps.
@@ -174,6 +178,8 @@ pub struct Cluster {
     router: DpRouter,
     api_rng: SimRng,
     routing: Option<RoutingPools>,
+    /// The baseline's step model when the deployment is colocated (no AFD pipeline then).
+    colocated: Option<ColocatedModel>,
     scratch: PriceScratch,
     /// Scratch: routed-expert time per (stage, MoE layer, FFN rank) of the step being priced.
     routed: Vec<crate::time::SimDuration>,
@@ -197,16 +203,24 @@ impl Cluster {
         seed: Seed,
     ) -> Result<Cluster, ClusterError> {
         config.validate()?;
-        let topology = config.topology()?;
+        let colocated = config.placement == Placement::Colocated;
         let model = cost.model().clone();
         let a_n = config.attention_ranks() as usize;
         let f_n = config.ffn_ranks() as usize;
-        let subgroup_of: Vec<usize> = (0..a_n as u32)
-            .map(|a| topology.subgroup_of_attention(a) as usize)
-            .collect();
-        let blocks: Vec<Vec<usize>> = (0..f_n as u32)
-            .map(|f| topology.attention_block(f).map(|a| a as usize).collect())
-            .collect();
+        // A colocated deployment has no rank mapping: each GPU is its own "subgroup".
+        let (subgroup_of, blocks): (Vec<usize>, Vec<Vec<usize>>) = if colocated {
+            ((0..a_n).collect(), (0..f_n).map(|f| vec![f]).collect())
+        } else {
+            let topology = config.topology()?;
+            (
+                (0..a_n as u32)
+                    .map(|a| topology.subgroup_of_attention(a) as usize)
+                    .collect(),
+                (0..f_n as u32)
+                    .map(|f| topology.attention_block(f).map(|a| a as usize).collect())
+                    .collect(),
+            )
+        };
         let moe_collective = if f_n == 1 {
             FfnCollective::None
         } else if config.ffn.expert_parallel && config.ffn.dp > 1 {
@@ -230,7 +244,16 @@ impl Cluster {
             moe_collective,
         };
 
-        let weights = model.attention_weight_bytes(config.attention.tp);
+        let weights = if colocated {
+            weight_bytes_per_gpu(
+                &model,
+                config.attention.dp,
+                config.attention.tp,
+                config.attention.expert_parallel,
+            )
+        } else {
+            model.attention_weight_bytes(config.attention.tp)
+        };
         let spec = cost.spec();
         let blocks_per_engine = capacity_blocks(
             spec.memory_bytes,
@@ -299,6 +322,7 @@ impl Cluster {
             router: DpRouter::new(config.attention.dp),
             api_rng: stream(seed, RngStream::ApiServers),
             routing,
+            colocated: colocated.then(|| ColocatedModel::new(config, &model)),
             scratch: PriceScratch::default(),
             routed: Vec::new(),
             shape: StepShape::default(),
@@ -421,17 +445,28 @@ impl Cluster {
             return None;
         }
         plan_step(&self.config, &self.batches, &self.requests, &mut self.shape);
-        self.price();
-        run_step(
-            &self.layout,
-            &self.costs,
-            &mut self.state,
-            start_ns,
-            &mut self.sweep,
-            &mut self.timing,
-            sink,
-            self.options.periodic_shortcut,
-        );
+        if let Some(colocated) = &mut self.colocated {
+            colocated.run_step(
+                &self.shape,
+                &self.batches,
+                &self.cost,
+                self.routing.as_mut(),
+                start_ns,
+                &mut self.timing,
+            );
+        } else {
+            self.price();
+            run_step(
+                &self.layout,
+                &self.costs,
+                &mut self.state,
+                start_ns,
+                &mut self.sweep,
+                &mut self.timing,
+                sink,
+                self.options.periodic_shortcut,
+            );
+        }
         self.in_step = true;
         self.step_start = start_ns;
         self.account();
@@ -519,6 +554,21 @@ impl Cluster {
             for work in &shape.work[stage] {
                 totals.real_rows += u64::from(work.real);
                 totals.padded_rows += u64::from(work.rows - work.real.min(work.rows));
+            }
+        }
+        if self.colocated.is_none() {
+            let decode = shape.work[..shape.stages]
+                .iter()
+                .all(|stage| stage.iter().all(|w| w.prefill.is_empty()));
+            if decode {
+                record_decode_step(
+                    &mut totals.closed_form,
+                    &self.layout,
+                    shape,
+                    &self.costs,
+                    t,
+                    (a_busy, f_busy, l_busy),
+                );
             }
         }
         let row_bytes = self.cost.model().row_bytes();
@@ -755,6 +805,66 @@ impl Cluster {
     pub fn model(&self) -> &ModelArch {
         self.cost.model()
     }
+}
+
+/// Feeds one AFD decode step to the closed-form cross-checks (`closed_form.rs`).
+fn record_decode_step(
+    totals: &mut ClosedFormTotals,
+    layout: &PipelineLayout,
+    shape: &StepShape,
+    costs: &StepCosts,
+    timing: &StepTiming,
+    (a_busy, f_busy, l_busy): (u64, u64, u64),
+) {
+    let lm_head = costs.lm_head.iter().copied().max().unwrap_or(0);
+    let stages = shape.stages;
+    let a_n = layout.attention_ranks;
+    let f_n = layout.ffn_ranks;
+    let mut rows_a = 0u64;
+    let mut tokens = 0u32;
+    for a in 0..a_n {
+        for s in 0..stages {
+            rows_a += u64::from(shape.rows(s, layout.engine_of(a)));
+        }
+    }
+    for e in 0..layout.engines() {
+        for s in 0..stages {
+            let work = &shape.work[s][e];
+            tokens += work.real.min(work.rows);
+        }
+    }
+    let rows_f = (0..f_n)
+        .map(|f| {
+            let rows: u64 = (0..stages)
+                .map(|s| {
+                    layout.blocks[f]
+                        .iter()
+                        .map(|&a| u64::from(shape.rows(s, layout.engine_of(a))))
+                        .sum::<u64>()
+                })
+                .sum();
+            rows
+        })
+        .max()
+        .unwrap_or(0);
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    totals.record(&DecodeStep {
+        layers: layout.layers as u32,
+        stages: stages as u32,
+        span_ns: timing.end - timing.forward_start,
+        attention_busy_max_ns: a_busy.saturating_sub(lm_head),
+        attention_busy_mean_ns: (mean(&timing.attention_busy) - lm_head as f64).max(0.0),
+        ffn_busy_max_ns: f_busy,
+        ffn_busy_mean_ns: mean(&timing.ffn_busy),
+        link_busy_max_ns: l_busy,
+        fixed_ns: costs.control + lm_head,
+        tokens,
+        rows_per_attention_rank: rows_a as f64 / (a_n * stages).max(1) as f64,
+        rows_per_ffn_rank: rows_f as f64 / stages.max(1) as f64,
+        attention_ranks: a_n as u32,
+        ffn_ranks: f_n as u32,
+        eager: !shape.graph,
+    });
 }
 
 #[cfg(test)]

@@ -5,13 +5,16 @@
 //! it links no async runtime, HTTP stack or CUDA crate (ARCHITECTURE.md). The `afd-sim` binary
 //! (`src/main.rs`) does all I/O.
 
+pub mod closed_form;
 pub mod cluster;
+pub mod colocated;
 pub mod deployment;
 pub mod engine;
 pub mod event;
 pub mod live;
 pub mod model;
 pub mod pipeline;
+pub mod planner;
 pub mod queue;
 pub mod report;
 pub mod rng;

@@ -1,5 +1,6 @@
 //! A plain numeric view of an AFD deployment: what the simulator needs of the two `vllm serve`
-//! command lines (parallel layout per role, batch limits, DBO, CUDA graphs, memory, GPU).
+//! command lines (parallel layout per role, batch limits, DBO, CUDA graphs, memory, GPU), or of the
+//! one command of the non-disaggregated baseline (`Placement::Colocated`, `colocated.rs`).
 //!
 //! The typed, validated `Deployment` parsed from recipes and flags lives in `deployment.rs` (branch
 //! `foundation`); this view is built from it or by hand (tests, sweeps), and checks only what the
@@ -56,9 +57,21 @@ impl GraphMode {
     }
 }
 
+/// Where attention and the FFN (MoE) run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// AFD: the Attention role and the FFN role on separate GPUs.
+    #[default]
+    Disaggregated,
+    /// Plain vLLM DP×TP (with expert parallelism): every GPU runs attention and its share of the
+    /// MoE; `attention` is the layout and `ffn` mirrors it.
+    Colocated,
+}
+
 /// Everything about a deployment that changes its timing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServingConfig {
+    pub placement: Placement,
     pub attention: RoleLayout,
     pub ffn: RoleLayout,
     pub rules: RuleSet,
@@ -118,6 +131,7 @@ impl ServingConfig {
             expert_parallel: true,
         };
         ServingConfig {
+            placement: Placement::Disaggregated,
             attention: role,
             ffn: role,
             rules: RuleSet::Latest,
@@ -167,6 +181,7 @@ impl ServingConfig {
             _ => GraphMode::Eager,
         };
         let config = ServingConfig {
+            placement: Placement::Disaggregated,
             attention: layout(attention),
             ffn: layout(&deployment.ffn),
             rules: deployment.rules,
@@ -197,9 +212,23 @@ impl ServingConfig {
         self.ffn.ranks()
     }
 
-    /// Total GPUs of the pair.
+    /// Total GPUs: both roles', or the shared ones of a colocated deployment.
     pub fn gpus(&self) -> u32 {
-        self.attention_ranks() + self.ffn_ranks()
+        match self.placement {
+            Placement::Disaggregated => self.attention_ranks() + self.ffn_ranks(),
+            Placement::Colocated => self.attention_ranks(),
+        }
+    }
+
+    /// The colocated baseline of `layout` (DP×TP, expert parallel or not) with this config's batch
+    /// limits, DBO, graphs, memory and GPU.
+    pub fn to_colocated(&self, layout: RoleLayout) -> ServingConfig {
+        ServingConfig {
+            placement: Placement::Colocated,
+            attention: layout,
+            ffn: layout,
+            ..self.clone()
+        }
     }
 
     /// The rank mapping (afd-spec §2).
@@ -228,7 +257,9 @@ impl ServingConfig {
                 });
             }
         }
-        self.topology()?;
+        if self.placement == Placement::Disaggregated {
+            self.topology()?;
+        }
         if self.max_num_seqs == 0 {
             return Err(ServingConfigError::MaxNumSeqs);
         }

@@ -261,3 +261,156 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn colocated_baseline_times_follow_from_the_profile() {
+    // Two GPUs, DP2 x TP1 with expert parallelism: each runs attention, the router, the
+    // all-to-all dispatch, its experts plus the shared experts, and the combine; the idle engine
+    // runs a one-row dummy batch, so both GPUs wait for each other at every all-to-all.
+    let (h, proj, prefill, decode, router, experts, shared, a2a, lm) =
+        (100.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 7.0, 8.0);
+    let tables = vec![
+        flat("attention.proj", &[], &["tokens"], proj),
+        flat("attention.prefill", &[], &["tokens", "context"], prefill),
+        flat("attention.mla_decode", &[], &["batch", "context"], decode),
+        flat("attention.lm_head", &[], &["tokens"], lm),
+        flat("moe.router", &[], &["tokens"], router),
+        flat(
+            "moe.routed_experts",
+            &[],
+            &["active_experts", "tokens_per_expert"],
+            experts,
+        ),
+        flat("moe.shared_experts", &[], &["tokens"], shared),
+        flat("nccl.all_to_all", &[("ranks", "2")], &["bytes"], a2a),
+        flat("launch.eager", &[], &["kernels"], 0.0),
+        flat("launch.graph", &[], &["kernels"], 0.0),
+        flat("host.step", &[], &["requests"], h),
+    ];
+    let layout = RoleLayout {
+        dp: 2,
+        tp: 1,
+        expert_parallel: true,
+    };
+    let config = one_by_one_eager().to_colocated(layout);
+    assert_eq!((config.gpus(), config.attention_ranks()), (2, 2));
+    let model = one_layer_model();
+    let cost = CostModel::calibrated(
+        &model,
+        GpuKind::H200,
+        layout_of(&config),
+        &profile(tables),
+        "flat",
+    )
+    .unwrap();
+    let workload = trace_workload(
+        &[TraceEntry {
+            arrival_us: Some(0),
+            input_tokens: 4,
+            output_tokens: 2,
+        }],
+        Arrivals::AllAtOnce,
+        None,
+        Seed(0),
+    )
+    .unwrap();
+    let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    let row = &request_rows(&result, &workload)[0];
+    let moe = router + a2a + experts + shared + a2a;
+    let ttft = h + proj + prefill + moe + lm;
+    let tpot = h + proj + decode + moe + lm;
+    assert_eq!(row.ttft_ms, Some(ttft / 1e3));
+    assert_eq!(row.e2el_ms, Some((ttft + tpot) / 1e3));
+    let report = build_report(
+        &result,
+        &ReportContext {
+            config: &config,
+            workload: &workload,
+            seed: Seed(0),
+            dataset: "t",
+        },
+    );
+    assert_eq!(report.deployment.gpus, 2);
+    // Utilisation: every GPU was busy with attention (projections, attention, LM head) and MoE.
+    let span = result.end.as_ns() as f64 / 1e3;
+    // GPU 0 served the request; GPU 1 ran the one-row dummy (projections, no context).
+    let busy = (2.0 * proj + prefill + decode + 2.0 * lm) + (2.0 * proj + 2.0 * lm);
+    let attention = busy / (2.0 * span);
+    assert!((report.utilisation.attention - attention).abs() < 1e-9);
+    assert_eq!(result.cluster.totals().closed_form.steps, 0);
+}
+
+#[test]
+fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
+    // DP1 x TP2 with DBO: a decode step of 4 requests splits 2/2. Flat tables make each ubatch's
+    // op cost what the whole batch's would, so only the schedule differs from the serial step.
+    let (h, proj, decode, reduce, router, experts, shared, a2a, lm) =
+        (100.0, 10.0, 30.0, 5.0, 5.0, 60.0, 20.0, 30.0, 8.0);
+    let tables = vec![
+        flat("attention.proj", &[], &["tokens"], proj),
+        flat("attention.prefill", &[], &["tokens", "context"], 50.0),
+        flat("attention.mla_decode", &[], &["batch", "context"], decode),
+        flat("attention.lm_head", &[], &["tokens"], lm),
+        flat("moe.router", &[], &["tokens"], router),
+        flat(
+            "moe.routed_experts",
+            &[],
+            &["active_experts", "tokens_per_expert"],
+            experts,
+        ),
+        flat("moe.shared_experts", &[], &["tokens"], shared),
+        flat("nccl.all_to_all", &[("ranks", "2")], &["bytes"], a2a),
+        flat("nccl.all_reduce", &[("ranks", "2")], &["bytes"], reduce),
+        flat("launch.eager", &[], &["kernels"], 0.0),
+        flat("launch.graph", &[], &["kernels"], 0.0),
+        flat("host.step", &[], &["requests"], h),
+    ];
+    let layout = RoleLayout {
+        dp: 1,
+        tp: 2,
+        expert_parallel: true,
+    };
+    let model = one_layer_model();
+    let entries: Vec<TraceEntry> = (0..4)
+        .map(|_| TraceEntry {
+            arrival_us: Some(0),
+            input_tokens: 4,
+            output_tokens: 2,
+        })
+        .collect();
+    let workload = trace_workload(&entries, Arrivals::AllAtOnce, None, Seed(0)).unwrap();
+    let last_step_us = |dbo: Option<afd_sim::serving::DboConfig>| {
+        let mut config = one_by_one_eager().to_colocated(layout);
+        config.dbo = dbo;
+        let cost = CostModel::calibrated(
+            &model,
+            GpuKind::H200,
+            layout_of(&config),
+            &profile(tables.clone()),
+            "flat",
+        )
+        .unwrap();
+        let mut options = RunOptions::new(Seed(0));
+        options.record_steps = true;
+        let result = afd_sim::engine::run(&config, cost, &workload, &options).unwrap();
+        let rows = step_rows(&result.steps);
+        let last = rows.last().unwrap();
+        (last.ubatches, last.duration_us)
+    };
+    // Projections and shared experts are measured for one GPU and split across TP 2.
+    let a = proj / 2.0 + decode;
+    let e = experts + shared / 2.0;
+    // Serial: attention, all-reduce, router, dispatch, experts, combine, LM head.
+    let serial = h + a + reduce + router + a2a + e + a2a + lm;
+    assert_eq!(last_step_us(None), (1, serial));
+    // DBO: compute runs A0 AR0 R0 A1 AR1 R1 E0 E1 while the comm stream runs D0 D1 C0 C1:
+    // D0 45..75, D1 90..120, E0 90..160, C0 160..190, E1 160..230, C1 230..260, then the LM head.
+    let dbo = Some(afd_sim::serving::DboConfig {
+        decode_threshold: 2,
+        prefill_threshold: 12,
+    });
+    let e1_end = 2.0 * (a + reduce + router) + 2.0 * e;
+    let c1_end = e1_end + a2a;
+    assert_eq!(c1_end, 260.0);
+    assert_eq!(last_step_us(dbo), (2, h + c1_end + lm));
+}

@@ -1,0 +1,519 @@
+//! The non-disaggregated baseline: the same model served by plain vLLM with DP×TP and expert
+//! parallelism on the same GPUs, so a sweep can say whether AFD pays.
+//!
+//! Everything but the step's timing is shared with the AFD pair (`cluster.rs` drives both): the
+//! `vllm bench serve` client, DP routing (§7.2), the V1 scheduler and KV cache per DP engine, the
+//! agreed step shape (graph padding across DP, the DBO split of §4.2), the cost model and the
+//! routing pools. What differs is here:
+//! - every GPU holds its engine's attention (TP-sharded), the shared experts and dense MLPs
+//!   (TP-sharded) and `1/N` of the routed experts (EP over all `N = DP×TP` GPUs), so its KV cache
+//!   gets what those weights leave;
+//! - a MoE layer runs attention, the router, an all-to-all dispatch over all `N` GPUs, the local
+//!   routed experts plus the shared experts, and an all-to-all combine (vLLM DP+EP; tokens are split
+//!   across each TP group, as sequence-parallel MoE does); without expert parallelism the experts are
+//!   TP-sharded and a TP all-reduce replaces the all-to-alls; dense layers run the MLP and a TP
+//!   all-reduce;
+//! - each GPU has a compute stream and a communication stream; with DBO the two ubatches ping-pong
+//!   as vLLM's DBO does for DP+EP (docs.vllm.ai design/dbo, research/sim-anchors.md §2.7): compute
+//!   runs `A₀ A₁ E₀ E₁` per layer while the all-to-alls run `D₀ D₁ C₀ C₁`, so one ubatch's
+//!   communication hides behind the other's compute;
+//! - eager steps pay each op's launch on a host timeline per GPU, graph steps one launch.
+//!
+//! It does not model DeepEP's low-latency kernels, EPLB, or all-to-all contention with other
+//! traffic; the all-to-all is priced by `CostModel::all_to_all_rows` like the FFN's in AFD.
+
+use crate::model::arch::ModelArch;
+use crate::model::cost::{CostModel, OpClass};
+use crate::model::routing::RoutingPools;
+use crate::model::scheduler::EngineBatch;
+use crate::pipeline::StepTiming;
+use crate::serving::ServingConfig;
+use crate::step::{AttentionWork, StepShape};
+use crate::time::SimDuration;
+
+/// Weight bytes one GPU of a colocated deployment holds: attention, dense MLPs, routers and shared
+/// experts split across TP; routed experts split across all GPUs with expert parallelism, across
+/// TP without it.
+pub fn weight_bytes_per_gpu(model: &ModelArch, dp: u32, tp: u32, expert_parallel: bool) -> u64 {
+    let config = &model.config;
+    let roles = config.params_by_role();
+    let routed = u64::from(config.n_moe_layers())
+        * u64::from(model.routed_experts())
+        * model.expert_params();
+    let tp = u64::from(tp.max(1));
+    let gpus = u64::from(dp.max(1)) * tp;
+    let routed_share = if expert_parallel {
+        routed / gpus
+    } else {
+        routed / tp
+    };
+    let rest = roles.attention + roles.ffn.saturating_sub(routed);
+    (rest / tp + routed_share) * model.weight_bytes()
+}
+
+/// The baseline's step model for one deployment, with its buffers (reused between steps).
+#[derive(Debug)]
+pub struct ColocatedModel {
+    dp: usize,
+    tp: usize,
+    gpus: usize,
+    expert_parallel: bool,
+    dense: Vec<bool>,
+    moe_layers: usize,
+    prices: Prices,
+    lanes: Lanes,
+}
+
+/// Device and host costs of the step being run, nanoseconds; `[stage][engine]` unless noted.
+#[derive(Debug, Default)]
+struct Prices {
+    attention: [Vec<u64>; 2],
+    attention_reduce: [Vec<u64>; 2],
+    router: [Vec<u64>; 2],
+    /// Shared experts plus the MoE kernels' launch gaps.
+    shared: [Vec<u64>; 2],
+    dense: [Vec<u64>; 2],
+    /// TP all-reduce after a dense MLP, or after the experts without expert parallelism.
+    reduce: [Vec<u64>; 2],
+    /// All-to-all dispatch (and, equally, combine) per stage.
+    all_to_all: [u64; 2],
+    /// Routed experts: `[(stage · moe_layers + moe) · gpus + gpu]` with expert parallelism,
+    /// `[(stage · dp + engine) · moe_layers + moe]` without.
+    routed: Vec<SimDuration>,
+    lm_head: Vec<u64>,
+    host_step: u64,
+    graph_launch: u64,
+    issue_attention: u64,
+    issue_collective: u64,
+    issue_moe: u64,
+}
+
+/// Per-GPU timelines of the step being run.
+#[derive(Debug, Default)]
+struct Lanes {
+    compute: Vec<u64>,
+    comm: Vec<u64>,
+    host: Vec<u64>,
+    /// When each ubatch's hidden states are ready on each GPU for its next layer.
+    ready: [Vec<u64>; 2],
+    /// When each ubatch's dispatch ended (every GPU receives at once).
+    dispatched: [u64; 2],
+}
+
+impl ColocatedModel {
+    pub fn new(config: &ServingConfig, model: &ModelArch) -> ColocatedModel {
+        let dp = config.attention.dp as usize;
+        let tp = config.attention.tp as usize;
+        let dense: Vec<bool> = (0..model.layers())
+            .map(|l| model.is_dense_layer(l))
+            .collect();
+        let moe_layers = dense.iter().filter(|&&d| !d).count();
+        ColocatedModel {
+            dp,
+            tp,
+            gpus: dp * tp,
+            expert_parallel: config.attention.expert_parallel,
+            dense,
+            moe_layers,
+            prices: Prices::default(),
+            lanes: Lanes::default(),
+        }
+    }
+
+    /// Prices and runs one global step of `shape` starting at `start` (ns), writing its timing:
+    /// `attention_busy` (attention and its TP all-reduce, LM head), `ffn_busy` (router, experts, dense
+    /// MLP and their reductions) and `link_busy` (all-to-alls), one entry per GPU.
+    pub fn run_step(
+        &mut self,
+        shape: &StepShape,
+        batches: &[EngineBatch],
+        cost: &CostModel,
+        routing: Option<&mut RoutingPools>,
+        start: u64,
+        timing: &mut StepTiming,
+    ) {
+        self.price(shape, batches, cost, routing);
+        self.sweep(shape, start, timing);
+    }
+
+    fn engine_of(&self, gpu: usize) -> usize {
+        gpu / self.tp
+    }
+
+    fn price(
+        &mut self,
+        shape: &StepShape,
+        batches: &[EngineBatch],
+        cost: &CostModel,
+        routing: Option<&mut RoutingPools>,
+    ) {
+        let tp = self.tp as u32;
+        let kernels = cost.kernels();
+        let gap = cost.graph_kernel_gap().as_ns();
+        let prices = &mut self.prices;
+        let mut totals = [(0u32, 0u32); 2];
+        let mut max_rows_per_gpu = [0u32; 2];
+        for s in 0..2 {
+            for v in [
+                &mut prices.attention[s],
+                &mut prices.attention_reduce[s],
+                &mut prices.router[s],
+                &mut prices.shared[s],
+                &mut prices.dense[s],
+                &mut prices.reduce[s],
+            ] {
+                v.clear();
+            }
+        }
+        for s in 0..shape.stages {
+            for e in 0..self.dp {
+                let work = &shape.work[s][e];
+                prices.attention[s].push(
+                    attention_block(cost, work).as_ns() + u64::from(kernels.attention_layer) * gap,
+                );
+                prices.attention_reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
+                // Sequence-parallel MoE: each TP rank routes its slice of the engine's rows.
+                let per_gpu = if self.expert_parallel {
+                    work.rows.div_ceil(tp)
+                } else {
+                    work.rows
+                };
+                max_rows_per_gpu[s] = max_rows_per_gpu[s].max(per_gpu);
+                prices.router[s].push(cost.router(per_gpu).as_ns());
+                prices.shared[s].push(
+                    cost.shared_experts(work.rows).as_ns() + u64::from(kernels.moe_layer) * gap,
+                );
+                prices.dense[s]
+                    .push(cost.dense_mlp(work.rows).as_ns() + u64::from(kernels.dense_layer) * gap);
+                prices.reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
+                let real = work.real.min(work.rows);
+                totals[s].0 += real;
+                totals[s].1 += work.rows - real;
+            }
+            prices.all_to_all[s] = if self.expert_parallel {
+                cost.all_to_all_rows(max_rows_per_gpu[s], self.gpus as u32)
+                    .as_ns()
+            } else {
+                0
+            };
+        }
+        prices.routed.clear();
+        if self.moe_layers > 0 {
+            let routing = routing.expect("MoE layers have routing pools");
+            let price = |active, tpe| cost.routed_experts(active, tpe);
+            for (s, &(real, padded)) in totals.iter().enumerate().take(shape.stages) {
+                if self.expert_parallel {
+                    routing.pick_many(real, padded, self.moe_layers, price, &mut prices.routed);
+                } else {
+                    for e in 0..self.dp {
+                        let work = &shape.work[s][e];
+                        let real = work.real.min(work.rows);
+                        routing.pick_many(
+                            real,
+                            work.rows - real,
+                            self.moe_layers,
+                            price,
+                            &mut prices.routed,
+                        );
+                    }
+                }
+            }
+        }
+        prices.lm_head.clear();
+        for &sampled in &shape.sampled {
+            prices
+                .lm_head
+                .push(cost.lm_head(sampled).as_ns() + u64::from(kernels.lm_head) * gap);
+        }
+        let scheduled = batches
+            .iter()
+            .map(|b| b.items.len() as u32)
+            .max()
+            .unwrap_or(0);
+        prices.host_step = cost.step_host(scheduled).as_ns();
+        prices.graph_launch = cost.graph_launch().as_ns();
+        prices.issue_attention = cost
+            .eager_host(OpClass::AttentionProj, kernels.attention_layer)
+            .as_ns();
+        prices.issue_collective = cost
+            .eager_host(OpClass::AllReduce, kernels.collective)
+            .as_ns();
+        prices.issue_moe = cost
+            .eager_host(OpClass::MoeRoutedExperts, kernels.moe_layer)
+            .as_ns();
+    }
+
+    fn routed_at(&self, s: usize, moe: usize, gpu: usize) -> u64 {
+        let index = if self.expert_parallel {
+            (s * self.moe_layers + moe) * self.gpus + gpu
+        } else {
+            (s * self.dp + self.engine_of(gpu)) * self.moe_layers + moe
+        };
+        self.prices.routed[index].as_ns()
+    }
+
+    fn sweep(&mut self, shape: &StepShape, start: u64, timing: &mut StepTiming) {
+        let n = self.gpus;
+        let stages = shape.stages;
+        let eager = !shape.graph;
+        let forward_start = start + self.prices.host_step;
+        timing.forward_start = forward_start;
+        timing.shortcut_layers = 0;
+        for busy in [
+            &mut timing.attention_busy,
+            &mut timing.ffn_busy,
+            &mut timing.link_busy,
+        ] {
+            busy.clear();
+            busy.resize(n, 0);
+        }
+        let host_start = if eager {
+            forward_start
+        } else {
+            forward_start + self.prices.graph_launch
+        };
+        let lanes = &mut self.lanes;
+        let [ready_0, ready_1] = &mut lanes.ready;
+        for (v, value) in [
+            (&mut lanes.compute, forward_start),
+            (&mut lanes.comm, forward_start),
+            (&mut lanes.host, host_start),
+            (ready_0, forward_start),
+            (ready_1, forward_start),
+        ] {
+            v.clear();
+            v.resize(n, value);
+        }
+        let mut moe = 0;
+        for layer in 0..self.dense.len() {
+            let dense = self.dense[layer];
+            for s in 0..stages {
+                self.attention(s, eager, timing);
+                if dense {
+                    self.dense_mlp(s, eager, timing);
+                } else if self.expert_parallel {
+                    self.dispatch(s, eager, timing);
+                }
+            }
+            if !dense {
+                for s in 0..stages {
+                    self.experts(s, moe, eager, timing);
+                }
+                moe += 1;
+            }
+        }
+        let mut end = forward_start;
+        for g in 0..n {
+            let e = self.engine_of(g);
+            let lanes = &mut self.lanes;
+            let ready = (0..stages).map(|s| lanes.ready[s][g]).max().unwrap_or(0);
+            let begin = issue(
+                &mut lanes.host[g],
+                lanes.compute[g].max(ready),
+                eager,
+                self.prices.issue_attention,
+            );
+            let finish = begin + self.prices.lm_head[e];
+            timing.attention_busy[g] += finish - begin;
+            end = end.max(finish);
+        }
+        timing.end = end;
+    }
+
+    /// Attention of ubatch `s` on every GPU, then its engine's TP all-reduce.
+    fn attention(&mut self, s: usize, eager: bool, timing: &mut StepTiming) {
+        let lanes = &mut self.lanes;
+        let prices = &self.prices;
+        for g in 0..self.gpus {
+            let e = g / self.tp;
+            let begin = issue(
+                &mut lanes.host[g],
+                lanes.compute[g].max(lanes.ready[s][g]),
+                eager,
+                prices.issue_attention,
+            );
+            lanes.compute[g] = begin + prices.attention[s][e];
+            timing.attention_busy[g] += prices.attention[s][e];
+        }
+        if self.tp > 1 {
+            for e in 0..self.dp {
+                let duration = prices.attention_reduce[s][e];
+                group(
+                    lanes,
+                    e * self.tp..(e + 1) * self.tp,
+                    duration,
+                    eager,
+                    prices.issue_collective,
+                );
+                for g in e * self.tp..(e + 1) * self.tp {
+                    timing.attention_busy[g] += duration;
+                }
+            }
+        }
+    }
+
+    /// Dense MLP of ubatch `s` and its TP all-reduce; its output is the ubatch's next input.
+    fn dense_mlp(&mut self, s: usize, eager: bool, timing: &mut StepTiming) {
+        let lanes = &mut self.lanes;
+        let prices = &self.prices;
+        for g in 0..self.gpus {
+            let e = g / self.tp;
+            let begin = issue(
+                &mut lanes.host[g],
+                lanes.compute[g],
+                eager,
+                prices.issue_moe,
+            );
+            lanes.compute[g] = begin + prices.dense[s][e];
+            timing.ffn_busy[g] += prices.dense[s][e];
+        }
+        if self.tp > 1 {
+            for e in 0..self.dp {
+                let duration = prices.reduce[s][e];
+                group(
+                    lanes,
+                    e * self.tp..(e + 1) * self.tp,
+                    duration,
+                    eager,
+                    prices.issue_collective,
+                );
+                for g in e * self.tp..(e + 1) * self.tp {
+                    timing.ffn_busy[g] += duration;
+                }
+            }
+        }
+        for g in 0..self.gpus {
+            lanes.ready[s][g] = lanes.compute[g];
+        }
+    }
+
+    /// Router of ubatch `s`, then its all-to-all dispatch over every GPU on the comm streams.
+    fn dispatch(&mut self, s: usize, eager: bool, timing: &mut StepTiming) {
+        let lanes = &mut self.lanes;
+        let prices = &self.prices;
+        let mut begin = 0;
+        for g in 0..self.gpus {
+            let e = g / self.tp;
+            let router = issue(
+                &mut lanes.host[g],
+                lanes.compute[g],
+                eager,
+                prices.issue_moe,
+            );
+            lanes.compute[g] = router + prices.router[s][e];
+            timing.ffn_busy[g] += prices.router[s][e];
+            if eager {
+                lanes.host[g] += prices.issue_collective;
+            }
+            begin = begin
+                .max(lanes.compute[g])
+                .max(lanes.comm[g])
+                .max(lanes.host[g]);
+        }
+        let end = begin + prices.all_to_all[s];
+        for g in 0..self.gpus {
+            lanes.comm[g] = end;
+            timing.link_busy[g] += prices.all_to_all[s];
+        }
+        lanes.dispatched[s] = end;
+    }
+
+    /// Routed and shared experts of ubatch `s`, then its combine (or, without expert parallelism,
+    /// the TP all-reduce); its output is the ubatch's next input.
+    fn experts(&mut self, s: usize, moe: usize, eager: bool, timing: &mut StepTiming) {
+        let mut begin_combine = 0;
+        for g in 0..self.gpus {
+            let e = g / self.tp;
+            let routed = self.routed_at(s, moe, g);
+            let lanes = &mut self.lanes;
+            let prices = &self.prices;
+            let (input, extra) = if self.expert_parallel {
+                (lanes.dispatched[s], 0)
+            } else {
+                (lanes.compute[g], prices.router[s][e])
+            };
+            let begin = issue(
+                &mut lanes.host[g],
+                lanes.compute[g].max(input),
+                eager,
+                prices.issue_moe,
+            );
+            let duration = extra + routed + prices.shared[s][e];
+            lanes.compute[g] = begin + duration;
+            timing.ffn_busy[g] += duration;
+            if self.expert_parallel {
+                if eager {
+                    lanes.host[g] += prices.issue_collective;
+                }
+                begin_combine = begin_combine
+                    .max(lanes.compute[g])
+                    .max(lanes.comm[g])
+                    .max(lanes.host[g]);
+            }
+        }
+        let lanes = &mut self.lanes;
+        let prices = &self.prices;
+        if self.expert_parallel {
+            let end = begin_combine + prices.all_to_all[s];
+            for g in 0..self.gpus {
+                lanes.comm[g] = end;
+                lanes.ready[s][g] = end;
+                timing.link_busy[g] += prices.all_to_all[s];
+            }
+            return;
+        }
+        if self.tp > 1 {
+            for e in 0..self.dp {
+                let duration = prices.reduce[s][e];
+                group(
+                    lanes,
+                    e * self.tp..(e + 1) * self.tp,
+                    duration,
+                    eager,
+                    prices.issue_collective,
+                );
+                for g in e * self.tp..(e + 1) * self.tp {
+                    timing.ffn_busy[g] += duration;
+                }
+            }
+        }
+        for g in 0..self.gpus {
+            lanes.ready[s][g] = lanes.compute[g];
+        }
+    }
+}
+
+/// The attention block of one ubatch on one engine, priced as the AFD pair prices it.
+fn attention_block(cost: &CostModel, work: &AttentionWork) -> SimDuration {
+    let mut compute = cost.attention_proj(work.rows)
+        + cost.attention_decode(work.decode_seqs, work.decode_context);
+    for &(tokens, context) in &work.prefill {
+        compute += cost.attention_prefill(tokens, context);
+    }
+    compute
+}
+
+/// Issues an op on a GPU's host timeline (paying `cost` when eager) and returns when it starts on a
+/// stream that is free at `free`.
+#[inline]
+fn issue(host: &mut u64, free: u64, eager: bool, cost: u64) -> u64 {
+    if eager {
+        *host += cost;
+    }
+    free.max(*host)
+}
+
+/// A collective on the compute streams of `gpus` (a TP group): it starts when every member is free
+/// and has issued it, and ends on all of them together.
+fn group(lanes: &mut Lanes, gpus: std::ops::Range<usize>, duration: u64, eager: bool, cost: u64) {
+    let mut begin = 0;
+    for g in gpus.clone() {
+        begin = begin.max(issue(&mut lanes.host[g], lanes.compute[g], eager, cost));
+    }
+    for g in gpus {
+        lanes.compute[g] = begin + duration;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,308 @@
+//! One candidate simulated in full (every request of the workload, every layer of every step) and
+//! turned into its CSV row: the deployment, every metric of the `predict` report, the SLO verdict
+//! and the closed-form cross-checks.
+//!
+//! The cross-check flags a closed form that is more than [`DISAGREEMENT`] off the simulation and
+//! names why, from what the simulation saw (docs/planner.md lists the categories).
+
+use afd_traces::calibration::CalibrationProfile;
+use afd_traces::sweep::{SWEEP_SCHEMA_VERSION, SweepRow};
+
+use crate::closed_form::ClosedFormSummary;
+use crate::engine::{RunOptions, run};
+use crate::model::arch::ModelArch;
+use crate::model::cost::{CostLayout, CostModel};
+use crate::model::workload::Workload;
+use crate::planner::candidate::Candidate;
+use crate::planner::frontier::{Slo, verdict};
+use crate::report::{ReportContext, build_report};
+use crate::serving::{GraphMode, Placement, ServingConfig};
+
+/// Relative error above which a closed form and the simulation disagree.
+pub const DISAGREEMENT: f64 = 0.15;
+
+/// What every candidate's simulation shares.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    pub model: &'a ModelArch,
+    /// A calibration profile and the name it is reported under.
+    pub calibration: Option<(&'a CalibrationProfile, &'a str)>,
+    pub workload: &'a Workload,
+    /// `random` or the trace's name.
+    pub dataset: &'a str,
+    pub options: RunOptions,
+    pub slo: Slo,
+}
+
+/// The cost model of `config` (calibrated where the profile has a table, else the roofline).
+pub fn cost_model(config: &ServingConfig, inputs: &Inputs<'_>) -> CostModel {
+    let layout = CostLayout {
+        attention_tp: config.attention.tp,
+        ffn_dp: config.ffn.dp,
+        ffn_tp: config.ffn.tp,
+        expert_parallel: config.ffn.expert_parallel,
+    };
+    match inputs.calibration {
+        None => CostModel::roofline(inputs.model, config.gpu, layout),
+        Some((profile, name)) => {
+            CostModel::calibrated(inputs.model, config.gpu, layout, profile, name)
+                .expect("the profile was checked against the model before the sweep")
+        }
+    }
+}
+
+/// Simulates `candidate` and returns its row (frontier and rank left empty: they need every row).
+pub fn evaluate(
+    candidate: &Candidate,
+    index: u64,
+    candidates: u64,
+    sweep: &str,
+    inputs: &Inputs<'_>,
+) -> SweepRow {
+    let config = &candidate.config;
+    let point = &candidate.point;
+    let colocated = config.placement == Placement::Colocated;
+    let mut row = SweepRow {
+        schema_version: SWEEP_SCHEMA_VERSION,
+        sweep: sweep.to_owned(),
+        candidate: index,
+        candidates,
+        kind: if colocated { "colocated" } else { "afd" }.to_owned(),
+        gpus: config.gpus(),
+        nodes: candidate.nodes,
+        attention_ranks: config.attention_ranks(),
+        ffn_ranks: if colocated { 0 } else { config.ffn_ranks() },
+        attention_dp: config.attention.dp,
+        attention_tp: config.attention.tp,
+        ffn_dp: (!colocated).then_some(config.ffn.dp),
+        ffn_tp: (!colocated).then_some(config.ffn.tp),
+        expert_parallel: config.ffn.expert_parallel,
+        dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
+        dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
+        cudagraph_mode: match config.graph {
+            GraphMode::Eager => "eager",
+            GraphMode::FullDecodeOnly { .. } => "FULL_DECODE_ONLY",
+        }
+        .to_owned(),
+        cudagraph_capture_sizes: candidate
+            .capture_sizes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(";"),
+        max_num_seqs: point.max_num_seqs,
+        max_num_batched_tokens: point.max_num_batched_tokens,
+        cross_node: candidate.cross_node,
+        warnings: candidate.warnings.join(";"),
+        status: "ok".to_owned(),
+        error: String::new(),
+        outcome: None,
+        completed: None,
+        failed: None,
+        duration: None,
+        request_throughput: None,
+        output_throughput: None,
+        total_token_throughput: None,
+        mean_ttft_ms: None,
+        median_ttft_ms: None,
+        std_ttft_ms: None,
+        p99_ttft_ms: None,
+        mean_tpot_ms: None,
+        median_tpot_ms: None,
+        std_tpot_ms: None,
+        p99_tpot_ms: None,
+        mean_itl_ms: None,
+        median_itl_ms: None,
+        std_itl_ms: None,
+        p99_itl_ms: None,
+        mean_e2el_ms: None,
+        median_e2el_ms: None,
+        std_e2el_ms: None,
+        p99_e2el_ms: None,
+        output_tokens_per_s_per_gpu: None,
+        total_tokens_per_s_per_gpu: None,
+        attention_utilisation: None,
+        ffn_utilisation: None,
+        link_utilisation: None,
+        steps: None,
+        graph_steps: None,
+        eager_steps: None,
+        dbo_steps: None,
+        dbo_overlap: None,
+        attention_bound_share: None,
+        ffn_bound_share: None,
+        transfer_bound_share: None,
+        padded_row_share: None,
+        preemptions: None,
+        kv_blocks_per_engine: None,
+        event_log_hash: None,
+        ttft_slo_ms: inputs.slo.ttft_ms,
+        tpot_slo_ms: inputs.slo.tpot_ms,
+        slo_stat: inputs.slo.stat.as_str().to_owned(),
+        slo: "fail".to_owned(),
+        rank: None,
+        frontier_tpot: None,
+        frontier_ttft: None,
+        cf_t_attention_us: None,
+        cf_t_ffn_us: None,
+        cf_t_transfer_us: None,
+        cf_ubatches: None,
+        cf_pipeline_condition: None,
+        cf_step_ms: None,
+        sim_step_ms: None,
+        cf_step_error: None,
+        af_ratio: None,
+        af_ratio_optimal: None,
+        af_regime: None,
+        cf_decode_tokens_per_s_per_gpu: None,
+        sim_decode_tokens_per_s_per_gpu: None,
+        cf_throughput_error: None,
+        cross_check: None,
+        cross_check_reason: String::new(),
+        attention_args: candidate.attention_args.clone(),
+        ffn_args: candidate.ffn_args.clone(),
+    };
+    let result = match run(
+        config,
+        cost_model(config, inputs),
+        inputs.workload,
+        &inputs.options,
+    ) {
+        Ok(result) => result,
+        Err(err) => {
+            row.status = "infeasible".to_owned();
+            row.error = err.to_string();
+            return row;
+        }
+    };
+    let report = build_report(
+        &result,
+        &ReportContext {
+            config,
+            workload: inputs.workload,
+            seed: inputs.options.seed,
+            dataset: inputs.dataset,
+        },
+    );
+    let b = &report.benchmark;
+    row.outcome = Some(report.outcome.clone());
+    row.completed = Some(b.completed);
+    row.failed = Some(b.failed);
+    row.duration = Some(b.duration);
+    row.request_throughput = Some(b.request_throughput);
+    row.output_throughput = Some(b.output_throughput);
+    row.total_token_throughput = Some(b.total_token_throughput);
+    row.mean_ttft_ms = Some(b.mean_ttft_ms);
+    row.median_ttft_ms = Some(b.median_ttft_ms);
+    row.std_ttft_ms = Some(b.std_ttft_ms);
+    row.p99_ttft_ms = Some(b.p99_ttft_ms);
+    row.mean_tpot_ms = Some(b.mean_tpot_ms);
+    row.median_tpot_ms = Some(b.median_tpot_ms);
+    row.std_tpot_ms = Some(b.std_tpot_ms);
+    row.p99_tpot_ms = Some(b.p99_tpot_ms);
+    row.mean_itl_ms = Some(b.mean_itl_ms);
+    row.median_itl_ms = Some(b.median_itl_ms);
+    row.std_itl_ms = Some(b.std_itl_ms);
+    row.p99_itl_ms = Some(b.p99_itl_ms);
+    row.mean_e2el_ms = Some(b.mean_e2el_ms);
+    row.median_e2el_ms = Some(b.median_e2el_ms);
+    row.std_e2el_ms = Some(b.std_e2el_ms);
+    row.p99_e2el_ms = Some(b.p99_e2el_ms);
+    row.output_tokens_per_s_per_gpu = Some(report.per_gpu.output_tokens_per_s_per_gpu);
+    row.total_tokens_per_s_per_gpu = Some(report.per_gpu.total_tokens_per_s_per_gpu);
+    row.attention_utilisation = Some(report.utilisation.attention);
+    row.ffn_utilisation = Some(report.utilisation.ffn);
+    row.link_utilisation = Some(report.utilisation.links);
+    let steps = &report.steps;
+    row.steps = Some(steps.total);
+    row.graph_steps = Some(steps.graph);
+    row.eager_steps = Some(steps.eager);
+    row.dbo_steps = Some(steps.dbo);
+    row.dbo_overlap = Some(steps.dbo_overlap);
+    row.attention_bound_share = Some(steps.attention_bound_share);
+    row.ffn_bound_share = Some(steps.ffn_bound_share);
+    row.transfer_bound_share = Some(steps.transfer_bound_share);
+    row.padded_row_share = Some(steps.padded_row_share);
+    row.preemptions = Some(steps.preemptions);
+    row.kv_blocks_per_engine = Some(report.deployment.kv_blocks_per_engine);
+    row.event_log_hash = Some(report.event_log_hash.clone());
+    row.slo = verdict(&row, &inputs.slo).to_owned();
+    if let Some(summary) = result.cluster.totals().closed_form.summary() {
+        cross_check(&mut row, &summary);
+    }
+    row
+}
+
+/// Fills the closed-form columns and the disagreement flag.
+fn cross_check(row: &mut SweepRow, summary: &ClosedFormSummary) {
+    let relative = |closed: f64, simulated: f64| {
+        if simulated > 0.0 {
+            closed / simulated - 1.0
+        } else {
+            0.0
+        }
+    };
+    let step_error = relative(summary.closed_form_step_ms, summary.simulated_step_ms);
+    let throughput_error = relative(
+        summary.closed_form_tokens_per_s_per_gpu,
+        summary.simulated_tokens_per_s_per_gpu,
+    );
+    row.cf_t_attention_us = Some(summary.times.attention_us);
+    row.cf_t_ffn_us = Some(summary.times.ffn_us);
+    row.cf_t_transfer_us = Some(summary.times.transfer_us);
+    row.cf_ubatches = Some(summary.stages);
+    row.cf_pipeline_condition = Some(
+        if summary.condition_holds {
+            "holds"
+        } else {
+            "violated"
+        }
+        .to_owned(),
+    );
+    row.cf_step_ms = Some(summary.closed_form_step_ms);
+    row.sim_step_ms = Some(summary.simulated_step_ms);
+    row.cf_step_error = Some(step_error);
+    row.af_ratio = Some(summary.ratio);
+    row.af_ratio_optimal = summary.optimal_ratio.map(|(r, _)| r);
+    row.af_regime = summary
+        .optimal_ratio
+        .map(|(_, regime)| regime.as_str().to_owned());
+    row.cf_decode_tokens_per_s_per_gpu = Some(summary.closed_form_tokens_per_s_per_gpu);
+    row.sim_decode_tokens_per_s_per_gpu = Some(summary.simulated_tokens_per_s_per_gpu);
+    row.cf_throughput_error = Some(throughput_error);
+    let mut reasons = Vec::new();
+    if step_error.abs() > DISAGREEMENT {
+        reasons.extend(categories(summary, false).map(|c| format!("step:{c}")));
+    }
+    if throughput_error.abs() > DISAGREEMENT {
+        reasons.extend(categories(summary, true).map(|c| format!("throughput:{c}")));
+    }
+    row.cross_check = Some(if reasons.is_empty() { "ok" } else { "disagree" }.to_owned());
+    row.cross_check_reason = reasons.join(";");
+}
+
+/// Why a closed form may miss what the simulation saw: the effects it leaves out that this run
+/// showed, or `other`.
+fn categories(summary: &ClosedFormSummary, throughput: bool) -> impl Iterator<Item = &'static str> {
+    let mut out = Vec::new();
+    if throughput && summary.stages < 1.5 {
+        // The ratio paper's cycle assumes Attention and FFN work overlap; one ubatch cannot.
+        out.push("no-ubatch-overlap");
+    }
+    if summary.stages >= 1.5 && !summary.condition_holds {
+        out.push("overlap-condition");
+    }
+    if summary.eager_share > 0.5 {
+        out.push("eager-launch");
+    }
+    if summary.ffn_imbalance > DISAGREEMENT {
+        out.push("expert-imbalance");
+    }
+    if summary.attention_imbalance > DISAGREEMENT {
+        out.push("attention-imbalance");
+    }
+    if out.is_empty() {
+        out.push("other");
+    }
+    out.into_iter()
+}
