@@ -5,9 +5,11 @@
 //! `afd-sim` runs `predict` on the seed recipe.
 
 pub(crate) mod check;
+mod inputs;
 mod output;
 mod predict;
 mod rules;
+mod sweep;
 mod topology;
 
 use std::process::ExitCode;
@@ -32,7 +34,8 @@ Examples:
   afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
   afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
-  afd-sim rules --rules v0.26";
+  afd-sim rules --rules v0.26
+  afd-sim sweep --gpus 16 --tpot-slo 50 --out results.csv --svg frontier.svg";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -44,10 +47,14 @@ enum Command {
     Topology(topology::TopologyArgs),
     /// List the rules `check` applies, with their ids, severities and afd-spec sources.
     Rules(rules::RulesArgs),
+    /// Search the deployments of a GPU budget, simulating each, and report the Pareto frontier.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Join the shard CSVs of one sweep into the result a single run gives.
+    SweepMerge(sweep::MergeArgs),
 }
 
 /// Parses `v0.26` / `latest` for `--rules`.
-fn parse_rule_set(text: &str) -> Result<RuleSet, String> {
+pub(crate) fn parse_rule_set(text: &str) -> Result<RuleSet, String> {
     RuleSet::parse(text)
         .ok_or_else(|| format!("unknown rule set '{text}' (expected v0.26 or latest)"))
 }
@@ -59,6 +66,8 @@ pub(crate) fn run() -> ExitCode {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Topology(args)) => topology::run(&args),
         Some(Command::Rules(args)) => rules::run(&args),
+        Some(Command::Sweep(args)) => sweep::run(&args),
+        Some(Command::SweepMerge(args)) => sweep::merge_shards(&args),
         None => match Cli::parse_from(["afd-sim", "predict"]).command {
             Some(Command::Predict(args)) => predict::run(&args),
             _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),

@@ -5,29 +5,22 @@
 //! [`Inputs::from_args`] reads files and checks values into the library's types, so every bad
 //! flag, model file, trace or profile is reported with its name before anything runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
 use afd_sim::engine::{RunOptions, run_observed};
-use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::{CostLayout, CostModel};
-use afd_sim::model::hardware::GpuKind;
-use afd_sim::model::workload::{
-    Arrivals, ExpertPopularity, RandomDataset, TraceEntry, Workload, random_workload,
-    trace_workload,
-};
+use afd_sim::model::workload::Workload;
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, timeline};
 use afd_sim::rng::Seed;
 use afd_sim::serving::{DboConfig, GraphMode, ServingConfig};
 use afd_sim::time::{SimDuration, SimTime};
-use afd_traces::calibration::CalibrationProfile;
-use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
-use afd_traces::workload::{TraceFormat, read_trace_file};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
+use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
 use crate::cli::output::{csv_bytes, emit, write_atomically};
 
 const AFTER_HELP: &str = "\
@@ -98,59 +91,10 @@ pub(crate) struct PredictArgs {
     #[arg(long, help_heading = "Deployment")]
     pub(crate) block_size: Option<u32>,
 
-    /// A Hugging Face config.json (or DeepSeek inference config), or a shipped model name.
-    #[arg(
-        long,
-        default_value = "deepseek-v2-lite",
-        help_heading = "Model and hardware"
-    )]
-    pub(crate) model: String,
-    /// GPU datasheet for the roofline: h200, h100, h800, h20, a100, l4, l20.
-    #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
-    pub(crate) gpu: String,
-    /// Calibration profile written by `afd-probe calibrate`.
-    #[arg(long, help_heading = "Model and hardware")]
-    pub(crate) calibration: Option<PathBuf>,
-    /// Expert popularity: `uniform` or `power-law:EXPONENT` (e.g. power-law:1.2).
-    #[arg(long, default_value = "uniform", help_heading = "Model and hardware")]
-    pub(crate) routing: String,
-
-    /// Number of requests (with --trace: the first N of the trace).
-    #[arg(long, help_heading = "Workload")]
-    pub(crate) num_prompts: Option<u32>,
-    /// Prompt tokens per request (random dataset).
-    #[arg(
-        long,
-        alias = "random-input-len",
-        default_value_t = 1024,
-        help_heading = "Workload"
-    )]
-    pub(crate) input_len: u32,
-    /// Output tokens per request (random dataset, ignore_eos).
-    #[arg(
-        long,
-        alias = "random-output-len",
-        default_value_t = 128,
-        help_heading = "Workload"
-    )]
-    pub(crate) output_len: u32,
-    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
-    pub(crate) random_range_ratio: f64,
-    /// Requests per second, or `inf` to send everything at once.
-    #[arg(long, default_value = "5", help_heading = "Workload")]
-    pub(crate) request_rate: String,
-    /// Gamma shape of inter-arrivals (1 = Poisson).
-    #[arg(long, default_value_t = 1.0, help_heading = "Workload")]
-    pub(crate) burstiness: f64,
-    /// Requests in flight at most, or `none`.
-    #[arg(long, default_value = "32", help_heading = "Workload")]
-    pub(crate) max_concurrency: String,
-    /// Replay a workload trace (Azure CSV, Mooncake JSONL, or a token-count CSV).
-    #[arg(long, help_heading = "Workload")]
-    pub(crate) trace: Option<PathBuf>,
-    /// Trace format when it cannot be detected: azure, mooncake or lengths.
-    #[arg(long, help_heading = "Workload")]
-    pub(crate) trace_format: Option<String>,
+    #[command(flatten)]
+    pub(crate) hardware: HardwareArgs,
+    #[command(flatten)]
+    pub(crate) workload: WorkloadArgs,
 
     #[arg(long, default_value_t = 0, help_heading = "Run and output")]
     pub(crate) seed: u64,
@@ -196,7 +140,7 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let progress = Progress::new(inputs.workload.requests.len() as u64);
+    let progress = Progress::new(inputs.workload.requests.len() as u64, "requests");
     let result = run_observed(
         &inputs.config,
         inputs.cost,
@@ -245,49 +189,23 @@ impl Inputs {
             Err(findings) => return Ok(Err(findings)),
         };
         config.validate().context("invalid deployment")?;
-        let model = read_model(&args.model)?;
-        let popularity = parse_routing(&args.routing)?;
+        let model = read_model(&args.hardware.model)?;
+        let popularity = parse_routing(&args.hardware.routing)?;
         let layout = CostLayout {
             attention_tp: config.attention.tp,
             ffn_dp: config.ffn.dp,
             ffn_tp: config.ffn.tp,
             expert_parallel: config.ffn.expert_parallel,
         };
-        let cost = match &args.calibration {
+        let cost = match args.hardware.calibration()? {
             None => CostModel::roofline(&model, config.gpu, layout),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading calibration profile {}", path.display()))?;
-                let profile = CalibrationProfile::from_json(&text)
-                    .with_context(|| format!("calibration profile {}", path.display()))?;
-                CostModel::calibrated(
-                    &model,
-                    config.gpu,
-                    layout,
-                    &profile,
-                    &path.display().to_string(),
-                )
-                .with_context(|| format!("calibration profile {}", path.display()))?
+            Some((profile, name)) => {
+                CostModel::calibrated(&model, config.gpu, layout, &profile, &name)
+                    .with_context(|| format!("calibration profile {name}"))?
             }
         };
         let seed = Seed(args.seed);
-        let arrivals = parse_arrivals(&args.request_rate, args.burstiness)?;
-        let max_concurrency = parse_concurrency(&args.max_concurrency)?;
-        let (workload, dataset) = match &args.trace {
-            None => {
-                let dataset = RandomDataset {
-                    num_prompts: args.num_prompts.unwrap_or(1024),
-                    input_len: args.input_len,
-                    output_len: args.output_len,
-                    range_ratio: args.random_range_ratio,
-                };
-                (
-                    random_workload(dataset, arrivals, max_concurrency, seed)?,
-                    "random".to_owned(),
-                )
-            }
-            Some(path) => read_workload(path, args, arrivals, max_concurrency, seed)?,
-        };
+        let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
         options.max_events = args.max_events;
         if !(args.horizon.is_finite() && args.horizon > 0.0) {
@@ -319,10 +237,7 @@ impl Inputs {
 /// The recipe or command lines given (else the seed recipe) with every deployment flag applied;
 /// `Err(findings)` when the given deployment breaks the plugin's rules.
 fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, String>> {
-    let gpu = GpuKind::parse(&args.gpu).with_context(|| {
-        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
-        format!("--gpu {:?} is not one of {}", args.gpu, names.join(", "))
-    })?;
+    let gpu = args.hardware.gpu()?;
     let mut config = if args.deployment.is_given() {
         let deployment = match checked(load(&args.deployment)?) {
             Ok(deployment) => deployment,
@@ -389,106 +304,6 @@ fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, St
     Ok(Ok(config))
 }
 
-/// A shipped model name, or a config file.
-fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
-    if let Some(builtin) = ModelArch::builtin(spec) {
-        return builtin.with_context(|| format!("shipped model {spec}"));
-    }
-    let path = Path::new(spec);
-    if !path.exists() {
-        bail!(
-            "--model {spec:?} is neither a file nor a shipped model ({})",
-            BUILTIN_MODEL_NAMES.join(", ")
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading model config {}", path.display()))?;
-    let config = ModelConfig::from_json(&text)
-        .with_context(|| format!("model config {}", path.display()))?;
-    // A Hugging Face model folder holds `config.json`; name the model after the folder then.
-    let name = match path.file_stem().and_then(|s| s.to_str()) {
-        Some("config") => path
-            .parent()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .unwrap_or("config"),
-        Some(stem) => stem,
-        None => spec,
-    };
-    Ok(ModelArch::from_config(name, config))
-}
-
-fn read_workload(
-    path: &Path,
-    args: &PredictArgs,
-    arrivals: Arrivals,
-    max_concurrency: Option<u32>,
-    seed: Seed,
-) -> anyhow::Result<(Workload, String)> {
-    let format = match &args.trace_format {
-        None => None,
-        Some(name) => Some(name.parse::<TraceFormat>().context("--trace-format")?),
-    };
-    let trace = read_trace_file(path, format).context("--trace")?;
-    let limit = args.num_prompts.map_or(usize::MAX, |n| n as usize);
-    let entries: Vec<TraceEntry> = trace
-        .requests
-        .iter()
-        .take(limit)
-        .map(|r| TraceEntry {
-            arrival_us: trace.has_arrivals.then_some(r.arrival_us),
-            input_tokens: r.input_tokens,
-            output_tokens: r.output_tokens,
-        })
-        .collect();
-    let workload = trace_workload(&entries, arrivals, max_concurrency, seed)
-        .with_context(|| format!("trace {}", path.display()))?;
-    Ok((workload, trace.name))
-}
-
-fn parse_arrivals(rate: &str, burstiness: f64) -> anyhow::Result<Arrivals> {
-    let arrivals = if rate.trim().eq_ignore_ascii_case("inf") {
-        Arrivals::AllAtOnce
-    } else {
-        let rate: f64 = rate
-            .trim()
-            .parse()
-            .with_context(|| format!("--request-rate must be a number or inf, got {rate:?}"))?;
-        Arrivals::Gamma { rate, burstiness }
-    };
-    Ok(arrivals.validate()?)
-}
-
-fn parse_concurrency(text: &str) -> anyhow::Result<Option<u32>> {
-    if text.trim().eq_ignore_ascii_case("none") {
-        return Ok(None);
-    }
-    let n: u32 = text.trim().parse().with_context(|| {
-        format!("--max-concurrency must be a positive integer or none, got {text:?}")
-    })?;
-    if n == 0 {
-        bail!("--max-concurrency must be at least 1 (or none)");
-    }
-    Ok(Some(n))
-}
-
-fn parse_routing(text: &str) -> anyhow::Result<ExpertPopularity> {
-    let text = text.trim();
-    if text == "uniform" {
-        return Ok(ExpertPopularity::Uniform);
-    }
-    if let Some(exponent) = text.strip_prefix("power-law:") {
-        let exponent: f64 = exponent.parse().with_context(|| {
-            format!("--routing power-law exponent must be a number, got {exponent:?}")
-        })?;
-        if !(exponent.is_finite() && exponent >= 0.0) {
-            bail!("--routing power-law exponent must be finite and >= 0, got {exponent}");
-        }
-        return Ok(ExpertPopularity::PowerLaw { exponent });
-    }
-    bail!("--routing must be uniform or power-law:EXPONENT, got {text:?}")
-}
-
 fn parse_window(text: &str) -> anyhow::Result<(SimTime, SimTime)> {
     let parse = |part: &str| -> anyhow::Result<f64> {
         let value: f64 = part.trim().parse().with_context(|| {
@@ -508,48 +323,6 @@ fn parse_window(text: &str) -> anyhow::Result<(SimTime, SimTime)> {
     }
     let at = |s: f64| SimTime::ZERO + SimDuration::from_secs_f64(s);
     Ok((at(start), at(end)))
-}
-
-/// A progress bar on stderr that appears only once a run has lasted a second.
-struct Progress {
-    bar: indicatif::ProgressBar,
-    started: std::time::Instant,
-}
-
-impl Progress {
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the CLI's progress bar reads wall time; the simulation never does"
-    )]
-    fn new(total: u64) -> Progress {
-        let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::hidden(),
-        );
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} requests",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
-        );
-        Progress {
-            bar,
-            started: std::time::Instant::now(),
-        }
-    }
-
-    fn update(&self, done: u64) {
-        if self.bar.is_hidden() && self.started.elapsed().as_secs_f64() > 1.0 {
-            self.bar
-                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
-        self.bar.set_position(done);
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
 }
 
 #[cfg(test)]

@@ -9,4 +9,5 @@ mod parsers;
 mod predict_cli;
 mod scenarios;
 mod support;
+mod sweep_cli;
 mod topology_cli;

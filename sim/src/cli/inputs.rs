@@ -1,0 +1,271 @@
+//! Inputs `predict` and `sweep` share: the model and hardware flags, the workload flags, and the
+//! readers that turn them into the library's types (naming the flag or file at fault), plus the
+//! progress bar.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::workload::{
+    Arrivals, ExpertPopularity, RandomDataset, TraceEntry, Workload, random_workload,
+    trace_workload,
+};
+use afd_sim::rng::Seed;
+use afd_traces::calibration::CalibrationProfile;
+use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
+use afd_traces::workload::{TraceFormat, read_trace_file};
+
+/// Model, GPU, calibration and expert routing.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct HardwareArgs {
+    /// A Hugging Face config.json (or DeepSeek inference config), or a shipped model name.
+    #[arg(
+        long,
+        default_value = "deepseek-v2-lite",
+        help_heading = "Model and hardware"
+    )]
+    pub(crate) model: String,
+    /// GPU datasheet for the roofline: h200, h100, h800, h20, a100, l4, l20.
+    #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
+    pub(crate) gpu: String,
+    /// Calibration profile written by `afd-probe calibrate`.
+    #[arg(long, help_heading = "Model and hardware")]
+    pub(crate) calibration: Option<PathBuf>,
+    /// Expert popularity: `uniform` or `power-law:EXPONENT` (e.g. power-law:1.2).
+    #[arg(long, default_value = "uniform", help_heading = "Model and hardware")]
+    pub(crate) routing: String,
+}
+
+/// The `vllm bench serve` client: random dataset or a trace, arrivals, concurrency.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct WorkloadArgs {
+    /// Number of requests (with --trace: the first N of the trace).
+    #[arg(long, help_heading = "Workload")]
+    pub(crate) num_prompts: Option<u32>,
+    /// Prompt tokens per request (random dataset).
+    #[arg(
+        long,
+        alias = "random-input-len",
+        default_value_t = 1024,
+        help_heading = "Workload"
+    )]
+    pub(crate) input_len: u32,
+    /// Output tokens per request (random dataset, ignore_eos).
+    #[arg(
+        long,
+        alias = "random-output-len",
+        default_value_t = 128,
+        help_heading = "Workload"
+    )]
+    pub(crate) output_len: u32,
+    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
+    pub(crate) random_range_ratio: f64,
+    /// Requests per second, or `inf` to send everything at once.
+    #[arg(long, default_value = "5", help_heading = "Workload")]
+    pub(crate) request_rate: String,
+    /// Gamma shape of inter-arrivals (1 = Poisson).
+    #[arg(long, default_value_t = 1.0, help_heading = "Workload")]
+    pub(crate) burstiness: f64,
+    /// Requests in flight at most, or `none`.
+    #[arg(long, default_value = "32", help_heading = "Workload")]
+    pub(crate) max_concurrency: String,
+    /// Replay a workload trace (Azure CSV, Mooncake JSONL, or a token-count CSV).
+    #[arg(long, help_heading = "Workload")]
+    pub(crate) trace: Option<PathBuf>,
+    /// Trace format when it cannot be detected: azure, mooncake or lengths.
+    #[arg(long, help_heading = "Workload")]
+    pub(crate) trace_format: Option<String>,
+}
+
+impl HardwareArgs {
+    /// `--gpu` as a datasheet kind.
+    pub(crate) fn gpu(&self) -> anyhow::Result<GpuKind> {
+        GpuKind::parse(&self.gpu).with_context(|| {
+            let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
+            format!("--gpu {:?} is not one of {}", self.gpu, names.join(", "))
+        })
+    }
+
+    /// `--calibration` read and parsed, with the name it is reported under.
+    pub(crate) fn calibration(&self) -> anyhow::Result<Option<(CalibrationProfile, String)>> {
+        let Some(path) = &self.calibration else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading calibration profile {}", path.display()))?;
+        let profile = CalibrationProfile::from_json(&text)
+            .with_context(|| format!("calibration profile {}", path.display()))?;
+        Ok(Some((profile, path.display().to_string())))
+    }
+}
+
+impl WorkloadArgs {
+    /// The workload and the dataset name the report gives it.
+    pub(crate) fn workload(&self, seed: Seed) -> anyhow::Result<(Workload, String)> {
+        let arrivals = parse_arrivals(&self.request_rate, self.burstiness)?;
+        let max_concurrency = parse_concurrency(&self.max_concurrency)?;
+        match &self.trace {
+            None => {
+                let dataset = RandomDataset {
+                    num_prompts: self.num_prompts.unwrap_or(1024),
+                    input_len: self.input_len,
+                    output_len: self.output_len,
+                    range_ratio: self.random_range_ratio,
+                };
+                Ok((
+                    random_workload(dataset, arrivals, max_concurrency, seed)?,
+                    "random".to_owned(),
+                ))
+            }
+            Some(path) => read_workload(path, self, arrivals, max_concurrency, seed),
+        }
+    }
+}
+
+/// A shipped model name, or a config file.
+pub(crate) fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
+    if let Some(builtin) = ModelArch::builtin(spec) {
+        return builtin.with_context(|| format!("shipped model {spec}"));
+    }
+    let path = Path::new(spec);
+    if !path.exists() {
+        bail!(
+            "--model {spec:?} is neither a file nor a shipped model ({})",
+            BUILTIN_MODEL_NAMES.join(", ")
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading model config {}", path.display()))?;
+    let config = ModelConfig::from_json(&text)
+        .with_context(|| format!("model config {}", path.display()))?;
+    // A Hugging Face model folder holds `config.json`; name the model after the folder then.
+    let name = match path.file_stem().and_then(|s| s.to_str()) {
+        Some("config") => path
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("config"),
+        Some(stem) => stem,
+        None => spec,
+    };
+    Ok(ModelArch::from_config(name, config))
+}
+
+fn read_workload(
+    path: &Path,
+    args: &WorkloadArgs,
+    arrivals: Arrivals,
+    max_concurrency: Option<u32>,
+    seed: Seed,
+) -> anyhow::Result<(Workload, String)> {
+    let format = match &args.trace_format {
+        None => None,
+        Some(name) => Some(name.parse::<TraceFormat>().context("--trace-format")?),
+    };
+    let trace = read_trace_file(path, format).context("--trace")?;
+    let limit = args.num_prompts.map_or(usize::MAX, |n| n as usize);
+    let entries: Vec<TraceEntry> = trace
+        .requests
+        .iter()
+        .take(limit)
+        .map(|r| TraceEntry {
+            arrival_us: trace.has_arrivals.then_some(r.arrival_us),
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+        })
+        .collect();
+    let workload = trace_workload(&entries, arrivals, max_concurrency, seed)
+        .with_context(|| format!("trace {}", path.display()))?;
+    Ok((workload, trace.name))
+}
+
+pub(crate) fn parse_arrivals(rate: &str, burstiness: f64) -> anyhow::Result<Arrivals> {
+    let arrivals = if rate.trim().eq_ignore_ascii_case("inf") {
+        Arrivals::AllAtOnce
+    } else {
+        let rate: f64 = rate
+            .trim()
+            .parse()
+            .with_context(|| format!("--request-rate must be a number or inf, got {rate:?}"))?;
+        Arrivals::Gamma { rate, burstiness }
+    };
+    Ok(arrivals.validate()?)
+}
+
+pub(crate) fn parse_concurrency(text: &str) -> anyhow::Result<Option<u32>> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let n: u32 = text.trim().parse().with_context(|| {
+        format!("--max-concurrency must be a positive integer or none, got {text:?}")
+    })?;
+    if n == 0 {
+        bail!("--max-concurrency must be at least 1 (or none)");
+    }
+    Ok(Some(n))
+}
+
+pub(crate) fn parse_routing(text: &str) -> anyhow::Result<ExpertPopularity> {
+    let text = text.trim();
+    if text == "uniform" {
+        return Ok(ExpertPopularity::Uniform);
+    }
+    if let Some(exponent) = text.strip_prefix("power-law:") {
+        let exponent: f64 = exponent.parse().with_context(|| {
+            format!("--routing power-law exponent must be a number, got {exponent:?}")
+        })?;
+        if !(exponent.is_finite() && exponent >= 0.0) {
+            bail!("--routing power-law exponent must be finite and >= 0, got {exponent}");
+        }
+        return Ok(ExpertPopularity::PowerLaw { exponent });
+    }
+    bail!("--routing must be uniform or power-law:EXPONENT, got {text:?}")
+}
+
+/// A progress bar on stderr that appears only once a run has lasted a second.
+pub(crate) struct Progress {
+    bar: indicatif::ProgressBar,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the CLI's progress bar reads wall time; the simulation never does"
+    )]
+    pub(crate) fn new(total: u64, unit: &str) -> Progress {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&format!(
+                "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit}"
+            ))
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        Progress {
+            bar,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    pub(crate) fn update(&self, done: u64) {
+        if self.bar.is_hidden() && self.started.elapsed().as_secs_f64() > 1.0 {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.bar.set_position(done);
+    }
+
+    pub(crate) fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,654 @@
+//! `afd-sim sweep` and `afd-sim sweep-merge`: search the deployments of a GPU budget by simulating
+//! each in full, print the best candidates and the Pareto frontiers, write one CSV row per
+//! candidate and draw the frontiers as SVG.
+//!
+//! Everything that decides a row is in the library (`afd_sim::planner`); this module reads flags
+//! and files, runs the plan on a rayon pool with a progress bar, and writes the outputs atomically
+//! (CSV, SVG) after the whole sweep has run, so a failed run leaves no partial file.
+
+mod svg;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use afd_sim::engine::RunOptions;
+use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::planner::candidate::Context as PlanContext;
+use afd_sim::planner::evaluate::Inputs;
+use afd_sim::planner::frontier::{Latency, Slo, SloStat, latency_ms, summary};
+use afd_sim::planner::space::{Budget, Dimensions};
+use afd_sim::planner::{Plan, Shard, merge, plan, run as run_plan};
+use afd_sim::rng::Seed;
+use afd_sim::time::{SimDuration, SimTime};
+use afd_sim::topology::RuleSet;
+use afd_traces::sweep::{SweepRow, SweepSummary, read_sweep_csv, write_sweep_csv};
+
+use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
+use crate::cli::output::{emit, table, write_atomically};
+use crate::cli::parse_rule_set;
+
+const AFTER_HELP: &str = "\
+Examples:
+  afd-sim sweep --gpus 16 --tpot-slo 50 --out results.csv --svg frontier.svg
+  afd-sim sweep --gpus 16 --request-rate inf --max-concurrency 512 --out saturated.csv
+  afd-sim sweep --gpus 8 --min-gpus 4 --dimensions 'dbo=off,2' --dimensions 'capture=auto' --out r.csv
+  afd-sim sweep --gpus 16 --dimensions 'split=12:4,8:8;attention-tp=1' --json --out r.csv
+  afd-sim sweep --gpus 16 --dry-run --out r.csv          # enumerate and judge only
+  # A job array of 8 (Slurm: --array=1-8; Kubernetes indexed job: JOB_COMPLETION_INDEX + 1):
+  afd-sim sweep --gpus 16 --shard $SLURM_ARRAY_TASK_ID/8 --out shard-$SLURM_ARRAY_TASK_ID.csv
+  afd-sim sweep-merge shard-*.csv --out results.csv --svg frontier.svg
+
+Dimensions (NAME=V1,V2,...; several per flag with ';'; defaults in brackets):
+  split                   A:F splits, or all          [every A >= F >= 1 with A+F in the budget]
+  attention-tp, ffn-tp    TP sizes; DP fills the role  [1,2,4,8]
+  expert-parallel         on,off for the FFN role      [on,off]
+  dbo                     off or a decode threshold    [off,2,32]
+  dbo-prefill             prefill thresholds           [512]
+  capture                 eager, auto, max:N, N:N:...  [eager,auto,64]
+  max-num-seqs                                         [32,64,128]
+  max-num-batched-tokens                               [512,2048,8192]
+  baseline                on or off                    [on]
+The baseline is the same model served by vLLM DP x TP with expert parallelism on the same GPUs.
+
+Every point is judged by the deployment rules (as `afd-sim check` does) before it runs; each legal
+candidate is simulated in full (every request, every layer). The CSV has one row per candidate:
+the deployment and its vllm serve command lines, every predict metric, the SLO verdict, the rank
+and frontier flags, and the closed-form cross-checks. The same inputs give the same bytes whatever
+--threads; the shards of a sweep merge into exactly the file a single run writes.";
+
+/// Search the deployments of a GPU budget and report the Pareto frontier.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct SweepArgs {
+    /// GPUs in the budget (every candidate uses this many unless --min-gpus is lower).
+    #[arg(long, help_heading = "Budget")]
+    pub(crate) gpus: u32,
+    /// Fewest GPUs a candidate may use.
+    #[arg(long, help_heading = "Budget")]
+    pub(crate) min_gpus: Option<u32>,
+    /// GPUs per node; TP groups never straddle nodes.
+    #[arg(long, default_value_t = 8, help_heading = "Budget")]
+    pub(crate) gpus_per_node: u32,
+    /// Values of one or more dimensions, NAME=V1,V2 (repeatable; see below).
+    #[arg(
+        long = "dimensions",
+        value_name = "NAME=VALUES",
+        help_heading = "Budget"
+    )]
+    pub(crate) dimensions: Vec<String>,
+    /// Plugin rule set the candidates must satisfy.
+    #[arg(long, default_value = "latest", value_parser = parse_rule_set, help_heading = "Budget")]
+    pub(crate) rules: RuleSet,
+
+    #[command(flatten)]
+    pub(crate) hardware: HardwareArgs,
+    #[command(flatten)]
+    pub(crate) workload: WorkloadArgs,
+
+    /// TTFT objective in milliseconds (on the --slo-stat statistic).
+    #[arg(long, value_name = "MS", help_heading = "Objective")]
+    pub(crate) ttft_slo: Option<f64>,
+    /// TPOT objective in milliseconds (on the --slo-stat statistic).
+    #[arg(long, value_name = "MS", help_heading = "Objective")]
+    pub(crate) tpot_slo: Option<f64>,
+    /// Statistic the objectives and frontiers use: mean, median or p99.
+    #[arg(long, default_value = "p99", help_heading = "Objective")]
+    pub(crate) slo_stat: String,
+
+    #[arg(long, default_value_t = 0, help_heading = "Run and output")]
+    pub(crate) seed: u64,
+    /// Run only shard K of N (1 <= K <= N): candidates i with i % N == K - 1.
+    #[arg(long, value_name = "K/N", help_heading = "Run and output")]
+    pub(crate) shard: Option<String>,
+    /// Worker threads (default: every core).
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) threads: Option<usize>,
+    /// Write one CSV row per candidate here.
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) out: PathBuf,
+    /// Draw the frontiers (tokens/s per GPU vs TPOT and vs TTFT) as SVG here.
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) svg: Option<PathBuf>,
+    /// Print the summary as JSON instead of tables.
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) json: bool,
+    /// Candidates listed in the ranking.
+    #[arg(long, default_value_t = 10, help_heading = "Run and output")]
+    pub(crate) top: usize,
+    /// Enumerate and judge the candidates, print the counts, simulate nothing.
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) dry_run: bool,
+    /// Stop each simulation after this many events (reported as outcome event_limit).
+    #[arg(long, default_value_t = 100_000_000, help_heading = "Run and output")]
+    pub(crate) max_events: u64,
+    /// Stop each simulation at this much simulated time, seconds (outcome horizon).
+    #[arg(long, default_value_t = 86_400.0, help_heading = "Run and output")]
+    pub(crate) horizon: f64,
+}
+
+const MERGE_AFTER_HELP: &str = "\
+Examples:
+  afd-sim sweep-merge shard-1.csv shard-2.csv shard-3.csv --out results.csv
+  afd-sim sweep-merge shard-*.csv --out results.csv --svg frontier.svg --json
+
+The shards must come from one sweep (same inputs, same --shard N) and together hold every
+candidate exactly once; the merged file is byte for byte what a single run writes.";
+
+/// Join the shard CSVs of one sweep into the result a single run gives.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = MERGE_AFTER_HELP)]
+pub(crate) struct MergeArgs {
+    /// Shard CSV files written by `afd-sim sweep --shard K/N`.
+    #[arg(required = true)]
+    pub(crate) shards: Vec<PathBuf>,
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    #[arg(long)]
+    pub(crate) svg: Option<PathBuf>,
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[arg(long, default_value_t = 10)]
+    pub(crate) top: usize,
+}
+
+/// Runs `afd-sim sweep`.
+pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
+    let model = read_model(&args.hardware.model)?;
+    let gpu = args.hardware.gpu()?;
+    let popularity = parse_routing(&args.hardware.routing)?;
+    let calibration = args.hardware.calibration()?;
+    if let Some((profile, name)) = &calibration {
+        // Every candidate prices from the profile; refuse a bad one before anything runs.
+        let layout = CostLayout {
+            attention_tp: 1,
+            ffn_dp: 1,
+            ffn_tp: 1,
+            expert_parallel: true,
+        };
+        CostModel::calibrated(&model, gpu, layout, profile, name)
+            .with_context(|| format!("calibration profile {name}"))?;
+    }
+    let seed = Seed(args.seed);
+    let (workload, dataset) = args.workload.workload(seed)?;
+    let budget = budget(args)?;
+    let mut dimensions = Dimensions::default();
+    for text in &args.dimensions {
+        dimensions
+            .assign(text)
+            .with_context(|| format!("--dimensions {text:?}"))?;
+    }
+    let stat = SloStat::parse(&args.slo_stat).with_context(|| {
+        format!(
+            "--slo-stat must be mean, median or p99, got {:?}",
+            args.slo_stat
+        )
+    })?;
+    for (flag, value) in [("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)] {
+        if let Some(ms) = value
+            && !(ms.is_finite() && ms > 0.0)
+        {
+            bail!("{flag} must be a positive number of milliseconds, got {ms}");
+        }
+    }
+    let slo = Slo {
+        ttft_ms: args.ttft_slo,
+        tpot_ms: args.tpot_slo,
+        stat,
+    };
+    let shard = match &args.shard {
+        None => Shard::WHOLE,
+        Some(text) => Shard::parse(text)?,
+    };
+    if !(args.horizon.is_finite() && args.horizon > 0.0) {
+        bail!(
+            "--horizon must be a positive number of seconds, got {}",
+            args.horizon
+        );
+    }
+    if args.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let mut options = RunOptions::new(seed);
+    options.max_events = args.max_events;
+    options.horizon = SimTime::ZERO + SimDuration::from_secs_f64(args.horizon);
+    options.model.popularity = popularity;
+
+    let context = PlanContext {
+        model: &model,
+        model_path: &args.hardware.model,
+        gpu,
+        rules: args.rules,
+        budget,
+    };
+    let plan = plan(&dimensions, &context);
+    let inputs = Inputs {
+        model: &model,
+        calibration: calibration.as_ref().map(|(p, n)| (p, n.as_str())),
+        workload: &workload,
+        dataset: &dataset,
+        options,
+        slo,
+    };
+    let mut header = describe(&plan, &context, &inputs, shard);
+    if args.dry_run {
+        emit(&header)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if plan.candidates.is_empty() {
+        bail!("no legal candidate in this space:\n{header}");
+    }
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let chosen = (0..plan.candidates.len() as u64)
+        .filter(|&i| shard.contains(i))
+        .count() as u64;
+    let progress = Progress::new(chosen, "candidates");
+    let finished = AtomicU64::new(0);
+    let started = WallClock::start();
+    let rows = run_plan(&plan, &inputs, shard, threads, &|| {
+        let done = finished.fetch_add(1, Ordering::Relaxed) + 1;
+        progress.update(done);
+    });
+    progress.finish();
+    let wall = started.seconds();
+    eprintln!(
+        "simulated {} candidates in {wall:.2} s on {threads} thread(s) ({:.0} candidates/s)",
+        rows.len(),
+        rows.len() as f64 / wall.max(1e-9)
+    );
+    write_outputs(
+        &rows,
+        &args.out,
+        args.svg.as_ref(),
+        shard.count == 1,
+        &header_title(&context, &inputs),
+    )?;
+    let summary = summary(&rows, args.top);
+    if args.json {
+        emit(&summary.to_json())?;
+    } else {
+        if shard.count > 1 {
+            let _ = writeln!(
+                header,
+                "Shard {}/{}: ranks and frontiers below are within this shard; sweep-merge the shards for the sweep's.",
+                shard.index, shard.count
+            );
+        }
+        emit(&(header + "\n" + &render(&rows, &summary)))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `afd-sim sweep-merge`.
+pub(crate) fn merge_shards(args: &MergeArgs) -> anyhow::Result<ExitCode> {
+    let mut files = Vec::new();
+    for path in &args.shards {
+        let name = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading shard {name}"))?;
+        let rows = read_sweep_csv(&text, &name)?;
+        files.push((name, rows));
+    }
+    let rows = merge(files)?;
+    write_outputs(&rows, &args.out, args.svg.as_ref(), true, "")?;
+    let summary = summary(&rows, args.top);
+    if args.json {
+        emit(&summary.to_json())?;
+    } else {
+        let header = format!(
+            "Sweep {}: {} candidates merged from {} file(s)\n",
+            summary.sweep,
+            rows.len(),
+            args.shards.len()
+        );
+        emit(&(header + "\n" + &render(&rows, &summary)))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn budget(args: &SweepArgs) -> anyhow::Result<Budget> {
+    if args.gpus < 2 {
+        bail!(
+            "--gpus must be at least 2 (one Attention and one FFN GPU), got {}",
+            args.gpus
+        );
+    }
+    if args.gpus > 4096 {
+        bail!(
+            "--gpus {} is more than this planner enumerates (4096)",
+            args.gpus
+        );
+    }
+    if args.gpus_per_node == 0 {
+        bail!("--gpus-per-node must be at least 1");
+    }
+    let min_gpus = args.min_gpus.unwrap_or(args.gpus);
+    if !(1..=args.gpus).contains(&min_gpus) {
+        bail!(
+            "--min-gpus must be between 1 and --gpus {}, got {min_gpus}",
+            args.gpus
+        );
+    }
+    Ok(Budget {
+        gpus: args.gpus,
+        min_gpus,
+        gpus_per_node: args.gpus_per_node,
+    })
+}
+
+/// Wall time of the run, for the report on stderr (never in an output file).
+struct WallClock(std::time::Instant);
+
+impl WallClock {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the CLI reports how long the sweep took; the simulation never reads wall time"
+    )]
+    fn start() -> WallClock {
+        WallClock(std::time::Instant::now())
+    }
+
+    fn seconds(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
+    }
+}
+
+fn header_title(context: &PlanContext<'_>, inputs: &Inputs<'_>) -> String {
+    format!(
+        "{} x {}, {} ({} requests)",
+        context.budget.gpus,
+        context.gpu.as_str().to_uppercase(),
+        inputs.model.name,
+        inputs.workload.requests.len()
+    )
+}
+
+/// What is searched: budget, model, costs, workload, and how many points the rules refused.
+fn describe(plan: &Plan, context: &PlanContext<'_>, inputs: &Inputs<'_>, shard: Shard) -> String {
+    let mut out = String::new();
+    let budget = context.budget;
+    let gpus = if budget.min_gpus == budget.gpus {
+        budget.gpus.to_string()
+    } else {
+        format!("{}-{}", budget.min_gpus, budget.gpus)
+    };
+    let costs = inputs
+        .calibration
+        .map_or_else(|| "datasheet roofline".to_owned(), |(_, n)| n.to_owned());
+    let w = inputs.workload;
+    let rate = w
+        .request_rate
+        .map_or_else(|| "inf".to_owned(), |r| format!("{r}"));
+    let concurrency = w
+        .max_concurrency
+        .map_or_else(|| "none".to_owned(), |c| c.to_string());
+    let _ = writeln!(
+        out,
+        "Sweep: {gpus} x {} ({} per node), {} priced by {costs}, rules {}",
+        context.gpu.as_str().to_uppercase(),
+        budget.gpus_per_node,
+        inputs.model.name,
+        context.rules.as_str()
+    );
+    let _ = writeln!(
+        out,
+        "Workload: {} requests ({}), request rate {rate}/s, concurrency {concurrency}, seed {}",
+        w.requests.len(),
+        inputs.dataset,
+        inputs.options.seed.0
+    );
+    let colocated = plan
+        .candidates
+        .iter()
+        .filter(|c| c.ffn_args.is_empty())
+        .count();
+    let _ = writeln!(
+        out,
+        "Candidates: {} legal ({} AFD, {colocated} colocated baseline) of {} enumerated",
+        plan.candidates.len(),
+        plan.candidates.len() - colocated,
+        plan.enumerated
+    );
+    if plan.rejected_points > 0 {
+        let rules: Vec<String> = plan
+            .rejected
+            .iter()
+            .map(|(id, n)| format!("{id} {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "Refused by the rules: {} ({})",
+            plan.rejected_points,
+            rules.join(", ")
+        );
+    }
+    if shard.count > 1 {
+        let _ = writeln!(out, "Shard {}/{}", shard.index, shard.count);
+    }
+    out
+}
+
+/// Writes the CSV (and the SVG) atomically.
+fn write_outputs(
+    rows: &[SweepRow],
+    out: &std::path::Path,
+    svg_path: Option<&PathBuf>,
+    complete: bool,
+    title: &str,
+) -> anyhow::Result<()> {
+    let bytes = write_sweep_csv(rows).context("formatting the sweep CSV")?;
+    let drawing = match svg_path {
+        Some(_) => Some(svg::draw(rows, complete, title)?),
+        None => None,
+    };
+    write_atomically(out, &bytes)?;
+    if let (Some(path), Some(drawing)) = (svg_path, drawing) {
+        write_atomically(path, drawing.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn fmt(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// One candidate as a table row.
+fn cells(row: &SweepRow) -> Vec<String> {
+    let layout = |dp: u32, tp: u32| format!("DP{dp}xTP{tp}");
+    let (split, ffn) = match (row.ffn_dp, row.ffn_tp) {
+        (Some(dp), Some(tp)) => (
+            format!("{}A{}F", row.attention_ranks, row.ffn_ranks),
+            format!(
+                "{}{}",
+                layout(dp, tp),
+                if row.expert_parallel { " EP" } else { "" }
+            ),
+        ),
+        _ => (format!("{} GPUs", row.gpus), "EP (colocated)".to_owned()),
+    };
+    let dbo = row
+        .dbo_decode_token_threshold
+        .zip(row.dbo_prefill_token_threshold)
+        .map_or_else(|| "off".to_owned(), |(d, p)| format!("{d}/{p}"));
+    let graphs = if row.cudagraph_mode == "eager" {
+        "eager".to_owned()
+    } else {
+        let sizes: Vec<&str> = row.cudagraph_capture_sizes.split(';').collect();
+        match sizes.as_slice() {
+            [one] => format!("[{one}]"),
+            [first, .., last] => format!("{}x [{first}..{last}]", sizes.len()),
+            [] => "graph".to_owned(),
+        }
+    };
+    vec![
+        row.rank.map_or_else(|| "-".to_owned(), |r| r.to_string()),
+        row.candidate.to_string(),
+        row.kind.clone(),
+        split,
+        layout(row.attention_dp, row.attention_tp),
+        ffn,
+        dbo,
+        graphs,
+        row.max_num_seqs.to_string(),
+        row.max_num_batched_tokens.to_string(),
+        fmt(row.output_tokens_per_s_per_gpu, 1),
+        fmt(latency_ms(row, Latency::Tpot), 2),
+        fmt(latency_ms(row, Latency::Ttft), 1),
+        row.cross_check.clone().unwrap_or_else(|| "-".to_owned()),
+    ]
+}
+
+fn header_cells(stat: &str) -> Vec<String> {
+    [
+        "rank",
+        "#",
+        "kind",
+        "split",
+        "attention",
+        "ffn",
+        "DBO",
+        "graphs",
+        "seqs",
+        "tokens",
+        "tok/s/GPU",
+        &format!("{stat} TPOT ms"),
+        &format!("{stat} TTFT ms"),
+        "closed forms",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// The human summary: counts, the ranking, both frontiers, AFD vs the baseline, the ratio rule.
+fn render(rows: &[SweepRow], summary: &SweepSummary) -> String {
+    let mut out = String::new();
+    let stat = summary.slo_stat.as_str();
+    let failed = rows.iter().filter(|r| r.status != "ok").count();
+    let slo = match (summary.ttft_slo_ms, summary.tpot_slo_ms) {
+        (None, None) => "every request served".to_owned(),
+        (ttft, tpot) => {
+            let mut parts = Vec::new();
+            if let Some(t) = ttft {
+                parts.push(format!("{stat} TTFT <= {t} ms"));
+            }
+            if let Some(t) = tpot {
+                parts.push(format!("{stat} TPOT <= {t} ms"));
+            }
+            parts.join(", ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "Simulated {} ({} could not run); {} meet the objective ({slo}); closed forms off by > 15 %: {}",
+        summary.simulated, failed, summary.passing, summary.disagreements
+    );
+    let by_candidate = |c: u64| rows.iter().find(|r| r.candidate == c);
+    let section = |out: &mut String, title: &str, list: Vec<&SweepRow>| {
+        let _ = writeln!(out, "\n{title}");
+        if list.is_empty() {
+            let _ = writeln!(out, "  (none)");
+            return;
+        }
+        let mut table_rows = vec![header_cells(stat)];
+        table_rows.extend(list.into_iter().map(cells));
+        out.push_str(&table(&table_rows));
+    };
+    section(
+        &mut out,
+        &format!(
+            "Top {} by output tokens/s per GPU (meeting the objective):",
+            summary.top.len()
+        ),
+        summary.top.iter().collect(),
+    );
+    section(
+        &mut out,
+        &format!("Pareto frontier, output tokens/s per GPU vs {stat} TPOT:"),
+        summary
+            .frontier_tpot
+            .iter()
+            .filter_map(|&c| by_candidate(c))
+            .collect(),
+    );
+    section(
+        &mut out,
+        &format!("Pareto frontier, output tokens/s per GPU vs {stat} TTFT:"),
+        summary
+            .frontier_ttft
+            .iter()
+            .filter_map(|&c| by_candidate(c))
+            .collect(),
+    );
+    let _ = writeln!(out);
+    match (&summary.best_afd, &summary.best_colocated) {
+        (Some(afd), Some(base)) => {
+            let (a, b) = (
+                afd.output_tokens_per_s_per_gpu.unwrap_or(0.0),
+                base.output_tokens_per_s_per_gpu.unwrap_or(0.0),
+            );
+            let gain = if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };
+            let (ta, tb) = (
+                latency_ms(afd, Latency::Tpot).unwrap_or(0.0),
+                latency_ms(base, Latency::Tpot).unwrap_or(0.0),
+            );
+            // Within 1 % the throughputs tie (an arrival-bound workload serves the same tokens on
+            // any deployment of the budget), and latency decides.
+            let tied = b > 0.0 && (a / b - 1.0).abs() <= 0.01;
+            let verdict = match (a > b, tied, ta < tb) {
+                (_, true, true) => "AFD pays (throughput within 1 %, lower latency)",
+                (_, true, false) => "AFD does not pay (throughput within 1 %, higher latency)",
+                (true, false, _) => "AFD pays",
+                (false, false, _) => "AFD does not pay",
+            };
+            let _ = writeln!(
+                out,
+                "{verdict}: best AFD #{} {a:.1} tok/s/GPU at {stat} TPOT {ta:.2} ms vs best colocated #{} {b:.1} tok/s/GPU at {tb:.2} ms ({gain:+.1} %)",
+                afd.candidate, base.candidate
+            );
+        }
+        (Some(afd), None) => {
+            let _ = writeln!(
+                out,
+                "Best AFD #{} meets the objective; no colocated baseline does (or none was swept).",
+                afd.candidate
+            );
+        }
+        (None, Some(base)) => {
+            let _ = writeln!(
+                out,
+                "AFD does not pay: no AFD candidate meets the objective; best colocated #{}.",
+                base.candidate
+            );
+        }
+        (None, None) => {
+            let _ = writeln!(out, "No candidate meets the objective.");
+        }
+    }
+    if let Some(afd) = &summary.best_afd
+        && let (Some(r), Some(optimal), Some(regime)) =
+            (afd.af_ratio, afd.af_ratio_optimal, afd.af_regime.as_ref())
+    {
+        let _ = writeln!(
+            out,
+            "A:F ratio: the best AFD split is {}A{}F (r = {r:.2}); the ratio rule of arXiv 2601.21351 on its costs gives r* = {optimal:.2} ({regime}-bound){}",
+            afd.attention_ranks,
+            afd.ffn_ranks,
+            if (r / optimal - 1.0).abs() > 0.15 {
+                ", more than 15 % apart"
+            } else {
+                ""
+            }
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

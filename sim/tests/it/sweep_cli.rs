@@ -1,0 +1,229 @@
+//! `afd-sim sweep` and `sweep-merge` through the binary: outputs, shards that merge byte for byte,
+//! rows that `predict` reproduces from their command lines, and bad input that exits 2 naming the
+//! flag or file without writing anything.
+
+use std::path::Path;
+
+use crate::support::{afd_sim, json};
+
+const SMALL: &[&str] = &[
+    "--gpus",
+    "3",
+    "--gpus-per-node",
+    "4",
+    "--dimensions",
+    "dbo=off,2;capture=eager,auto;max-num-seqs=16;max-num-batched-tokens=64",
+    "--num-prompts",
+    "8",
+    "--input-len",
+    "64",
+    "--output-len",
+    "4",
+    "--request-rate",
+    "50",
+    "--tpot-slo",
+    "9",
+    "--slo-stat",
+    "mean",
+];
+
+fn sweep(extra: &[&str]) -> crate::support::Run {
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(extra);
+    afd_sim(&args)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
+#[test]
+fn a_sweep_writes_rows_a_figure_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("results.csv");
+    let svg = dir.path().join("frontier.svg");
+    let run = sweep(&["--out", path(&csv), "--svg", path(&svg), "--threads", "2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for needle in [
+        "Candidates: ",
+        "Top ",
+        "Pareto frontier, output tokens/s per GPU vs mean TPOT:",
+        "Pareto frontier, output tokens/s per GPU vs mean TTFT:",
+        "colocated",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?} in {}", run.stdout);
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows = afd_traces::sweep::read_sweep_csv(&text, "results.csv").unwrap();
+    assert_eq!(rows.len() as u64, rows[0].candidates);
+    let figure = std::fs::read_to_string(&svg).unwrap();
+    for needle in [
+        "<svg",
+        "output tokens/s per GPU",
+        "mean TPOT (ms",
+        "mean TTFT (ms",
+        "Pareto frontier",
+        "best",
+    ] {
+        assert!(figure.contains(needle), "{needle:?} missing from the SVG");
+    }
+    let summary = json(&sweep(&["--out", path(&csv), "--json"]));
+    assert_eq!(summary["format"], "afd-sim-sweep");
+    assert_eq!(summary["rows"], rows.len());
+    assert!(
+        summary["frontier_tpot"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    );
+    // The same inputs give the same bytes (here on one thread).
+    let again = dir.path().join("again.csv");
+    assert_eq!(sweep(&["--out", path(&again), "--threads", "1"]).code, 0);
+    assert_eq!(std::fs::read(&again).unwrap(), text.as_bytes());
+
+    // The best row's command lines reproduce its run through `predict`.
+    let best = rows.iter().find(|r| r.rank == Some(1)).unwrap();
+    let mut args = vec![
+        "predict",
+        "--json",
+        "--attention-args",
+        &best.attention_args,
+    ];
+    if !best.ffn_args.is_empty() {
+        args.extend(["--ffn-args", &best.ffn_args]);
+    }
+    args.extend([
+        "--num-prompts",
+        "8",
+        "--input-len",
+        "64",
+        "--output-len",
+        "4",
+        "--request-rate",
+        "50",
+    ]);
+    if best.kind == "afd" {
+        let report = json(&afd_sim(&args));
+        assert_eq!(
+            report["event_log_hash"].as_str(),
+            best.event_log_hash.as_deref()
+        );
+    }
+}
+
+#[test]
+fn shards_merge_into_the_single_run_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = dir.path().join("single.csv");
+    assert_eq!(sweep(&["--out", path(&single)]).code, 0);
+    let mut shards = Vec::new();
+    for k in 1..=3 {
+        let out = dir.path().join(format!("shard-{k}.csv"));
+        let run = sweep(&["--shard", &format!("{k}/3"), "--out", path(&out)]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        shards.push(out);
+    }
+    let merged = dir.path().join("merged.csv");
+    let svg = dir.path().join("merged.svg");
+    let mut args = vec!["sweep-merge"];
+    args.extend(shards.iter().map(|p| path(p)));
+    args.extend(["--out", path(&merged), "--svg", path(&svg)]);
+    let run = afd_sim(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(&merged).unwrap(),
+        std::fs::read(&single).unwrap()
+    );
+    // Two of three shards: refused, naming what is missing, and nothing written.
+    let partial = dir.path().join("partial.csv");
+    let run = afd_sim(&[
+        "sweep-merge",
+        path(&shards[0]),
+        path(&shards[1]),
+        "--out",
+        path(&partial),
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("missing 2, 5"), "{}", run.stderr);
+    assert!(!partial.exists());
+    // A mangled shard names its file and line.
+    let text = std::fs::read_to_string(&shards[0]).unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, text.replacen("\n1,", "\nx,", 1)).unwrap();
+    let run = afd_sim(&["sweep-merge", path(&bad), "--out", path(&partial)]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("bad.csv: line 2, column 1 (schema_version)"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"));
+}
+
+#[test]
+fn bad_sweep_flags_exit_2_naming_the_flag_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.csv");
+    let out = path(&out);
+    let cases: &[(&[&str], &str)] = &[
+        (&["--gpus", "1", "--out", out], "--gpus"),
+        (
+            &["--gpus", "8", "--min-gpus", "9", "--out", out],
+            "--min-gpus",
+        ),
+        (
+            &["--gpus", "8", "--gpus-per-node", "0", "--out", out],
+            "--gpus-per-node",
+        ),
+        (
+            &["--gpus", "8", "--dimensions", "tp=2", "--out", out],
+            "unknown dimension \"tp\"",
+        ),
+        (
+            &["--gpus", "8", "--dimensions", "dbo=maybe", "--out", out],
+            "--dimensions",
+        ),
+        (&["--gpus", "8", "--shard", "0/2", "--out", out], "--shard"),
+        (
+            &["--gpus", "8", "--slo-stat", "p50", "--out", out],
+            "--slo-stat",
+        ),
+        (
+            &["--gpus", "8", "--tpot-slo=-1", "--out", out],
+            "--tpot-slo",
+        ),
+        (
+            &["--gpus", "8", "--threads", "0", "--out", out],
+            "--threads",
+        ),
+        (
+            &["--gpus", "8", "--model", "gpt-9", "--out", out],
+            "--model",
+        ),
+        (
+            &["--gpus", "8", "--request-rate", "fast", "--out", out],
+            "--request-rate",
+        ),
+        (
+            &[
+                "--gpus",
+                "8",
+                "--dimensions",
+                "split=1:7;baseline=off",
+                "--out",
+                out,
+            ],
+            "no legal candidate",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["sweep"];
+        full.extend_from_slice(args);
+        let run = afd_sim(&full);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert!(!Path::new(out).exists(), "{args:?} wrote {out}");
+    }
+}
