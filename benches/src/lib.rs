@@ -1,10 +1,18 @@
 //! Shared fixtures for the criterion benchmarks under `benches/benches/`.
 
+use afd_sim::engine::RunOptions;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::workload::{Arrivals, RandomDataset, Workload, random_workload};
+use afd_sim::planner::candidate::Context;
+use afd_sim::planner::evaluate::Inputs;
+use afd_sim::planner::frontier::{Slo, SloStat};
+use afd_sim::planner::space::{Budget, Dimensions};
+use afd_sim::planner::{Plan, plan};
 use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
+use afd_sim::topology::RuleSet;
 
 /// The seed recipe, DeepSeek-V2-Lite on the H200 roofline, and the recipe's benchmark workload
 /// (1024 prompts, 1024 in / 128 out, 5 req/s, concurrency 32): what `afd-sim` runs with no arguments.
@@ -42,4 +50,47 @@ pub fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
             expert_parallel: config.ffn.expert_parallel,
         },
     )
+}
+
+/// The planner's benchmark: `count` candidates spread evenly over the default sweep of 16 H200s
+/// (every kind of split, layout, DBO, graph and batch setting), DeepSeek-V2-Lite, the recipe's
+/// workload. Returns the model, the workload and the plan holding those candidates.
+pub fn sweep_sample(count: usize) -> (ModelArch, Workload, Plan) {
+    let (_, model, workload) = default_predict();
+    let context = Context {
+        model: &model,
+        model_path: "deepseek-ai/DeepSeek-V2-Lite",
+        gpu: GpuKind::H200,
+        rules: RuleSet::Latest,
+        budget: Budget {
+            gpus: 16,
+            min_gpus: 16,
+            gpus_per_node: 8,
+        },
+    };
+    let mut plan = plan(&Dimensions::default(), &context);
+    let stride = (plan.candidates.len() / count.max(1)).max(1);
+    plan.candidates = plan
+        .candidates
+        .into_iter()
+        .step_by(stride)
+        .take(count)
+        .collect();
+    (model, workload, plan)
+}
+
+/// The sweep's shared inputs for `workload` on `model` (roofline costs, seed 0, no SLO).
+pub fn sweep_inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
+    Inputs {
+        model,
+        calibration: None,
+        workload,
+        dataset: "random",
+        options: RunOptions::new(Seed(0)),
+        slo: Slo {
+            ttft_ms: None,
+            tpot_ms: None,
+            stat: SloStat::P99,
+        },
+    }
 }
