@@ -335,21 +335,14 @@ impl ColocatedModel {
             lanes.compute[g] = begin + prices.attention[s][e];
             timing.attention_busy[g] += prices.attention[s][e];
         }
-        if self.tp > 1 {
-            for e in 0..self.dp {
-                let duration = prices.attention_reduce[s][e];
-                group(
-                    lanes,
-                    e * self.tp..(e + 1) * self.tp,
-                    duration,
-                    eager,
-                    prices.issue_collective,
-                );
-                for g in e * self.tp..(e + 1) * self.tp {
-                    timing.attention_busy[g] += duration;
-                }
-            }
-        }
+        tp_all_reduce(
+            lanes,
+            self.tp,
+            &prices.attention_reduce[s],
+            eager,
+            prices.issue_collective,
+            &mut timing.attention_busy,
+        );
     }
 
     /// Dense MLP of ubatch `s` and its TP all-reduce; its output is the ubatch's next input.
@@ -367,21 +360,14 @@ impl ColocatedModel {
             lanes.compute[g] = begin + prices.dense[s][e];
             timing.ffn_busy[g] += prices.dense[s][e];
         }
-        if self.tp > 1 {
-            for e in 0..self.dp {
-                let duration = prices.reduce[s][e];
-                group(
-                    lanes,
-                    e * self.tp..(e + 1) * self.tp,
-                    duration,
-                    eager,
-                    prices.issue_collective,
-                );
-                for g in e * self.tp..(e + 1) * self.tp {
-                    timing.ffn_busy[g] += duration;
-                }
-            }
-        }
+        tp_all_reduce(
+            lanes,
+            self.tp,
+            &prices.reduce[s],
+            eager,
+            prices.issue_collective,
+            &mut timing.ffn_busy,
+        );
         for g in 0..self.gpus {
             lanes.ready[s][g] = lanes.compute[g];
         }
@@ -462,21 +448,14 @@ impl ColocatedModel {
             }
             return;
         }
-        if self.tp > 1 {
-            for e in 0..self.dp {
-                let duration = prices.reduce[s][e];
-                group(
-                    lanes,
-                    e * self.tp..(e + 1) * self.tp,
-                    duration,
-                    eager,
-                    prices.issue_collective,
-                );
-                for g in e * self.tp..(e + 1) * self.tp {
-                    timing.ffn_busy[g] += duration;
-                }
-            }
-        }
+        tp_all_reduce(
+            lanes,
+            self.tp,
+            &prices.reduce[s],
+            eager,
+            prices.issue_collective,
+            &mut timing.ffn_busy,
+        );
         for g in 0..self.gpus {
             lanes.ready[s][g] = lanes.compute[g];
         }
@@ -503,15 +482,29 @@ fn issue(host: &mut u64, free: u64, eager: bool, cost: u64) -> u64 {
     free.max(*host)
 }
 
-/// A collective on the compute streams of `gpus` (a TP group): it starts when every member is free
-/// and has issued it, and ends on all of them together.
-fn group(lanes: &mut Lanes, gpus: std::ops::Range<usize>, duration: u64, eager: bool, cost: u64) {
-    let mut begin = 0;
-    for g in gpus.clone() {
-        begin = begin.max(issue(&mut lanes.host[g], lanes.compute[g], eager, cost));
+/// Each engine's TP all-reduce on its GPUs' compute streams: it starts when every member is free
+/// and has issued it, ends on all of them together, and counts as busy time in `busy`.
+fn tp_all_reduce(
+    lanes: &mut Lanes,
+    tp: usize,
+    durations: &[u64],
+    eager: bool,
+    cost: u64,
+    busy: &mut [u64],
+) {
+    if tp <= 1 {
+        return;
     }
-    for g in gpus {
-        lanes.compute[g] = begin + duration;
+    for (e, &duration) in durations.iter().enumerate() {
+        let gpus = e * tp..(e + 1) * tp;
+        let mut begin = 0;
+        for g in gpus.clone() {
+            begin = begin.max(issue(&mut lanes.host[g], lanes.compute[g], eager, cost));
+        }
+        for g in gpus {
+            lanes.compute[g] = begin + duration;
+            busy[g] += duration;
+        }
     }
 }
 

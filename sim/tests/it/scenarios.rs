@@ -12,7 +12,7 @@ use afd_sim::serving::{GraphMode, RoleLayout, ServingConfig};
 use afd_traces::model_config::ModelConfig;
 use proptest::prelude::*;
 
-use crate::support::{flat, layout_of, profile, simulate, workload};
+use crate::support::{flat, flat_costs, layout_of, profile, simulate, workload};
 
 /// One MoE layer of DeepSeek-V2-Lite's shapes.
 fn one_layer_model() -> ModelArch {
@@ -269,24 +269,17 @@ fn colocated_baseline_times_follow_from_the_profile() {
     // runs a one-row dummy batch, so both GPUs wait for each other at every all-to-all.
     let (h, proj, prefill, decode, router, experts, shared, a2a, lm) =
         (100.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 7.0, 8.0);
-    let tables = vec![
-        flat("attention.proj", &[], &["tokens"], proj),
-        flat("attention.prefill", &[], &["tokens", "context"], prefill),
-        flat("attention.mla_decode", &[], &["batch", "context"], decode),
-        flat("attention.lm_head", &[], &["tokens"], lm),
-        flat("moe.router", &[], &["tokens"], router),
-        flat(
-            "moe.routed_experts",
-            &[],
-            &["active_experts", "tokens_per_expert"],
-            experts,
-        ),
-        flat("moe.shared_experts", &[], &["tokens"], shared),
-        flat("nccl.all_to_all", &[("ranks", "2")], &["bytes"], a2a),
-        flat("launch.eager", &[], &["kernels"], 0.0),
-        flat("launch.graph", &[], &["kernels"], 0.0),
-        flat("host.step", &[], &["requests"], h),
-    ];
+    let tables = flat_costs(&[
+        ("attention.proj", proj),
+        ("attention.prefill", prefill),
+        ("attention.mla_decode", decode),
+        ("attention.lm_head", lm),
+        ("moe.router", router),
+        ("moe.routed_experts", experts),
+        ("moe.shared_experts", shared),
+        ("nccl.all_to_all@ranks=2", a2a),
+        ("host.step", h),
+    ]);
     let layout = RoleLayout {
         dp: 2,
         tp: 1,
@@ -346,25 +339,18 @@ fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
     // op cost what the whole batch's would, so only the schedule differs from the serial step.
     let (h, proj, decode, reduce, router, experts, shared, a2a, lm) =
         (100.0, 10.0, 30.0, 5.0, 5.0, 60.0, 20.0, 30.0, 8.0);
-    let tables = vec![
-        flat("attention.proj", &[], &["tokens"], proj),
-        flat("attention.prefill", &[], &["tokens", "context"], 50.0),
-        flat("attention.mla_decode", &[], &["batch", "context"], decode),
-        flat("attention.lm_head", &[], &["tokens"], lm),
-        flat("moe.router", &[], &["tokens"], router),
-        flat(
-            "moe.routed_experts",
-            &[],
-            &["active_experts", "tokens_per_expert"],
-            experts,
-        ),
-        flat("moe.shared_experts", &[], &["tokens"], shared),
-        flat("nccl.all_to_all", &[("ranks", "2")], &["bytes"], a2a),
-        flat("nccl.all_reduce", &[("ranks", "2")], &["bytes"], reduce),
-        flat("launch.eager", &[], &["kernels"], 0.0),
-        flat("launch.graph", &[], &["kernels"], 0.0),
-        flat("host.step", &[], &["requests"], h),
-    ];
+    let tables = flat_costs(&[
+        ("attention.proj", proj),
+        ("attention.prefill", 50.0),
+        ("attention.mla_decode", decode),
+        ("attention.lm_head", lm),
+        ("moe.router", router),
+        ("moe.routed_experts", experts),
+        ("moe.shared_experts", shared),
+        ("nccl.all_to_all@ranks=2", a2a),
+        ("nccl.all_reduce@ranks=2", reduce),
+        ("host.step", h),
+    ]);
     let layout = RoleLayout {
         dp: 1,
         tp: 2,

@@ -140,3 +140,33 @@ pub(crate) fn profile(tables: Vec<CostTable>) -> CalibrationProfile {
     profile.tables = tables;
     profile
 }
+
+/// Flat tables from `(op, µs)` pairs, with each op's axes; `op@key=value` adds a variant (e.g.
+/// `nccl.all_to_all@ranks=2`). Launches cost nothing unless listed.
+pub(crate) fn flat_costs(entries: &[(&str, f64)]) -> Vec<CostTable> {
+    let mut tables: Vec<CostTable> = entries
+        .iter()
+        .map(|&(spec, us)| {
+            let (op, variant) = match spec.split_once('@') {
+                Some((op, variant)) => (op, variant.split_once('=')),
+                None => (spec, None),
+            };
+            let axes: &[&str] = match op {
+                "p2p.one_way" | "nccl.all_reduce" | "nccl.all_to_all" => &["bytes"],
+                "attention.prefill" => &["tokens", "context"],
+                "attention.mla_decode" => &["batch", "context"],
+                "moe.routed_experts" => &["active_experts", "tokens_per_expert"],
+                "launch.eager" | "launch.graph" => &["kernels"],
+                "host.step" => &["requests"],
+                _ => &["tokens"],
+            };
+            flat(op, variant.as_slice(), axes, us)
+        })
+        .collect();
+    for launch in ["launch.eager", "launch.graph"] {
+        if !entries.iter().any(|(spec, _)| *spec == launch) {
+            tables.push(flat(launch, &[], &["kernels"], 0.0));
+        }
+    }
+    tables
+}
