@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use afd_conformance::twin::faults::{CATALOG, Fault, FaultSet};
 use afd_conformance::twin::ffn::FfnHttp;
 use afd_conformance::twin::{self, TwinOptions};
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::RuleSet;
 
 const SERVE_AFTER_HELP: &str = "\
@@ -62,6 +63,10 @@ struct TwinFlags {
     /// Plugin rule set: `latest` (block partition, no derived ports) or `v0.26` (ports port+k+1).
     #[arg(long, default_value = "latest", value_parser = ["latest", "v0.26"])]
     rules: String,
+    /// GPU whose datasheet roofline prices the simulated steps, as `afd-sim predict --gpu`: h200, h100,
+    /// h800, h20, a100, l4, l20.
+    #[arg(long, default_value = "h200", value_name = "GPU")]
+    gpu: String,
 }
 
 fn parse_fault(text: &str) -> Result<Fault, String> {
@@ -169,6 +174,7 @@ const TWIN_VALUE_FLAGS: &[&str] = &[
     "--rendezvous-timeout",
     "--ffn-http",
     "--rules",
+    "--gpu",
 ];
 
 /// Splits argv (without the program name) into the twin's flags and the `vllm serve` words.
@@ -407,6 +413,10 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         );
     }
     let rules = RuleSet::parse(&flags.rules).context("--rules")?;
+    let gpu = GpuKind::parse(&flags.gpu).with_context(|| {
+        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("--gpu {:?} is not one of {}", flags.gpu, names.join(", "))
+    })?;
     let ffn_http = FfnHttp::parse(&flags.ffn_http).context("--ffn-http")?;
     if serve_args.is_empty() {
         bail!(
@@ -418,6 +428,7 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         env: twin::launch::relevant_env(std::env::vars()),
         rules,
         time_scale: flags.time_scale,
+        gpu,
         faults: FaultSet::new(flags.faults),
         rendezvous_timeout: Duration::from_secs_f64(flags.rendezvous_timeout),
         ffn_http,

@@ -207,8 +207,9 @@ pub async fn step_loop(
                         }
                     }
                 }
+                // The FFN side of the step takes `delay` longer than the simulator says it does.
                 if let Some(delay) = delay {
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(step.duration + delay).await;
                 }
                 if let Err(err) = link.ack(step.step).await {
                     return StepLoopEnd::Gone(err);

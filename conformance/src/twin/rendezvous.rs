@@ -502,6 +502,9 @@ pub struct StepMessage {
     pub stages: u32,
     /// Tokens per Attention DP engine (`num_tokens_across_dp_cpu`, afd-spec §3.4).
     pub tokens: Vec<u32>,
+    /// Real time left until the step's deadline when the message was sent (its simulated duration
+    /// times `--time-scale`); the FFN twin's `slow-ffn-step` fault answers this much later plus its delay.
+    pub duration: Duration,
 }
 
 /// Why a formed pair came apart.
@@ -519,6 +522,7 @@ impl AttentionLink {
             "step": message.step,
             "stages": message.stages,
             "tokens": message.tokens,
+            "duration_ns": u64::try_from(message.duration.as_nanos()).unwrap_or(u64::MAX),
         });
         let result = self.wire.send(&value).await;
         result.map_err(|err| self.gone(err.to_string()))
@@ -594,12 +598,20 @@ impl FfnLink {
                         .map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()))
                         .collect::<Option<Vec<_>>>()
                 });
-                match (step, stages, tokens) {
-                    (Some(step), Some(stages), Some(tokens)) => Ok(FfnEvent::Step(StepMessage {
-                        step,
-                        stages,
-                        tokens,
-                    })),
+                // Absent from a peer that does not time its steps: no duration.
+                let duration = match value.get("duration_ns") {
+                    None => Some(Duration::ZERO),
+                    Some(ns) => ns.as_u64().map(Duration::from_nanos),
+                };
+                match (step, stages, tokens, duration) {
+                    (Some(step), Some(stages), Some(tokens), Some(duration)) => {
+                        Ok(FfnEvent::Step(StepMessage {
+                            step,
+                            stages,
+                            tokens,
+                            duration,
+                        }))
+                    }
                     _ => Err(self.gone(format!("malformed step message {value}"))),
                 }
             }

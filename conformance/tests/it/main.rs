@@ -5,3 +5,4 @@ mod faults;
 mod pair;
 mod refusals;
 mod support;
+mod timing;
