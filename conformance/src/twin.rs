@@ -76,7 +76,8 @@ pub enum TwinError {
         source: std::io::Error,
     },
     #[error("{0}")]
-    Timing(String),
+    /// The simulator cannot serve the pair (a KV cache too small for max_model_len, or none at all).
+    Unservable(String),
     #[error("{0}")]
     PeerGone(String),
 }
@@ -85,7 +86,7 @@ impl TwinError {
     /// 2 for input the user must fix (flags, a mismatched pair, ports in use), 1 for a run that failed.
     pub fn exit_code(&self) -> i32 {
         match self {
-            TwinError::Args(_) | TwinError::Bind { .. } | TwinError::Timing(_) => 2,
+            TwinError::Args(_) | TwinError::Bind { .. } | TwinError::Unservable(_) => 2,
             TwinError::Rendezvous(
                 RendezvousError::Mismatch { .. } | RendezvousError::Busy { .. },
             ) => 2,
@@ -215,6 +216,9 @@ pub async fn run(
                     info!("shutting down; FFN steps: {summary}");
                     Ok(())
                 }
+                ffn::StepLoopEnd::Abort(reason) => Err(TwinError::Unservable(format!(
+                    "the attention twin refused to serve this pair: {reason}"
+                ))),
                 ffn::StepLoopEnd::Gone(err) => {
                     error!("{err}; FFN steps: {summary}");
                     Err(TwinError::PeerGone(err.to_string()))
@@ -270,8 +274,8 @@ async fn serve_attention(
         Err(err) => {
             // The real pair would fail here too, after its rendezvous (vLLM sizes the KV cache then).
             error!("{err}");
-            link.bye(&err.to_string()).await;
-            return Err(TwinError::Timing(err.to_string()));
+            link.abort(&err.to_string()).await;
+            return Err(TwinError::Unservable(err.to_string()));
         }
     };
     info!(

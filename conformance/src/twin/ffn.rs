@@ -174,6 +174,8 @@ pub struct StepTally {
 pub enum StepLoopEnd {
     /// The Attention twin said goodbye.
     Bye(String),
+    /// The Attention twin refused to serve the pair.
+    Abort(String),
     Gone(LinkError),
     Shutdown,
 }
@@ -216,6 +218,7 @@ pub async fn step_loop(
                 }
             }
             Ok(FfnEvent::Bye(reason)) => return StepLoopEnd::Bye(reason),
+            Ok(FfnEvent::Abort(reason)) => return StepLoopEnd::Abort(reason),
             Err(err) => return StepLoopEnd::Gone(err),
         }
     }

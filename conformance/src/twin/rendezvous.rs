@@ -554,10 +554,20 @@ impl AttentionLink {
     }
 
     /// Tells the FFN twin the pair is shutting down.
-    pub async fn bye(mut self, reason: &str) {
+    pub async fn bye(self, reason: &str) {
+        self.close("bye", reason).await;
+    }
+
+    /// Tells the FFN twin the Attention twin cannot serve this pair after all (it found out after the
+    /// rendezvous, as vLLM sizes its KV cache after the AFD connector is up).
+    pub async fn abort(self, reason: &str) {
+        self.close("abort", reason).await;
+    }
+
+    async fn close(mut self, kind: &str, reason: &str) {
         let _ = self
             .wire
-            .send(&json!({"type": "bye", "reason": reason}))
+            .send(&json!({"type": kind, "reason": reason}))
             .await;
         let _ = self.wire.writer.shutdown().await;
     }
@@ -576,6 +586,8 @@ pub enum FfnEvent {
     Step(StepMessage),
     /// The Attention twin shut down cleanly.
     Bye(String),
+    /// The Attention twin refused to serve this pair, for the reason given.
+    Abort(String),
 }
 
 impl FfnLink {
@@ -615,13 +627,18 @@ impl FfnLink {
                     _ => Err(self.gone(format!("malformed step message {value}"))),
                 }
             }
-            "bye" => Ok(FfnEvent::Bye(
-                value
+            kind @ ("bye" | "abort") => {
+                let reason = value
                     .get("reason")
                     .and_then(Value::as_str)
                     .unwrap_or("")
-                    .to_owned(),
-            )),
+                    .to_owned();
+                Ok(if kind == "bye" {
+                    FfnEvent::Bye(reason)
+                } else {
+                    FfnEvent::Abort(reason)
+                })
+            }
             _ => Err(self.gone(format!("unexpected message {value}"))),
         }
     }
