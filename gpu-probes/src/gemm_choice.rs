@@ -298,7 +298,9 @@ impl fmt::Display for Path {
 /// Which paths a probe may choose from (`--gemm-path`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PathSet {
-    /// Every family; the fastest wins.
+    /// cuBLAS and cuBLASLt; the fastest wins. The own kernel is left out: on the H200 it was slower
+    /// than cuBLASLt at every decode size of both models measured (docs/probes.md), so trying it only
+    /// lengthens start-up.
     Auto,
     /// One family only (cuBLAS where it offers nothing for a shape).
     Only(Family),
@@ -346,7 +348,10 @@ pub const LARGE_LT_ALGOS: usize = 4;
 /// compute-bound token counts), then every fitting tile of the own kernel (fused first for gate/up).
 /// Never empty: cuBLAS stands in where the set offers nothing.
 pub fn candidates(shape: &StageShape, set: PathSet, lt_algos: usize) -> Vec<Path> {
-    let wants = |family: Family| set == PathSet::Auto || set == PathSet::Only(family);
+    let wants = |family: Family| match set {
+        PathSet::Auto => family != Family::Own,
+        PathSet::Only(only) => family == only,
+    };
     let mut paths = Vec::new();
     if wants(Family::Cublas) {
         paths.push(Path::Cublas);
@@ -395,18 +400,21 @@ impl Trial {
     }
 }
 
-/// Index of the fastest valid trial; among equal times the earlier one (cuBLAS comes first).
+/// Times within this fraction of the fastest count as a tie: timing noise must not swap a path for
+/// another that is no faster.
+pub const TIE_FRACTION: f64 = 0.005;
+
+/// Index of the first valid trial within [`TIE_FRACTION`] of the fastest valid time (candidates come
+/// in order of preference: cuBLAS, then cuBLASLt by heuristic rank).
 pub fn fastest(trials: &[Trial]) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (i, trial) in trials.iter().enumerate() {
-        if !trial.is_valid() {
-            continue;
-        }
-        if best.is_none_or(|b| trial.us < trials[b].us) {
-            best = Some(i);
-        }
-    }
-    best
+    let best_us = trials
+        .iter()
+        .filter(|t| t.is_valid())
+        .map(|t| t.us)
+        .fold(f64::INFINITY, f64::min);
+    trials
+        .iter()
+        .position(|t| t.is_valid() && t.us <= best_us * (1.0 + TIE_FRACTION))
 }
 
 /// "gate/up: own 128x64 +SiLU ×12, cuBLAS ×1; down: …": how often each path was chosen per stage,

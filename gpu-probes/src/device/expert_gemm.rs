@@ -24,7 +24,7 @@ use crate::gemm_choice::{self, Family, Path, PathSet, Stage, StageShape, Trial};
 
 const BF16: usize = 2;
 /// cuBLASLt heuristic algorithms tried per shape.
-const LT_ALGOS: usize = 10;
+const LT_ALGOS: usize = 32;
 /// Timed graph replays per candidate (after one warm-up replay); the median counts.
 const TIMED_REPLAYS: usize = 3;
 /// Shortest graph replay worth timing, µs.

@@ -522,27 +522,31 @@ __device__ __forceinline__ unsigned silu_mul2(unsigned g, unsigned u) {
     return (unsigned)f2bf(silu_times(g0, u0)) | ((unsigned)f2bf(silu_times(g1, u1)) << 16);
 }
 
-// out[r, c] = silu(gu[r, c]) * gu[r, inter + c] for rows x inter. Blocks stride over rows; 16-byte
-// vectors when inter % 8 == 0 (buffers are 256-byte aligned), scalars otherwise.
+// out[r, c] = silu(gu[r, c]) * gu[r, inter + c] for rows x inter. One thread per 16-byte vector of
+// 8 outputs when inter % 8 == 0 (buffers are 256-byte aligned), so even one row spreads over many
+// threads; one per output otherwise.
 extern "C" __global__ void silu_mul(const bf16* gu, bf16* out, u64 rows, int inter) {
-    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
-        const bf16* gate = gu + r * 2 * (u64)inter;
-        const bf16* up = gate + inter;
-        bf16* o = out + r * (u64)inter;
-        if ((inter & 7) == 0) {
-            for (int c = threadIdx.x * 8; c < inter; c += blockDim.x * 8) {
-                u4 gv = *(const u4*)(gate + c), uv = *(const u4*)(up + c);
-                u4 ov;
-                ov.x = silu_mul2(gv.x, uv.x);
-                ov.y = silu_mul2(gv.y, uv.y);
-                ov.z = silu_mul2(gv.z, uv.z);
-                ov.w = silu_mul2(gv.w, uv.w);
-                *(u4*)(o + c) = ov;
-            }
-        } else {
-            for (int c = threadIdx.x; c < inter; c += blockDim.x) {
-                o[c] = f2bf(silu_times(bf2f(gate[c]), bf2f(up[c])));
-            }
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    if ((inter & 7) == 0) {
+        const u64 vec = (u64)(inter >> 3);
+        const u64 n = rows * vec;
+        for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {
+            u64 r = n <= 0xffffffffull ? (u64)((unsigned)i / (unsigned)vec) : i / vec;
+            u64 c = (i - r * vec) * 8;
+            const bf16* gate = gu + r * 2 * (u64)inter + c;
+            u4 gv = *(const u4*)gate, uv = *(const u4*)(gate + inter);
+            u4 ov;
+            ov.x = silu_mul2(gv.x, uv.x);
+            ov.y = silu_mul2(gv.y, uv.y);
+            ov.z = silu_mul2(gv.z, uv.z);
+            ov.w = silu_mul2(gv.w, uv.w);
+            *(u4*)(out + r * (u64)inter + c) = ov;
+        }
+    } else {
+        const u64 n = rows * (u64)inter;
+        for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {
+            u64 r = i / inter, c = i % inter;
+            out[i] = f2bf(silu_times(bf2f(gu[r * 2 * inter + c]), bf2f(gu[r * 2 * inter + inter + c])));
         }
     }
 }

@@ -623,12 +623,16 @@ impl Kernels {
         inter: usize,
     ) -> Result<(), ProbeError> {
         let (mut gu, mut out, mut rows_u, mut inter_i) = (gu, out, rows as u64, inter as i32);
-        let blocks = (rows as u64).clamp(1, u64::from(self.sm_count) * 16) as u32;
+        let threads = if inter.is_multiple_of(8) {
+            rows as u64 * (inter / 8) as u64
+        } else {
+            rows as u64 * inter as u64
+        };
         self.launch(
             self.silu_mul,
             stream,
-            (blocks, 1, 1),
-            128,
+            (self.stride_grid(threads), 1, 1),
+            256,
             0,
             &mut [
                 arg(&mut gu),

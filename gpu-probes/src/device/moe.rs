@@ -926,17 +926,19 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         format!(
             "GPU {} ({}), model {model}: {n_layers} MoE layers of distinct weights ({:.1} GB) rotated per repetition, \
              {dense_copies} dense-MLP copies; routing drawn on the host (seed {}); routed experts: gate/up GEMM with SiLU·mul, \
-             then down GEMM, each padded to the busiest expert's tokens; every stage shape runs the fastest of cuBLAS batched \
-             GEMMs (device pointer arrays, strided when all {e} experts are active), the cuBLASLt algorithms its heuristic \
-             offers, and this crate's grouped GEMM kernel (SiLU·mul fused into its epilogue or not), each checked against \
-             cuBLAS and timed as graph replays over rotated layers when the shape is first met (note expert_gemm; derived \
-             gate_up_path/down_path: 0 cuBLAS, 1 cuBLASLt, 2 own kernel); samples are per-operation times of graph replays; \
+             then down GEMM, each padded to the busiest expert's tokens; every stage shape runs the fastest of the GEMM \
+             paths of set {} (auto: cuBLAS batched GEMMs over device pointer arrays, strided when all {e} experts are active, \
+             and the cuBLASLt algorithms its heuristic offers; own: this crate's grouped GEMM kernel, SiLU·mul fused or not), \
+             each checked against cuBLAS and timed as graph replays over rotated layers when the shape is first met (note \
+             expert_gemm; derived gate_up_path/down_path: 0 cuBLAS, 1 cuBLASLt, 2 own kernel); samples are per-operation \
+             times of graph replays; \
              derived eager_us and host_us come from eager runs; {} warm-ups, {} samples per point; \
              HBM copy reference {hbm:.0} GB/s; worst token-0 check vs CPU {worst_check:.2e}",
             gpu.ordinal,
             gpu.name,
             n_layers as f64 * (e * shape.expert_bytes() + 3 * h * shape.shared_intermediate_size * BF16) as f64 / 1e9,
             spec.seed,
+            gemms.set,
             timing.warmup,
             timing.iters,
         ),

@@ -152,15 +152,21 @@ fn candidates_at_decode_sizes() {
         &deepseek(64, 64)[0],
         PathSet::Auto,
         3,
+        expect!["cuBLAS, cuBLASLt #0, cuBLASLt #1, cuBLASLt #2"],
+    );
+    check_candidates(
+        &deepseek(64, 64)[0],
+        PathSet::Only(Family::Own),
+        3,
         expect![[
-            "cuBLAS, cuBLASLt #0, cuBLASLt #1, cuBLASLt #2, own 128x16 +SiLU, own 128x32 +SiLU, own 128x64 +SiLU, own 64x64 +SiLU, own 128x16, own 128x32, own 128x64, own 64x64"
+            "own 128x16 +SiLU, own 128x32 +SiLU, own 128x64 +SiLU, own 64x64 +SiLU, own 128x16, own 128x32, own 128x64, own 64x64"
         ]],
     );
     check_candidates(
         &deepseek(64, 64)[1],
-        PathSet::Auto,
+        PathSet::Only(Family::Own),
         2,
-        expect!["cuBLAS, cuBLASLt #0, cuBLASLt #1, own 128x16, own 128x32, own 128x64, own 64x64"],
+        expect!["own 128x16, own 128x32, own 128x64, own 64x64"],
     );
     check_candidates(
         &qwen3(128, 128)[1],
@@ -257,12 +263,24 @@ fn fastest_skips_wrong_and_untimed_trials() {
     assert_eq!(fastest(&trials), Some(1));
     assert_eq!(fastest(&trials[2..]), None);
     assert_eq!(fastest(&[]), None);
-    // Equal times keep the earlier trial.
+    // Equal times, or times within the tie fraction, keep the earlier trial.
     let tie = [
         trial(Path::Cublas, 0.0, 10.0),
         trial(Path::CublasLt { algo: 0 }, 0.0, 10.0),
     ];
     assert_eq!(fastest(&tie), Some(0));
+    let near = [
+        trial(Path::Cublas, 0.0, 300.0),
+        trial(Path::CublasLt { algo: 0 }, 0.0, 299.0),
+        trial(Path::CublasLt { algo: 1 }, 0.0, 290.0),
+        trial(Path::CublasLt { algo: 2 }, 0.0, 289.0),
+    ];
+    assert_eq!(fastest(&near), Some(2), "290 is within 0.5 % of 289");
+    let clear = [
+        trial(Path::Cublas, 0.0, 300.0),
+        trial(Path::CublasLt { algo: 0 }, 0.0, 290.0),
+    ];
+    assert_eq!(fastest(&clear), Some(1));
 }
 
 #[test]
@@ -291,6 +309,14 @@ fn summary_counts_choices_per_stage() {
     expect!["gate/up: own 128x64 +SiLU ×2, cuBLAS ×1; down: cuBLASLt #2 ×2, own 128x32 ×1"]
         .assert_eq(&summarize(&choices));
     assert_eq!(summarize(&[]), "");
+}
+
+fn best(trials: &[Trial]) -> f64 {
+    trials
+        .iter()
+        .filter(|t| t.is_valid())
+        .map(|t| t.us)
+        .fold(f64::INFINITY, f64::min)
 }
 
 fn arb_shape() -> impl Strategy<Value = StageShape> {
@@ -337,8 +363,11 @@ proptest! {
         let paths = candidates(&shape, set, lt);
         prop_assert!(!paths.is_empty());
         for path in &paths {
-            if let PathSet::Only(family) = set {
-                prop_assert!(path.family() == family || *path == Path::Cublas);
+            match set {
+                PathSet::Only(family) => {
+                    prop_assert!(path.family() == family || *path == Path::Cublas);
+                }
+                PathSet::Auto => prop_assert!(path.family() != Family::Own),
             }
             match path {
                 Path::Own { tile, fused } => {
@@ -387,9 +416,11 @@ proptest! {
                 prop_assert!(trials[i].is_valid());
                 for (j, t) in trials.iter().enumerate() {
                     if t.is_valid() {
-                        prop_assert!(trials[i].us <= t.us);
-                        if t.us == trials[i].us {
-                            prop_assert!(i <= j);
+                        // Never more than the tie fraction slower than any valid trial, and no
+                        // earlier valid trial was within it.
+                        prop_assert!(trials[i].us <= t.us * (1.0 + TIE_FRACTION));
+                        if j < i {
+                            prop_assert!(t.us > best(&trials) * (1.0 + TIE_FRACTION));
                         }
                     }
                 }
