@@ -8,6 +8,7 @@ use std::ffi::c_void;
 
 use cudarc::cublaslt::sys as lt;
 
+use super::blas::check_status;
 use super::gpu::{Buffer, Gpu, Stream};
 use crate::error::ProbeError;
 
@@ -18,15 +19,7 @@ const OP_T: i32 = 1;
 const BATCH_MODE_POINTER_ARRAY: i32 = 1;
 
 fn status(gpu: usize, call: &'static str, s: lt::cublasStatus_t) -> Result<(), ProbeError> {
-    if s == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        Ok(())
-    } else {
-        Err(ProbeError::Cublas {
-            call,
-            gpu,
-            status: format!("{s:?}"),
-        })
-    }
+    check_status(gpu, call, s, lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
 }
 
 /// A cuBLASLt handle with its workspace.
