@@ -32,6 +32,8 @@ Examples:
   afd-twin /models/DeepSeek-V2-Lite --data-parallel-size 1 --tensor-parallel-size 2 \\
       --enable-expert-parallel --additional-config '{\"afd\": {\"role\": \"attention\", \"host\": \"127.0.0.1\",
       \"port\": 6269, \"num_attention_ranks\": 2, \"num_ffn_ranks\": 2}}' --port 18305 --time-scale 0 &
+  # Tokens at half the speed afd-sim predicts for this pair on H100:
+  afd-twin ... --time-scale 2 --gpu h100
   # Break one invariant on purpose:
   afd-twin ... --fault drop-response=5 --fault health-lies
 
@@ -48,7 +50,8 @@ Exit status: 0 after a clean shutdown, 1 when the peer went away or the rendezvo
     args_override_self = true
 )]
 struct TwinFlags {
-    /// Real seconds per simulated second for token timing (1 = real time, 0 = as fast as possible).
+    /// Real seconds per simulated second of afd-sim's model of the pair, which times every step (1 = real
+    /// time, 0 = as fast as possible).
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     time_scale: f64,
     /// Switch on a fault (repeatable): NAME or NAME=VALUE; `afd-twin faults` lists them.
