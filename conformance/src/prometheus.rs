@@ -113,9 +113,9 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == ':'
 }
 
-fn parse_sample(line: &str) -> Result<Sample, String> {
-    let name_end = line
-        .char_indices()
+/// Bytes of the metric or label name `text` starts with (0 when it starts with none).
+fn name_len(text: &str) -> usize {
+    text.char_indices()
         .find(|&(i, c)| {
             !(if i == 0 {
                 is_name_start(c)
@@ -123,7 +123,11 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
                 is_name_char(c)
             })
         })
-        .map_or(line.len(), |(i, _)| i);
+        .map_or(text.len(), |(i, _)| i)
+}
+
+fn parse_sample(line: &str) -> Result<Sample, String> {
+    let name_end = name_len(line);
     if name_end == 0 {
         return Err(format!("expected a metric name, found {}", excerpt(line)));
     }
@@ -171,16 +175,7 @@ fn parse_labels<'a>(
         if let Some(after) = text.strip_prefix('}') {
             return Ok(after);
         }
-        let name_end = text
-            .char_indices()
-            .find(|&(i, c)| {
-                !(if i == 0 {
-                    is_name_start(c)
-                } else {
-                    is_name_char(c)
-                })
-            })
-            .map_or(text.len(), |(i, _)| i);
+        let name_end = name_len(text);
         if name_end == 0 {
             return Err(format!("expected a label name, found {}", excerpt(text)));
         }

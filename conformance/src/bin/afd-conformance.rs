@@ -26,6 +26,7 @@ use afd_sim::topology::RuleSet;
 #[command(
     name = "afd-conformance",
     version,
+    args_override_self = true,
     about = "Check a live AFD Attention+FFN pair (vLLM with the afd-plugin, or afd-twin) for rank-mapping and routing invariants",
     after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0"
 )]
@@ -310,6 +311,32 @@ fn list(json: bool, kind: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// A word as a POSIX shell (and the recipe reader) reads it back.
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// `NAME=value … vllm serve WORDS…`, as `--attention-args` takes it.
+fn command_line(words: &afd_conformance::target::ServeWords) -> String {
+    let env = words
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(v)));
+    let args = words.args.iter().map(|w| shell_quote(w));
+    env.chain(["vllm".to_owned(), "serve".to_owned()])
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn rerun_command(seed: u64) -> String {
     let mut words: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1).peekable();
@@ -505,23 +532,39 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         pair.ffn_url,
         pair.ffn_log.display()
     );
+    let deployment = if args.free_ports {
+        // The recipe names the old ports; hand the suite the command lines the twins really got.
+        format!(
+            "--attention-args {} --ffn-args {}",
+            shell_quote(&command_line(&pair.attention)),
+            shell_quote(&command_line(&pair.ffn))
+        )
+    } else {
+        format!(
+            "--recipe {}",
+            shell_quote(&args.recipe.display().to_string())
+        )
+    };
     println!(
-        "check it with:\n  afd-conformance run --attention-url {} --ffn-url {} --attention-log {} --ffn-log {}{}",
+        "check it with:\n  afd-conformance run {deployment} --rules {} --attention-url {} --ffn-url {} --attention-log {} --ffn-log {}",
+        args.rules,
         pair.attention_url,
         pair.ffn_url,
-        pair.attention_log.display(),
-        pair.ffn_log.display(),
-        if args.free_ports {
-            String::new()
-        } else {
-            format!(" --recipe {} --rules {}", args.recipe.display(), args.rules)
-        }
+        shell_quote(&pair.attention_log.display().to_string()),
+        shell_quote(&pair.ffn_log.display().to_string()),
     );
-    println!("Ctrl-C stops the pair.");
+    println!("Ctrl-C (or SIGTERM) stops the pair.");
     let _ = std::io::stdout().flush();
+    // The twins lead their own process groups, so a signal to this process does not reach them: catch
+    // the usual ones and stop the pair before exiting.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+            _ = hangup.recv() => break,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
                 let exited = pair.exited();
                 if let Some((role, status)) = exited.first() {

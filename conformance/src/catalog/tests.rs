@@ -52,3 +52,30 @@ fn every_kind_is_represented() {
         assert!(n >= 4, "{kind}: {n}");
     }
 }
+
+#[test]
+fn the_user_guide_lists_every_invariant() {
+    let guide = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/conformance.md"
+    ))
+    .expect("docs/conformance.md is readable");
+    let missing: Vec<&str> = catalog()
+        .iter()
+        .map(|i| i.id)
+        .filter(|id| !guide.contains(&format!("`{id}`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/conformance.md lacks {missing:?}");
+    let (total, by_kind) = (catalog().len(), count_by_kind());
+    let line = format!(
+        "{total} invariants: {} static",
+        by_kind
+            .iter()
+            .find(|(k, _)| *k == Kind::Static)
+            .map_or(0, |(_, n)| *n)
+    );
+    assert!(
+        guide.contains(&line),
+        "docs/conformance.md should say '{line}'"
+    );
+}

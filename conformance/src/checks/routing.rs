@@ -311,6 +311,19 @@ impl Judged {
         }
     }
 
+    /// Records a window's request conservation: the change in successes against what the client saw,
+    /// widened by its indeterminate requests.
+    fn record_requests(&mut self, name: &str, window: &Window) {
+        let t = &window.tally;
+        let verdict = within(
+            "sum of vllm:request_success_total",
+            window.delta.success,
+            t.completed,
+            t.indeterminate,
+        );
+        self.record(name, verdict, &t.requests);
+    }
+
     fn outcome(&self, what: &str) -> Outcome {
         if !self.failures.is_empty() {
             return Outcome::from_failures("", &self.failures);
@@ -345,16 +358,7 @@ fn judge_conservation(
         }
     };
     let t = &window.tally;
-    requests.record(
-        name,
-        within(
-            "sum of vllm:request_success_total",
-            window.delta.success,
-            t.completed,
-            t.indeterminate,
-        ),
-        &t.requests,
-    );
+    requests.record_requests(name, window);
     if t.usage_unknown {
         tokens
             .unknown
@@ -554,16 +558,7 @@ async fn spread(session: &Session, engines: Option<u32>, conservation: &mut Judg
             Err(err) => return Outcome::indeterminate(err),
         };
         let t = &window.tally;
-        conservation.record(
-            "burst",
-            within(
-                "sum of vllm:request_success_total",
-                window.delta.success,
-                t.completed,
-                t.indeterminate,
-            ),
-            &t.requests,
-        );
+        conservation.record_requests("burst", &window);
         if t.completed + t.indeterminate < u64::from(size) {
             return Outcome::indeterminate(format!(
                 "only {} of {size} burst requests completed",

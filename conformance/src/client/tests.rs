@@ -294,3 +294,13 @@ async fn streams_are_read_as_events_and_can_be_cancelled() {
     assert!(response.cancelled);
     assert!(response.events.len() >= 2 && response.events.len() < 51);
 }
+
+proptest::proptest! {
+    #[test]
+    fn any_url_text_parses_or_is_refused(text in "(http://|https://)?[ -~]{0,40}") {
+        if let Ok(endpoint) = Endpoint::parse(&text) {
+            proptest::prop_assert!(endpoint.port > 0 && !endpoint.host.is_empty());
+            proptest::prop_assert_eq!(Endpoint::parse(&endpoint.url()).map(|e| e.url()), Ok(endpoint.url()));
+        }
+    }
+}

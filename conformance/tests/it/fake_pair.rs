@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use afd_conformance::checks::Settings;
-use afd_conformance::report::{Report, Status};
+use afd_conformance::report::Status;
 use afd_conformance::run::{RunOptions, run};
 use afd_conformance::target::TargetOptions;
 use tokio::net::TcpListener;
 
 use crate::fake::{self, Misbehaviour};
 use crate::junit_schema;
+use crate::suite::failures;
 
 fn options(attention: &str, ffn: Option<String>, seed: u64, only: &[&str]) -> RunOptions {
     RunOptions {
@@ -52,16 +53,6 @@ async fn closed_port() -> String {
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     drop(listener);
     url
-}
-
-fn failures(report: &Report) -> String {
-    report
-        .results
-        .iter()
-        .filter(|r| r.outcome.status == Status::Fail)
-        .map(|r| format!("{}: {}", r.invariant.id, r.outcome.message))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

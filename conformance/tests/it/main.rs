@@ -3,6 +3,7 @@
 //! against small servers of its own (well-behaved and misbehaving) and against twin pairs, with the JUnit
 //! schema shape of its reports.
 
+mod cli;
 mod fake;
 mod fake_pair;
 mod faults;

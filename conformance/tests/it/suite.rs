@@ -22,16 +22,26 @@ pub(crate) const DP2: &str = "2a2f_graph_dbo_dp2tp1.sh";
 /// The FFN believes there are 4 Attention ranks: a pair that must refuse to start.
 pub(crate) const MISMATCHED: &str = "broken/cross.rank-counts-match.sh";
 
-/// The seed recipe with the FFN server on its own HTTP port (a fixture of this crate).
-pub(crate) const FFN_PORT: &str = "conformance:2a2f_graph_dbo_dp1tp2_ffn_port.sh";
+/// The seed recipe with the FFN server on its own HTTP port (18306, as the plugin's e2e runner
+/// places it), written next to the logs by [`start_with`].
+pub(crate) const FFN_PORT: &str = "seed with a dedicated FFN port";
 
-/// Recipes are the foundation's fixtures, or this crate's when prefixed `conformance:`.
-fn recipe(name: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    match name.strip_prefix("conformance:") {
-        Some(own) => root.join("tests/fixtures").join(own),
-        None => root.join("../sim/tests/fixtures/recipes").join(name),
+fn recipe(name: &str, dir: &std::path::Path) -> PathBuf {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sim/tests/fixtures/recipes");
+    if name != FFN_PORT {
+        return fixtures.join(name);
     }
+    let seed = std::fs::read_to_string(fixtures.join(SEED)).expect("the seed recipe is readable");
+    let (attention, ffn) = seed
+        .split_once("CUDA_VISIBLE_DEVICES=2,3")
+        .expect("the seed starts the FFN on GPUs 2,3");
+    let path = dir.join("recipe.sh");
+    let text = format!(
+        "{attention}CUDA_VISIBLE_DEVICES=2,3{}",
+        ffn.replacen("--port 18305", "--port 18306", 1)
+    );
+    std::fs::write(&path, text).expect("the recipe is written");
+    path
 }
 
 /// Starts a twin pair of `recipe_name` with faults per role; logs go to a temporary directory that
@@ -53,7 +63,7 @@ pub(crate) async fn start_with(
 ) -> (Pair, tempfile::TempDir) {
     let logs = tempfile::tempdir().expect("a temporary directory");
     let options = UpOptions {
-        recipe: recipe(recipe_name),
+        recipe: recipe(recipe_name, logs.path()),
         twin_bin: PathBuf::from(env!("CARGO_BIN_EXE_afd-twin")),
         log_dir: logs.path().to_path_buf(),
         rules: RuleSet::Latest,
@@ -102,7 +112,8 @@ pub(crate) fn options(pair: &Pair, seed: u64) -> RunOptions {
     }
 }
 
-fn failures(report: &Report) -> String {
+/// Every failed invariant with its message and counterexample, for assertion messages.
+pub(crate) fn failures(report: &Report) -> String {
     report
         .results
         .iter()

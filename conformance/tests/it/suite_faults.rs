@@ -1,8 +1,10 @@
 //! For every fault switch of the twin, the whole suite run against a pair with that fault fails and
 //! names the invariant the fault breaks (the fault → invariant table of docs/conformance.md).
 
+use std::time::Duration;
+
 use afd_conformance::report::Status;
-use afd_conformance::run::run;
+use afd_conformance::run::{RunOptions, run};
 
 use crate::suite::{DP2, FFN_PORT, MISMATCHED, SEED, options, start};
 
@@ -12,7 +14,7 @@ async fn fails(
     recipe: &str,
     attention: &[&str],
     ffn: &[&str],
-    tune: impl FnOnce(&mut afd_conformance::run::RunOptions),
+    tune: fn(&mut RunOptions),
     expected: &[&str],
 ) -> Vec<&'static str> {
     let (pair, _logs) = start(recipe, attention, ffn).await;
@@ -35,193 +37,49 @@ async fn fails(
     failed
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn misroute_to_wrong_engine() {
-    fails(
-        DP2,
-        &["misroute-to-wrong-engine"],
-        &[],
-        |_| {},
-        &["routing.spread"],
-    )
-    .await;
+/// No tuning.
+fn defaults(_: &mut RunOptions) {}
+
+/// Short request deadlines, for a pair where half the connections hang.
+fn quick(options: &mut RunOptions) {
+    options.settings.request_timeout = Duration::from_secs(1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_response() {
-    fails(SEED, &["drop-response"], &[], |_| {}, &["api.one-response"]).await;
+/// An inter-token latency objective the slow FFN step breaks.
+fn itl_objective(options: &mut RunOptions) {
+    options.settings.max_itl_ms = Some(15.0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn duplicate_response() {
-    fails(
-        SEED,
-        &["duplicate-response"],
-        &[],
-        |_| {},
-        &["api.one-response"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_usage() {
-    fails(
-        SEED,
-        &["wrong-usage"],
-        &[],
-        |_| {},
-        &["api.usage-arithmetic"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stream_without_done() {
-    fails(
-        SEED,
-        &["stream-without-done"],
-        &[],
-        |_| {},
-        &["sse.single-done"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ffn_accepts_requests_on_the_shared_port() {
-    fails(
-        SEED,
-        &[],
-        &["ffn-accepts-requests"],
-        |_| {},
-        &["ffn.never-completes"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ffn_hangs_requests_on_the_shared_port() {
-    // Half the connections to the shared port hang: short deadlines keep the run quick.
-    let quick = |o: &mut afd_conformance::run::RunOptions| {
-        o.settings.request_timeout = std::time::Duration::from_secs(1)
+/// One test per fault: `name: recipe, attention faults, ffn faults, tuning => invariants it must fail`.
+macro_rules! fault_tests {
+    ($($name:ident: $recipe:expr, $attention:expr, $ffn:expr, $tune:expr => $expected:expr;)+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                fails($recipe, &$attention, &$ffn, $tune, &$expected).await;
+            }
+        )+
     };
-    fails(
-        SEED,
-        &[],
-        &["ffn-hangs-requests"],
-        quick,
-        &["ffn.fails-fast"],
-    )
-    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_engine_labels() {
-    fails(
-        SEED,
-        &["wrong-engine-labels"],
-        &[],
-        |_| {},
-        &["mapping.engine-labels"],
-    )
-    .await;
-}
+const NONE: [&str; 0] = [];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_not_conserved() {
-    fails(
-        SEED,
-        &["metrics-not-conserved"],
-        &[],
-        |_| {},
-        &["routing.request-conservation", "stateful.conservation"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ignore_pinning() {
-    fails(DP2, &["ignore-pinning"], &[], |_| {}, &["routing.pinning"]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_rank_mapping_log() {
-    fails(
-        SEED,
-        &["wrong-rank-mapping-log"],
-        &["wrong-rank-mapping-log"],
-        |_| {},
-        &["mapping.log-attention", "mapping.log-ffn"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rendezvous_mismatch_accepted() {
-    let both = ["rendezvous-mismatch-accepted"];
-    fails(
-        MISMATCHED,
-        &both,
-        &both,
-        |_| {},
-        &[
-            "liveness.invalid-deployment-refused",
-            "cross.rank-counts-match",
-        ],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hang_after_n_requests() {
-    fails(
-        SEED,
-        &["hang-after-n-requests"],
-        &[],
-        |_| {},
-        &["liveness.completes"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn health_lies() {
-    fails(SEED, &["health-lies"], &[], |_| {}, &["api.health"]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_ffn_step() {
-    fails(
-        SEED,
-        &[],
-        &["slow-ffn-step=30"],
-        |o| o.settings.max_itl_ms = Some(15.0),
-        &["timing.itl"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ffn_accepts_requests_on_its_own_port() {
-    fails(
-        FFN_PORT,
-        &[],
-        &["ffn-accepts-requests"],
-        |_| {},
-        &["ffn.never-completes"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ffn_hangs_requests_on_its_own_port() {
-    fails(
-        FFN_PORT,
-        &[],
-        &["ffn-hangs-requests"],
-        |_| {},
-        &["ffn.fails-fast"],
-    )
-    .await;
+fault_tests! {
+    misroute_to_wrong_engine: DP2, ["misroute-to-wrong-engine"], NONE, defaults => ["routing.spread"];
+    drop_response: SEED, ["drop-response"], NONE, defaults => ["api.one-response"];
+    duplicate_response: SEED, ["duplicate-response"], NONE, defaults => ["api.one-response"];
+    wrong_usage: SEED, ["wrong-usage"], NONE, defaults => ["api.usage-arithmetic"];
+    stream_without_done: SEED, ["stream-without-done"], NONE, defaults => ["sse.single-done"];
+    ffn_accepts_requests_on_the_shared_port: SEED, NONE, ["ffn-accepts-requests"], defaults => ["ffn.never-completes"];
+    ffn_accepts_requests_on_its_own_port: FFN_PORT, NONE, ["ffn-accepts-requests"], defaults => ["ffn.never-completes"];
+    ffn_hangs_requests_on_the_shared_port: SEED, NONE, ["ffn-hangs-requests"], quick => ["ffn.fails-fast"];
+    ffn_hangs_requests_on_its_own_port: FFN_PORT, NONE, ["ffn-hangs-requests"], defaults => ["ffn.fails-fast"];
+    wrong_engine_labels: SEED, ["wrong-engine-labels"], NONE, defaults => ["mapping.engine-labels"];
+    metrics_not_conserved: SEED, ["metrics-not-conserved"], NONE, defaults => ["routing.request-conservation", "stateful.conservation"];
+    ignore_pinning: DP2, ["ignore-pinning"], NONE, defaults => ["routing.pinning"];
+    wrong_rank_mapping_log: SEED, ["wrong-rank-mapping-log"], ["wrong-rank-mapping-log"], defaults => ["mapping.log-attention", "mapping.log-ffn"];
+    rendezvous_mismatch_accepted: MISMATCHED, ["rendezvous-mismatch-accepted"], ["rendezvous-mismatch-accepted"], defaults => ["liveness.invalid-deployment-refused", "cross.rank-counts-match"];
+    hang_after_n_requests: SEED, ["hang-after-n-requests"], NONE, defaults => ["liveness.completes"];
+    health_lies: SEED, ["health-lies"], NONE, defaults => ["api.health"];
+    slow_ffn_step: SEED, NONE, ["slow-ffn-step=30"], itl_objective => ["timing.itl"];
 }

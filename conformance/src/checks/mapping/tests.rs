@@ -131,3 +131,13 @@ fn a_full_correct_log_passes() {
     );
     assert_eq!(outcome.status, crate::report::Status::Pass, "{outcome:?}");
 }
+
+proptest::proptest! {
+    #[test]
+    fn mangled_logs_never_panic(text in "([ -~\u{1b}]{0,60}(AFD rank mapping: )?[ -~=\\[\\],]{0,60}\n){0,8}") {
+        let topology = Ok(Topology::new(2, 2, RuleSet::Latest, 6269).expect("2A2F"));
+        let file = log_file(&[&text]);
+        let _ = parse_log(&text);
+        let _ = log_check(Some(file.path()), Role::Attention, 2, &topology, "--attention-log");
+    }
+}
