@@ -1,4 +1,21 @@
-//! `afd-gpu-probes`: times on real GPUs what the simulator prices, and writes calibration profiles.
+//! `afd-gpu-probes`: times on real GPUs what the simulator prices, and writes calibration profiles and
+//! pipeline results (`afd-traces` formats).
 //!
-//! All unsafe CUDA code lives in one module; everything else (statistics, fitting, rendezvous,
-//! profile writing) is pure and tested on machines without a GPU.
+//! All unsafe CUDA code lives in [`device`]; everything else (statistics, fits, routing draws, the
+//! rendezvous, sizing, CPU references, file assembly) is pure and tested on machines without a GPU.
+
+pub mod assemble;
+pub mod calibrate;
+pub mod device;
+pub mod error;
+pub mod fit;
+pub mod model;
+pub mod pipeline_plan;
+pub mod reference;
+pub mod render;
+pub mod rendezvous;
+pub mod routing;
+pub mod shapes;
+pub mod spec;
+pub mod stats;
+pub mod sweep;

@@ -1,10 +1,12 @@
 //! Subcommand dispatch, shared flags and exit codes of `afd-sim`.
 //!
 //! Exit codes: 0 when the command succeeded (warnings allowed), 2 for bad input or a failed check
-//! (`check` with any error finding, `topology` with an illegal rank pair).
+//! (`check` with any error finding, `topology` with an illegal rank pair). With no subcommand,
+//! `afd-sim` runs `predict` on the seed recipe.
 
-mod check;
+pub(crate) mod check;
 mod output;
+mod predict;
 mod rules;
 mod topology;
 
@@ -24,6 +26,8 @@ struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
+  afd-sim                                   # predict the seed recipe's benchmark on H200
+  afd-sim predict --json > report.json
   afd-sim check recipe/2a2f_graph_dbo_dp1tp2.sh
   afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
@@ -32,6 +36,8 @@ Examples:
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Simulate a deployment serving a workload and print a vllm bench serve-style summary.
+    Predict(Box<predict::PredictArgs>),
     /// Validate a recipe script or two vllm serve command lines against the plugin's rules.
     Check(check::CheckArgs),
     /// Print the rank mapping (world, control group, subgroups, ports) of A Attention and F FFN ranks.
@@ -49,17 +55,14 @@ fn parse_rule_set(text: &str) -> Result<RuleSet, String> {
 pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Some(Command::Predict(args)) => predict::run(&args),
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Topology(args)) => topology::run(&args),
         Some(Command::Rules(args)) => rules::run(&args),
-        None => {
-            use clap::CommandFactory;
-            let mut command = Cli::command();
-            command
-                .print_help()
-                .map(|()| ExitCode::SUCCESS)
-                .map_err(anyhow::Error::from)
-        }
+        None => match Cli::parse_from(["afd-sim", "predict"]).command {
+            Some(Command::Predict(args)) => predict::run(&args),
+            _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),
+        },
     };
     match result {
         Ok(code) => code,

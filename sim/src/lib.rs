@@ -5,5 +5,17 @@
 //! it links no async runtime, HTTP stack or CUDA crate (ARCHITECTURE.md). The `afd-sim` binary
 //! (`src/main.rs`) does all I/O.
 
+pub mod cluster;
 pub mod deployment;
+pub mod engine;
+pub mod event;
+pub mod live;
+pub mod model;
+pub mod pipeline;
+pub mod queue;
+pub mod report;
+pub mod rng;
+pub mod serving;
+pub mod step;
+pub mod time;
 pub mod topology;

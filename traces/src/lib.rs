@@ -8,4 +8,7 @@
 
 pub mod calibration;
 pub mod model_config;
+pub mod pipeline;
+pub mod report;
+pub mod timeline;
 pub mod workload;

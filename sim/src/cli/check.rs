@@ -31,9 +31,19 @@ Examples:
 Exit status: 0 when no rule is violated (warnings and notes allowed), 2 on any violation or on
 input that does not parse. `afd-sim rules` lists the rules.")]
 pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    input: DeploymentArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where a deployment comes from: a recipe, or both roles' command lines (shared with `predict`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct DeploymentArgs {
     /// Recipe script (the shell subset of the afd-plugin recipes; never executed).
     #[arg(value_name = "RECIPE.sh", conflicts_with_all = ["attention_args", "ffn_args"])]
-    recipe: Option<PathBuf>,
+    pub(crate) recipe: Option<PathBuf>,
     /// The Attention server's command line: [NAME=value ...] [vllm serve] ARGS, shell-quoted.
     #[arg(
         long,
@@ -41,7 +51,7 @@ pub(crate) struct CheckArgs {
         requires = "ffn_args",
         allow_hyphen_values = true
     )]
-    attention_args: Option<String>,
+    pub(crate) attention_args: Option<String>,
     /// The FFN server's command line, as --attention-args.
     #[arg(
         long,
@@ -49,16 +59,26 @@ pub(crate) struct CheckArgs {
         requires = "attention_args",
         allow_hyphen_values = true
     )]
-    ffn_args: Option<String>,
+    pub(crate) ffn_args: Option<String>,
     /// Plugin version whose rules apply: v0.26 or latest.
     #[arg(long, value_name = "SET", default_value = "latest", value_parser = parse_rule_set)]
-    rules: RuleSet,
+    pub(crate) rules: RuleSet,
     /// An environment variable the recipe sees before its first line (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    pub(crate) env: Vec<String>,
+}
+
+impl DeploymentArgs {
+    /// Whether a recipe or command lines were given at all.
+    pub(crate) fn is_given(&self) -> bool {
+        self.recipe.is_some() || self.attention_args.is_some()
+    }
+}
+
+/// A deployment read from its input, or why it could not be read (with the role at fault).
+pub(crate) struct Loaded {
+    sources: Sources,
+    built: Result<Deployment, (Option<Role>, DeploymentError)>,
 }
 
 /// Where the input came from: names used in `file:line:col` positions.
@@ -79,22 +99,24 @@ impl Sources {
     }
 }
 
-pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+/// Reads the recipe or command lines of `input`; file and flag problems are errors, parse
+/// problems of the deployment itself come back in [`Loaded`].
+pub(crate) fn load(input: &DeploymentArgs) -> anyhow::Result<Loaded> {
     let mut options = RecipeOptions::default();
-    for pair in &args.env {
+    for pair in &input.env {
         let Some((name, value)) = pair.split_once('=') else {
             bail!("--env expects NAME=VALUE, got '{pair}'");
         };
         options.env.insert(name.to_owned(), value.to_owned());
     }
-    let (sources, built) = match (&args.recipe, &args.attention_args, &args.ffn_args) {
+    let (sources, built) = match (&input.recipe, &input.attention_args, &input.ffn_args) {
         (Some(path), _, _) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading recipe {}", path.display()))?;
             let sources = Sources::Recipe(path.display().to_string());
             (
                 sources,
-                Deployment::from_recipe(&text, &options, args.rules).map_err(|e| (None, e)),
+                Deployment::from_recipe(&text, &options, input.rules).map_err(|e| (None, e)),
             )
         }
         (None, Some(attention), Some(ffn)) => {
@@ -102,18 +124,39 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| (Some(Role::Attention), e))
                 .and_then(|a| {
                     RoleConfig::from_command_line(ffn, &options)
-                        .map(|f| Deployment::new(a, f, args.rules))
+                        .map(|f| Deployment::new(a, f, input.rules))
                         .map_err(|e| (Some(Role::Ffn), e))
                 });
             (Sources::CommandLines, built)
         }
         _ => bail!("give a RECIPE.sh, or both --attention-args and --ffn-args"),
     };
+    Ok(Loaded { sources, built })
+}
+
+/// The deployment when it parses and passes every error rule; otherwise the text `check` would
+/// print about it, for the caller to show before exiting 2.
+pub(crate) fn checked(loaded: Loaded) -> Result<Deployment, String> {
+    let deployment = match loaded.built {
+        Ok(deployment) => deployment,
+        Err((role, error)) => return Err(input_errors_text(&loaded.sources, role, &error)),
+    };
+    let report = deployment.check();
+    if report.is_clean() {
+        Ok(deployment)
+    } else {
+        Err(report_text(&loaded.sources, &deployment, &report))
+    }
+}
+
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let Loaded { sources, built } = load(&args.input)?;
+    let rules = args.input.rules;
     let deployment = match built {
         Ok(deployment) => deployment,
         Err((role, error)) => {
             let text = if args.json {
-                json_text(&input_errors_json(&sources, role, args.rules, &error))
+                json_text(&input_errors_json(&sources, role, rules, &error))
             } else {
                 input_errors_text(&sources, role, &error)
             };

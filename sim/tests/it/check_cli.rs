@@ -152,10 +152,17 @@ fn the_rules_command_lists_the_catalogue() {
 
 #[test]
 fn help_teaches_with_examples() {
+    // `afd-sim` alone runs `predict` on the seed recipe (issue 3); `--help` shows the usage.
+    let help = afd_sim(&["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Usage: afd-sim [COMMAND]"));
     let bare = afd_sim(&[]);
     assert_eq!(bare.code, 0);
-    assert!(bare.stdout.contains("Usage: afd-sim [COMMAND]"));
-    for command in ["check", "topology", "rules"] {
+    assert!(
+        bare.stdout
+            .starts_with("============ Serving Benchmark Result")
+    );
+    for command in ["predict", "check", "topology", "rules"] {
         let help = afd_sim(&[command, "--help"]);
         assert_eq!(help.code, 0);
         assert!(help.stdout.contains("Examples:"), "{command}");

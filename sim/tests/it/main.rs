@@ -1,8 +1,12 @@
 //! Integration tests of `afd-sim`: the binary on every recipe fixture and on the topology tables,
-//! and property tests that feed random and mangled input to the deployment parsers.
+//! property tests that feed random and mangled input to the deployment parsers, and whole
+//! `predict` runs through the public API and the binary.
 
 mod check_cli;
 mod fixtures;
+mod golden;
 mod parsers;
+mod predict_cli;
+mod scenarios;
 mod support;
 mod topology_cli;

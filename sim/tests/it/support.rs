@@ -1,6 +1,18 @@
-//! Running the `afd-sim` binary from the crate directory, so fixture paths are stable.
+//! Running the `afd-sim` binary from the crate directory (so fixture paths are stable), and the
+//! builders the `predict` tests share.
 
+use std::collections::BTreeMap;
 use std::process::Command;
+
+use afd_sim::engine::{RunOptions, RunResult, run};
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::workload::{Arrivals, RandomDataset, Workload, random_workload};
+use afd_sim::report::{ReportContext, build_report};
+use afd_sim::rng::Seed;
+use afd_sim::serving::ServingConfig;
+use afd_traces::calibration::{CalibrationProfile, CostPoint, CostTable, Provenance, SampleStats};
+use afd_traces::report::PredictReport;
 
 /// What one run of the binary produced.
 pub(crate) struct Run {
@@ -25,4 +37,106 @@ pub(crate) fn afd_sim(args: &[&str]) -> Run {
 /// stdout parsed as JSON.
 pub(crate) fn json(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}: {}", run.stdout))
+}
+
+pub(crate) fn layout_of(config: &ServingConfig) -> CostLayout {
+    CostLayout {
+        attention_tp: config.attention.tp,
+        ffn_dp: config.ffn.dp,
+        ffn_tp: config.ffn.tp,
+        expert_parallel: config.ffn.expert_parallel,
+    }
+}
+
+pub(crate) fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
+    CostModel::roofline(model, config.gpu, layout_of(config))
+}
+
+/// `n` random-dataset requests of `input`/`output` tokens at `rate` req/s (None: all at once).
+pub(crate) fn workload(
+    n: u32,
+    input: u32,
+    output: u32,
+    rate: Option<f64>,
+    concurrency: Option<u32>,
+    seed: u64,
+) -> Workload {
+    let arrivals = match rate {
+        Some(rate) => Arrivals::Gamma {
+            rate,
+            burstiness: 1.0,
+        },
+        None => Arrivals::AllAtOnce,
+    };
+    let dataset = RandomDataset {
+        num_prompts: n,
+        input_len: input,
+        output_len: output,
+        range_ratio: 0.0,
+    };
+    random_workload(dataset, arrivals, concurrency, Seed(seed)).expect("test workloads are valid")
+}
+
+pub(crate) fn simulate(
+    config: &ServingConfig,
+    model: &ModelArch,
+    workload: &Workload,
+    options: &RunOptions,
+) -> (RunResult, PredictReport) {
+    let result = run(config, roofline(config, model), workload, options)
+        .expect("test deployments are valid");
+    let report = build_report(
+        &result,
+        &ReportContext {
+            config,
+            workload,
+            seed: options.seed,
+            dataset: "random",
+        },
+    );
+    (result, report)
+}
+
+fn point(at: Vec<f64>, us: f64) -> CostPoint {
+    CostPoint {
+        at,
+        stats: SampleStats {
+            n: 1,
+            min_us: us,
+            median_us: us,
+            p99_us: us,
+            max_us: us,
+            mean_us: us,
+        },
+        samples_us: vec![us],
+        derived: BTreeMap::new(),
+    }
+}
+
+/// A table whose every point costs `us` (flat), over one or two axes.
+pub(crate) fn flat(op: &str, variant: &[(&str, &str)], axes: &[&str], us: f64) -> CostTable {
+    let points = match axes.len() {
+        1 => vec![point(vec![1.0], us), point(vec![1e9], us)],
+        _ => vec![
+            point(vec![1.0, 1.0], us),
+            point(vec![1.0, 1e6], us),
+            point(vec![1e6, 1.0], us),
+            point(vec![1e6, 1e6], us),
+        ],
+    };
+    CostTable {
+        op: op.to_owned(),
+        variant: variant
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        axes: axes.iter().map(|a| (*a).to_owned()).collect(),
+        points,
+    }
+}
+
+pub(crate) fn profile(tables: Vec<CostTable>) -> CalibrationProfile {
+    let mut profile = CalibrationProfile::new(Provenance::default());
+    profile.tables = tables;
+    profile
 }

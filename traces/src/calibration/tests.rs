@@ -91,3 +91,42 @@ proptest::proptest! {
         let _ = CalibrationProfile::from_json(&text);
     }
 }
+
+#[test]
+fn committed_profiles_parse_and_carry_provenance() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/calibration");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let profile = CalibrationProfile::from_json(&text)
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let p = &profile.provenance;
+        assert!(
+            p.tool.contains("(git "),
+            "{}: tool names its commit",
+            path.display()
+        );
+        assert!(!p.gpus.is_empty() && !p.driver_version.is_empty() && !p.cuda_version.is_empty());
+        assert!(!p.date_utc.is_empty() && !p.command.is_empty());
+        for table in &profile.tables {
+            for point in &table.points {
+                assert_eq!(
+                    point.samples_us.len(),
+                    point.stats.n as usize,
+                    "{} keeps every sample",
+                    table.op
+                );
+            }
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 2,
+        "the H200 profiles are committed under {}",
+        dir.display()
+    );
+}

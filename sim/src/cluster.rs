@@ -1,0 +1,761 @@
+//! The simulated AFD pair without a clock: Attention DP engines (router, schedulers, KV caches),
+//! the step shape, the cost of each operation and the layer pipeline, stepped one global step at a
+//! time. The discrete-event engine (`engine.rs`) and the real-time `LiveEngine` (`live.rs`) both
+//! drive this one model.
+//!
+//! A global step couples every Attention DP engine and FFN rank (afd-spec §3.5, §3.7, §3.8): it
+//! starts when the previous one ended (or when work arrives at an idle pair), schedules every
+//! engine, agrees on a shape (`step.rs`), prices it, runs the pipeline (`pipeline.rs`), and at its
+//! end every scheduled request advances and emits its token.
+
+use rand::RngExt;
+
+use crate::model::arch::ModelArch;
+use crate::model::cost::{CostModel, OpClass};
+use crate::model::kv_cache::{KvCache, capacity_blocks};
+use crate::model::router::DpRouter;
+use crate::model::routing::RoutingPools;
+use crate::model::scheduler::{
+    EngineBatch, EngineScheduler, RequestId, RequestState, SchedulerLimits, TokenEvent,
+};
+use crate::model::workload::{ExpertPopularity, ExpertSampler};
+use crate::pipeline::{
+    FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
+};
+use crate::rng::{RngStream, Seed, SimRng, stream};
+use crate::serving::{ServingConfig, ServingConfigError};
+use crate::step::{StepShape, plan_step};
+
+/// Routing pool size: sampled routings kept per distinct row count.
+pub const ROUTING_POOL_SIZE: usize = 16;
+
+/// Knobs of the model that are not part of the deployment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelOptions {
+    pub popularity: ExpertPopularity,
+    /// Use the periodic shortcut in the layer sweep (exact; off only to test it).
+    pub periodic_shortcut: bool,
+}
+
+impl Default for ModelOptions {
+    fn default() -> ModelOptions {
+        ModelOptions {
+            popularity: ExpertPopularity::Uniform,
+            periodic_shortcut: true,
+        }
+    }
+}
+
+/// Why a deployment cannot serve a model.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Config(#[from] ServingConfigError),
+    #[error(
+        "the KV cache of an Attention rank has no room: {memory_gib:.1} GiB x {utilization} leaves nothing after {weights_gib:.1} GiB of weights and {reserve_gib:.1} GiB reserved"
+    )]
+    NoKvCache {
+        memory_gib: f64,
+        utilization: f64,
+        weights_gib: f64,
+        reserve_gib: f64,
+    },
+    #[error("model {model} has {experts} routed experts, fewer than its top-{top_k}")]
+    Experts {
+        model: String,
+        experts: u32,
+        top_k: u32,
+    },
+}
+
+/// Why one request is refused at admission (vLLM answers HTTP 400 and the client counts a failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("prompt of {prompt} tokens plus {output} output tokens exceeds max_model_len {max}")]
+    TooLong { prompt: u32, output: u32, max: u32 },
+    #[error("request of {tokens} tokens needs more KV blocks than an engine has")]
+    NoRoom { tokens: u32 },
+    #[error("data-parallel rank {rank} is out of range for {engines} engines")]
+    BadRank { rank: u32, engines: u32 },
+}
+
+/// Which resource bounded a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Regime {
+    #[default]
+    Attention,
+    Ffn,
+    Transfer,
+}
+
+/// Summary of one finished global step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepRecord {
+    pub index: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub graph: bool,
+    pub ffn_graph: bool,
+    pub stages: u32,
+    pub tokens: Vec<u32>,
+    pub padded: Vec<u32>,
+    pub regime: Regime,
+    /// Fraction of the overlappable time actually hidden, in `[0, 1]`.
+    pub overlap: f64,
+    pub attention_busy_ns: u64,
+    pub ffn_busy_ns: u64,
+    pub transfer_busy_ns: u64,
+}
+
+/// Totals over a run, for the report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterTotals {
+    pub steps: u64,
+    pub graph_steps: u64,
+    pub eager_steps: u64,
+    pub ffn_graph_steps: u64,
+    pub dbo_steps: u64,
+    pub dbo_hazards: u64,
+    pub regime_attention: u64,
+    pub regime_ffn: u64,
+    pub regime_transfer: u64,
+    pub overlap_sum_dbo: f64,
+    pub overlap_sum_single: f64,
+    pub attention_busy_ns: u64,
+    pub ffn_busy_ns: u64,
+    pub link_busy_ns: u64,
+    pub padded_rows: u64,
+    pub real_rows: u64,
+    pub preemptions: u64,
+    pub shortcut_layers: u64,
+    pub oversized_messages: u64,
+}
+
+/// Per-stage, per-FFN-rank buffers of `Cluster::price`, reused between steps.
+#[derive(Debug, Default)]
+struct PriceScratch {
+    rows_f: [Vec<u32>; 2],
+    real_f: [Vec<u32>; 2],
+    dense: [Vec<u64>; 2],
+    router: [Vec<u64>; 2],
+    shared: [Vec<u64>; 2],
+}
+
+impl PriceScratch {
+    fn reset(&mut self, ffn_ranks: usize) {
+        for s in 0..2 {
+            for v in [&mut self.rows_f[s], &mut self.real_f[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+            for v in [&mut self.dense[s], &mut self.router[s], &mut self.shared[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+        }
+    }
+}
+
+/// NCCL's default buffer; sends larger than this are no longer fully buffered [inferred; counted].
+pub const NCCL_BUFFER_BYTES: u64 = 4 << 20;
+
+/// The Attention + FFN pair being simulated.
+#[derive(Debug)]
+pub struct Cluster {
+    config: ServingConfig,
+    cost: CostModel,
+    layout: PipelineLayout,
+    state: PipelineState,
+    sweep: Sweep,
+    engines: Vec<EngineScheduler>,
+    batches: Vec<EngineBatch>,
+    requests: Vec<RequestState>,
+    engine_of: Vec<u32>,
+    router: DpRouter,
+    api_rng: SimRng,
+    routing: Option<RoutingPools>,
+    scratch: PriceScratch,
+    /// Scratch: routed-expert time per (stage, MoE layer, FFN rank) of the step being priced.
+    routed: Vec<crate::time::SimDuration>,
+    shape: StepShape,
+    costs: StepCosts,
+    timing: StepTiming,
+    totals: ClusterTotals,
+    max_model_len: u32,
+    in_step: bool,
+    step_start: u64,
+    options: ModelOptions,
+    last: Option<StepRecord>,
+}
+
+impl Cluster {
+    /// Builds the pair for a validated configuration.
+    pub fn new(
+        config: &ServingConfig,
+        cost: CostModel,
+        options: ModelOptions,
+        seed: Seed,
+    ) -> Result<Cluster, ClusterError> {
+        config.validate()?;
+        let topology = config.topology()?;
+        let model = cost.model().clone();
+        let a_n = config.attention_ranks() as usize;
+        let f_n = config.ffn_ranks() as usize;
+        let subgroup_of: Vec<usize> = (0..a_n as u32)
+            .map(|a| topology.subgroup_of_attention(a) as usize)
+            .collect();
+        let blocks: Vec<Vec<usize>> = (0..f_n as u32)
+            .map(|f| topology.attention_block(f).map(|a| a as usize).collect())
+            .collect();
+        let moe_collective = if f_n == 1 {
+            FfnCollective::None
+        } else if config.ffn.expert_parallel && config.ffn.dp > 1 {
+            FfnCollective::AllToAll
+        } else if config.ffn.tp > 1 {
+            FfnCollective::AllReduce
+        } else {
+            FfnCollective::None
+        };
+        let layout = PipelineLayout {
+            attention_ranks: a_n,
+            attention_tp: config.attention.tp as usize,
+            ffn_ranks: f_n,
+            ffn_tp: config.ffn.tp as usize,
+            layers: model.layers() as usize,
+            subgroup_of,
+            blocks,
+            dense: (0..model.layers())
+                .map(|l| model.is_dense_layer(l))
+                .collect(),
+            moe_collective,
+        };
+
+        let weights = model.attention_weight_bytes(config.attention.tp);
+        let spec = cost.spec();
+        let blocks_per_engine = capacity_blocks(
+            spec.memory_bytes,
+            config.gpu_memory_utilization,
+            weights,
+            config.kv_reserve_bytes,
+            model.kv_bytes_per_token(config.attention.tp),
+            config.block_size,
+        );
+        if blocks_per_engine == 0 {
+            const GIB: f64 = (1u64 << 30) as f64;
+            return Err(ClusterError::NoKvCache {
+                memory_gib: spec.memory_bytes as f64 / GIB,
+                utilization: config.gpu_memory_utilization,
+                weights_gib: weights as f64 / GIB,
+                reserve_gib: config.kv_reserve_bytes as f64 / GIB,
+            });
+        }
+        let limits = SchedulerLimits {
+            max_num_seqs: config.max_num_seqs,
+            max_num_batched_tokens: config.max_num_batched_tokens,
+        };
+        let engine_count = config.attention.dp as usize;
+        let engines = (0..engine_count)
+            .map(|_| {
+                EngineScheduler::new(limits, KvCache::new(config.block_size, blocks_per_engine))
+            })
+            .collect();
+        let routing = if model.has_moe() {
+            let (experts, top_k) = (model.routed_experts(), model.experts_per_token());
+            if top_k > experts || experts == 0 {
+                return Err(ClusterError::Experts {
+                    model: model.name.clone(),
+                    experts,
+                    top_k,
+                });
+            }
+            let ranks = if config.ffn.expert_parallel {
+                config.ffn_ranks()
+            } else {
+                1
+            };
+            Some(RoutingPools::new(
+                ExpertSampler::new(options.popularity, experts, top_k),
+                ranks,
+                ROUTING_POOL_SIZE,
+                stream(seed, RngStream::RoutingPools),
+                stream(seed, RngStream::RoutingPicks),
+            ))
+        } else {
+            None
+        };
+        let max_model_len = config
+            .max_model_len
+            .unwrap_or(model.max_position_embeddings());
+        Ok(Cluster {
+            config: config.clone(),
+            state: PipelineState::new(&layout),
+            layout,
+            cost,
+            sweep: Sweep::new(),
+            engines,
+            batches: vec![EngineBatch::default(); engine_count],
+            requests: Vec::new(),
+            engine_of: Vec::new(),
+            router: DpRouter::new(config.attention.dp),
+            api_rng: stream(seed, RngStream::ApiServers),
+            routing,
+            scratch: PriceScratch::default(),
+            routed: Vec::new(),
+            shape: StepShape::default(),
+            costs: StepCosts::default(),
+            timing: StepTiming::default(),
+            totals: ClusterTotals::default(),
+            max_model_len,
+            in_step: false,
+            step_start: 0,
+            options,
+            last: None,
+        })
+    }
+
+    pub fn config(&self) -> &ServingConfig {
+        &self.config
+    }
+
+    pub fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+
+    pub fn layout(&self) -> &PipelineLayout {
+        &self.layout
+    }
+
+    pub fn totals(&self) -> &ClusterTotals {
+        &self.totals
+    }
+
+    pub fn request(&self, id: RequestId) -> &RequestState {
+        &self.requests[id.index()]
+    }
+
+    pub fn engine_of(&self, id: RequestId) -> u32 {
+        self.engine_of[id.index()]
+    }
+
+    /// KV blocks per engine.
+    pub fn kv_blocks_per_engine(&self) -> u64 {
+        self.engines[0].kv().total_blocks()
+    }
+
+    /// Whether any engine has a request waiting or running.
+    pub fn has_work(&self) -> bool {
+        self.engines.iter().any(EngineScheduler::has_work)
+    }
+
+    pub fn is_stepping(&self) -> bool {
+        self.in_step
+    }
+
+    /// Admits a request: checks it can ever be served, routes it to an engine (afd-spec §7.2, or
+    /// `pinned` as `X-data-parallel-rank` does) and queues it.
+    pub fn admit(
+        &mut self,
+        input_tokens: u32,
+        output_tokens: u32,
+        pinned: Option<u32>,
+    ) -> Result<RequestId, Rejection> {
+        let total = input_tokens.saturating_add(output_tokens);
+        if total > self.max_model_len {
+            return Err(Rejection::TooLong {
+                prompt: input_tokens,
+                output: output_tokens,
+                max: self.max_model_len,
+            });
+        }
+        if !self.engines[0].fits(total) {
+            return Err(Rejection::NoRoom { tokens: total });
+        }
+        let engines = self.engines.len() as u32;
+        let engine = match pinned {
+            Some(rank) if rank >= engines => return Err(Rejection::BadRank { rank, engines }),
+            Some(rank) => rank,
+            None if engines == 1 => 0,
+            None => {
+                let client = self.api_rng.random_range(0..self.router.clients());
+                self.router.route(client)
+            }
+        };
+        let id =
+            RequestId(u32::try_from(self.requests.len()).expect("fewer than 4 billion requests"));
+        self.requests
+            .push(RequestState::new(input_tokens, output_tokens));
+        self.engine_of.push(engine);
+        self.engines[engine as usize].add(id);
+        Ok(id)
+    }
+
+    /// `(waiting, running)` per engine.
+    pub fn queue_lengths(&self) -> Vec<(u64, u64)> {
+        self.engines
+            .iter()
+            .map(|e| (e.waiting_len() as u64, e.running_len() as u64))
+            .collect()
+    }
+
+    /// The coordinator's stats publication (afd-spec §7.2); returns whether the counts changed.
+    pub fn publish_stats(&mut self) -> bool {
+        let counts = self.queue_lengths();
+        self.router.publish(&counts)
+    }
+
+    /// Starts a global step at `start_ns`: schedules every engine, plans and prices the step and
+    /// runs its pipeline. Returns the end time; call [`Cluster::finish_step`] then. `None` when no
+    /// engine has anything to run.
+    pub fn begin_step(&mut self, start_ns: u64, sink: Option<&mut SpanSink>) -> Option<u64> {
+        assert!(
+            !self.in_step,
+            "a step began while another was running at {start_ns} ns"
+        );
+        let mut preempted = 0;
+        for (engine, batch) in self.engines.iter_mut().zip(self.batches.iter_mut()) {
+            engine.schedule(&mut self.requests, batch);
+            preempted += u64::from(batch.preempted);
+        }
+        self.totals.preemptions += preempted;
+        if self.batches.iter().all(EngineBatch::is_empty) {
+            return None;
+        }
+        plan_step(&self.config, &self.batches, &self.requests, &mut self.shape);
+        self.price();
+        run_step(
+            &self.layout,
+            &self.costs,
+            &mut self.state,
+            start_ns,
+            &mut self.sweep,
+            &mut self.timing,
+            sink,
+            self.options.periodic_shortcut,
+        );
+        self.in_step = true;
+        self.step_start = start_ns;
+        self.account();
+        Some(self.timing.end)
+    }
+
+    /// Ends the step begun last: advances every scheduled request and reports each emitted token.
+    pub fn finish_step(&mut self, mut on_token: impl FnMut(TokenEvent)) {
+        assert!(self.in_step, "finish_step without a step in flight");
+        for (engine, batch) in self.engines.iter_mut().zip(self.batches.iter()) {
+            engine.finish_step(&mut self.requests, batch, &mut on_token);
+        }
+        self.in_step = false;
+    }
+
+    /// Drops a request between steps (the client went away); `false` when it already finished or
+    /// is unknown.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        assert!(!self.in_step, "abort during a step in flight");
+        match self.engine_of.get(id.index()) {
+            Some(&engine) => self.engines[engine as usize].abort(&mut self.requests, id),
+            None => false,
+        }
+    }
+
+    /// What each engine runs in the step in flight (or ran in the last one).
+    pub fn batches(&self) -> &[EngineBatch] {
+        &self.batches
+    }
+
+    /// The shape of the step in flight (or of the last one).
+    pub fn shape(&self) -> &StepShape {
+        &self.shape
+    }
+
+    /// The record of the last step begun.
+    pub fn last_step(&self) -> Option<&StepRecord> {
+        self.last.as_ref()
+    }
+
+    fn account(&mut self) {
+        let t = &self.timing;
+        let shape = &self.shape;
+        let totals = &mut self.totals;
+        totals.steps += 1;
+        if shape.graph {
+            totals.graph_steps += 1;
+        } else {
+            totals.eager_steps += 1;
+        }
+        totals.ffn_graph_steps += u64::from(shape.ffn_graph);
+        totals.dbo_hazards += u64::from(shape.dbo_hazard);
+        totals.shortcut_layers += u64::from(t.shortcut_layers);
+        let a_busy = t.attention_busy.iter().copied().max().unwrap_or(0);
+        let f_busy = t.ffn_busy.iter().copied().max().unwrap_or(0);
+        let l_busy = t.link_busy.iter().copied().max().unwrap_or(0);
+        totals.attention_busy_ns += t.attention_busy.iter().sum::<u64>();
+        totals.ffn_busy_ns += t.ffn_busy.iter().sum::<u64>();
+        totals.link_busy_ns += t.link_busy.iter().sum::<u64>();
+        let regime = if a_busy >= f_busy && a_busy >= l_busy {
+            totals.regime_attention += 1;
+            Regime::Attention
+        } else if f_busy >= l_busy {
+            totals.regime_ffn += 1;
+            Regime::Ffn
+        } else {
+            totals.regime_transfer += 1;
+            Regime::Transfer
+        };
+        let span = t.end - t.forward_start;
+        let serial = a_busy + f_busy + l_busy;
+        let best = a_busy.max(f_busy).max(l_busy);
+        let overlap = if serial > best {
+            ((serial as f64 - span as f64) / (serial - best) as f64).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        if shape.stages == 2 {
+            totals.dbo_steps += 1;
+            totals.overlap_sum_dbo += overlap;
+        } else {
+            totals.overlap_sum_single += overlap;
+        }
+        for stage in 0..shape.stages {
+            for work in &shape.work[stage] {
+                totals.real_rows += u64::from(work.real);
+                totals.padded_rows += u64::from(work.rows - work.real.min(work.rows));
+            }
+        }
+        let row_bytes = self.cost.model().row_bytes();
+        for stage in 0..shape.stages {
+            for work in &shape.work[stage] {
+                if u64::from(work.rows) * row_bytes > NCCL_BUFFER_BYTES {
+                    totals.oversized_messages += 1;
+                }
+            }
+        }
+        // Updated in place: the per-engine vectors keep their allocation between steps.
+        let last = self.last.get_or_insert_with(StepRecord::default);
+        last.index = totals.steps - 1;
+        last.start_ns = self.step_start;
+        last.end_ns = t.end;
+        last.graph = shape.graph;
+        last.ffn_graph = shape.ffn_graph;
+        last.stages = shape.stages as u32;
+        last.tokens.clone_from(&shape.tokens);
+        last.padded.clone_from(&shape.padded);
+        last.regime = regime;
+        last.overlap = overlap;
+        last.attention_busy_ns = a_busy;
+        last.ffn_busy_ns = f_busy;
+        last.transfer_busy_ns = l_busy;
+    }
+
+    /// Fills `self.costs` for `self.shape`.
+    fn price(&mut self) {
+        let shape = &self.shape;
+        let layout = &self.layout;
+        let cost = &self.cost;
+        let costs = &mut self.costs;
+        let stages = shape.stages;
+        let engines = layout.engines();
+        let a_n = layout.attention_ranks;
+        let f_n = layout.ffn_ranks;
+        let kernels = cost.kernels();
+        let gap = cost.graph_kernel_gap().as_ns();
+        costs.stages = stages;
+        costs.attention_graph = shape.graph;
+        costs.ffn_graph = shape.ffn_graph;
+        for s in 0..2 {
+            costs.attention_compute[s].clear();
+            costs.attention_all_reduce[s].clear();
+            costs.send_occupancy[s].clear();
+            costs.send_latency[s].clear();
+            costs.send_back[s].clear();
+        }
+        for s in 0..stages {
+            for e in 0..engines {
+                let work = &shape.work[s][e];
+                let mut compute = cost.attention_proj(work.rows)
+                    + cost.attention_decode(work.decode_seqs, work.decode_context);
+                for &(tokens, context) in &work.prefill {
+                    compute += cost.attention_prefill(tokens, context);
+                }
+                costs.attention_compute[s]
+                    .push(compute.as_ns() + u64::from(kernels.attention_layer) * gap);
+                costs.attention_all_reduce[s].push(
+                    cost.all_reduce_rows(work.rows, layout.attention_tp as u32)
+                        .as_ns(),
+                );
+            }
+            for a in 0..a_n {
+                let rows = shape.rows(s, layout.engine_of(a));
+                let senders = layout.blocks[layout.subgroup_of[a]].len() as u32;
+                let transfer = cost.transfer_rows(rows, shape.graph);
+                costs.send_occupancy[s]
+                    .push(cost.fan_in_occupancy(rows, senders, shape.graph).as_ns());
+                costs.send_latency[s].push(transfer.latency.as_ns());
+                let back = cost.transfer_rows(rows, shape.ffn_graph);
+                costs.send_back[s].push(back.total().as_ns());
+            }
+        }
+
+        // FFN rows per rank and stage.
+        let scratch = &mut self.scratch;
+        scratch.reset(f_n);
+        let PriceScratch {
+            rows_f,
+            real_f,
+            dense,
+            router,
+            shared,
+        } = scratch;
+        for s in 0..stages {
+            for f in 0..f_n {
+                for &a in &layout.blocks[f] {
+                    let work = &shape.work[s][layout.engine_of(a)];
+                    rows_f[s][f] += work.rows;
+                    real_f[s][f] += work.real.min(work.rows);
+                }
+            }
+        }
+        let layers = layout.layers;
+        let slots = layers * stages;
+        costs.ffn_pre.clear();
+        costs.ffn_pre.resize(slots * f_n, 0);
+        costs.ffn_post.clear();
+        costs.ffn_post.resize(slots * f_n, 0);
+        costs.ffn_collective_1.clear();
+        costs.ffn_collective_1.resize(slots, 0);
+        costs.ffn_collective_2.clear();
+        costs.ffn_collective_2.resize(slots, 0);
+        let ffn_tp = layout.ffn_tp as u32;
+        let ep = self.config.ffn.expert_parallel;
+        let moe_gap = u64::from(kernels.moe_layer) * gap;
+        let dense_gap = u64::from(kernels.dense_layer) * gap;
+        // Per-stage constants: dense MLP, router, shared experts and collectives depend on rows only.
+        let mut reduce = [0u64; 2];
+        let mut a2a = [0u64; 2];
+        for s in 0..stages {
+            for f in 0..f_n {
+                dense[s][f] = cost.dense_mlp(rows_f[s][f]).as_ns() + dense_gap;
+                router[s][f] = cost.router(rows_f[s][f]).as_ns();
+                shared[s][f] = cost.shared_experts(rows_f[s][f]).as_ns();
+            }
+            let max_rows = rows_f[s].iter().copied().max().unwrap_or(1);
+            reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
+            a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
+        }
+        // Routed-expert time per (stage, MoE layer, FFN rank), one sampled routing per layer.
+        let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
+        let routed = &mut self.routed;
+        routed.clear();
+        if moe_layers > 0 {
+            let routing = self
+                .routing
+                .as_mut()
+                .expect("MoE layers have routing pools");
+            let price = |active, tpe| cost.routed_experts(active, tpe);
+            for s in 0..stages {
+                if ep {
+                    let (mut real, mut total) = (0, 0);
+                    for g in 0..f_n / layout.ffn_tp {
+                        real += real_f[s][g * layout.ffn_tp];
+                        total += rows_f[s][g * layout.ffn_tp];
+                    }
+                    routing.pick_many(real, total - real, moe_layers, price, routed);
+                } else {
+                    // Every FFN rank routes its own rows over all experts: picks are rank-major
+                    // here and read back as `[f][layer]`.
+                    for f in 0..f_n {
+                        let real = real_f[s][f];
+                        routing.pick_many(real, rows_f[s][f] - real, moe_layers, price, routed);
+                    }
+                }
+            }
+        }
+        let routed_at = |s: usize, moe: usize, f: usize| -> u64 {
+            let index = if ep {
+                (s * moe_layers + moe) * f_n + f
+            } else {
+                (s * f_n + f) * moe_layers + moe
+            };
+            routed[index].as_ns()
+        };
+        let mut moe = 0;
+        for layer in 0..layers {
+            for s in 0..stages {
+                let slot = layer * stages + s;
+                if layout.dense[layer] {
+                    costs.ffn_post[slot * f_n..(slot + 1) * f_n].copy_from_slice(&dense[s]);
+                    costs.ffn_collective_2[slot] = reduce[s];
+                    continue;
+                }
+                match layout.moe_collective {
+                    FfnCollective::AllToAll => {
+                        for f in 0..f_n {
+                            costs.ffn_pre[slot * f_n + f] = router[s][f];
+                            costs.ffn_post[slot * f_n + f] =
+                                routed_at(s, moe, f) + shared[s][f] + moe_gap;
+                        }
+                        costs.ffn_collective_1[slot] = a2a[s];
+                        costs.ffn_collective_2[slot] = a2a[s];
+                    }
+                    FfnCollective::AllReduce | FfnCollective::None => {
+                        for f in 0..f_n {
+                            costs.ffn_post[slot * f_n + f] =
+                                router[s][f] + routed_at(s, moe, f) + shared[s][f] + moe_gap;
+                        }
+                        if layout.moe_collective == FfnCollective::AllReduce {
+                            costs.ffn_collective_2[slot] = reduce[s];
+                        }
+                    }
+                }
+            }
+            if !layout.dense[layer] {
+                moe += 1;
+            }
+        }
+        costs.lm_head.clear();
+        for e in 0..engines {
+            costs
+                .lm_head
+                .push(cost.lm_head(shape.sampled[e]).as_ns() + u64::from(kernels.lm_head) * gap);
+        }
+        // Control payload: an 8-byte size then ~135–210 bytes of JSON (afd-spec §3.4).
+        let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
+        costs.control = cost.transfer_bytes(8, false).total().as_ns()
+            + cost.transfer_bytes(json, false).total().as_ns();
+        let scheduled = self
+            .batches
+            .iter()
+            .map(|b| b.items.len() as u32)
+            .max()
+            .unwrap_or(0);
+        costs.host = crate::pipeline::HostCosts {
+            step: cost.step_host(scheduled).as_ns(),
+            ffn_loop: cost.ffn_loop_host().as_ns(),
+            graph_launch: cost.graph_launch().as_ns(),
+            attention_compute: cost
+                .eager_host(OpClass::AttentionProj, kernels.attention_layer)
+                .as_ns(),
+            p2p: cost.eager_host(OpClass::P2p, kernels.p2p).as_ns(),
+            collective: cost
+                .eager_host(OpClass::AllReduce, kernels.collective)
+                .as_ns(),
+            ffn_compute: cost
+                .eager_host(OpClass::MoeRoutedExperts, kernels.moe_layer)
+                .as_ns(),
+        };
+    }
+
+    /// Internal consistency: KV accounting of every engine.
+    pub fn invariants_hold(&self) -> bool {
+        self.engines
+            .iter()
+            .all(|e| e.invariants_hold(&self.requests))
+    }
+
+    /// Model architecture served.
+    pub fn model(&self) -> &ModelArch {
+        self.cost.model()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,388 @@
+//! The discrete-event run: the `vllm bench serve` client, the pair (`cluster.rs`) and the metrics,
+//! driven by one loop over one closed event enum.
+//!
+//! `run(config, workload, options)` is a pure function: same inputs and seed, same report, byte for
+//! byte. Bounds (`max_events`, `horizon`) end a run with an outcome instead of hanging. Every handled
+//! event is folded into an xxh3 event-log hash over `(time, kind, id)`; debug builds check the
+//! invariants after each event (time monotonic, requests conserved, KV blocks within capacity).
+
+use std::collections::VecDeque;
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepRecord};
+use crate::event::Event;
+use crate::model::cost::CostModel;
+use crate::model::router::STATS_PERIOD_MS;
+use crate::model::scheduler::{RequestId, TokenEvent};
+use crate::model::workload::Workload;
+use crate::pipeline::SpanSink;
+use crate::queue::EventQueue;
+use crate::report::Metrics;
+use crate::rng::Seed;
+use crate::serving::ServingConfig;
+use crate::time::{SimDuration, SimTime};
+
+/// How a run is bounded and what it records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOptions {
+    pub seed: Seed,
+    /// Stop handling events after this time.
+    pub horizon: SimTime,
+    /// Stop after this many events.
+    pub max_events: u64,
+    /// Record pipeline spans of steps that intersect this window.
+    pub timeline_window: Option<(SimTime, SimTime)>,
+    /// Keep a record of every step (for `--steps-csv`).
+    pub record_steps: bool,
+    pub model: ModelOptions,
+}
+
+impl RunOptions {
+    /// Defaults: a day of simulated time, 100 M events, nothing recorded.
+    pub fn new(seed: Seed) -> RunOptions {
+        RunOptions {
+            seed,
+            horizon: SimTime::ZERO + SimDuration::from_secs_f64(86_400.0),
+            max_events: 100_000_000,
+            timeline_window: None,
+            record_steps: false,
+            model: ModelOptions::default(),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every request was served or failed.
+    Completed,
+    /// `max_events` was reached first.
+    EventLimit,
+    /// The next event lay past `horizon`.
+    Horizon,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::EventLimit => "event_limit",
+            Outcome::Horizon => "horizon",
+        }
+    }
+}
+
+/// Client-side life of one workload request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestTrace {
+    pub id: Option<RequestId>,
+    pub engine: Option<u32>,
+    pub send: Option<SimTime>,
+    pub first_token: Option<SimTime>,
+    pub last_token: Option<SimTime>,
+    pub finish: Option<SimTime>,
+    pub tokens: u32,
+    pub rejection: Option<Rejection>,
+}
+
+/// Everything a finished run knows, before it is turned into a report.
+#[derive(Debug)]
+pub struct RunResult {
+    pub outcome: Outcome,
+    pub events: u64,
+    pub event_log_hash: u64,
+    pub end: SimTime,
+    pub metrics: Metrics,
+    pub requests: Vec<RequestTrace>,
+    pub steps: Vec<StepRecord>,
+    pub spans: Option<SpanSink>,
+    pub cluster: Cluster,
+}
+
+/// The state of a run.
+struct World<'w> {
+    workload: &'w Workload,
+    cluster: Cluster,
+    queue: EventQueue<Event>,
+    traces: Vec<RequestTrace>,
+    /// Workload index of each admitted request, by `RequestId`.
+    workload_of: Vec<u32>,
+    client_waiting: VecDeque<u32>,
+    in_flight: u32,
+    sent: u64,
+    done: u64,
+    next_step: u64,
+    metrics: Metrics,
+    hash: Xxh3,
+    last_time: SimTime,
+    steps: Vec<StepRecord>,
+    record_steps: bool,
+    sink: Option<SpanSink>,
+    stats_scheduled: bool,
+    step_pending: bool,
+    dp: bool,
+}
+
+/// Progress of a run, for progress bars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Requests finished or failed.
+    pub done: u64,
+    pub total: u64,
+    pub now: SimTime,
+}
+
+/// Simulates `workload` on the deployment `config` priced by `cost`.
+pub fn run(
+    config: &ServingConfig,
+    cost: CostModel,
+    workload: &Workload,
+    options: &RunOptions,
+) -> Result<RunResult, ClusterError> {
+    run_observed(config, cost, workload, options, &mut |_| {})
+}
+
+/// [`run`], calling `observe` every few thousand events (it cannot change the run).
+pub fn run_observed(
+    config: &ServingConfig,
+    cost: CostModel,
+    workload: &Workload,
+    options: &RunOptions,
+    observe: &mut dyn FnMut(Progress),
+) -> Result<RunResult, ClusterError> {
+    let cluster = Cluster::new(config, cost, options.model, options.seed)?;
+    let dp = config.attention.dp > 1;
+    let mut world = World {
+        workload,
+        cluster,
+        queue: EventQueue::with_capacity(16),
+        traces: vec![RequestTrace::default(); workload.requests.len()],
+        workload_of: Vec::with_capacity(workload.requests.len()),
+        client_waiting: VecDeque::new(),
+        in_flight: 0,
+        sent: 0,
+        done: 0,
+        next_step: 0,
+        metrics: Metrics::new(),
+        hash: Xxh3::new(),
+        last_time: SimTime::ZERO,
+        steps: Vec::new(),
+        record_steps: options.record_steps,
+        sink: options.timeline_window.map(|(a, b)| SpanSink {
+            window: (a.as_ns(), b.as_ns()),
+            spans: Vec::new(),
+        }),
+        stats_scheduled: false,
+        step_pending: false,
+        dp,
+    };
+    for (index, spec) in workload.requests.iter().enumerate() {
+        let request = u32::try_from(index).expect("fewer than 4 billion requests");
+        world
+            .queue
+            .schedule(spec.intended_send, Event::RequestIntended { request });
+    }
+    let mut events = 0u64;
+    let mut outcome = Outcome::Completed;
+    while let Some(at) = world.queue.peek_time() {
+        if at > options.horizon {
+            outcome = Outcome::Horizon;
+            break;
+        }
+        if events >= options.max_events {
+            outcome = Outcome::EventLimit;
+            break;
+        }
+        let (now, event) = world.queue.pop().expect("peeked an event");
+        events += 1;
+        world.log(now, event);
+        world.handle(now, event);
+        debug_assert!(
+            world.invariants_hold(now),
+            "invariants broken at {now:?} after {event:?}"
+        );
+        world.last_time = now;
+        if events.is_multiple_of(4096) {
+            observe(Progress {
+                done: world.done,
+                total: workload.requests.len() as u64,
+                now,
+            });
+        }
+    }
+    let event_log_hash = world.hash.digest();
+    Ok(RunResult {
+        outcome,
+        events,
+        event_log_hash,
+        end: world.last_time,
+        metrics: world.metrics,
+        requests: world.traces,
+        steps: world.steps,
+        spans: world.sink,
+        cluster: world.cluster,
+    })
+}
+
+impl World<'_> {
+    fn log(&mut self, now: SimTime, event: Event) {
+        self.hash.update(&now.as_ns().to_le_bytes());
+        self.hash.update(&[event.kind()]);
+        self.hash.update(&event.id().to_le_bytes());
+    }
+
+    fn handle(&mut self, now: SimTime, event: Event) {
+        match event {
+            Event::RequestIntended { request } => self.on_request_intended(now, request),
+            Event::StepStarted => self.on_step_started(now),
+            Event::StepFinished { step } => self.on_step_finished(now, step),
+            Event::StatsPublished => self.on_stats_published(now),
+        }
+    }
+
+    fn on_request_intended(&mut self, now: SimTime, request: u32) {
+        let limit = self.workload.max_concurrency.unwrap_or(u32::MAX);
+        if self.in_flight < limit {
+            self.send(now, request);
+        } else {
+            self.client_waiting.push_back(request);
+        }
+        self.ensure_stats(now);
+    }
+
+    /// The client sends request `index` now: TTFT and E2EL are measured from here.
+    fn send(&mut self, now: SimTime, index: u32) {
+        let spec = self.workload.requests[index as usize];
+        self.in_flight += 1;
+        self.sent += 1;
+        let trace = &mut self.traces[index as usize];
+        trace.send = Some(now);
+        match self
+            .cluster
+            .admit(spec.input_tokens, spec.output_tokens, None)
+        {
+            Ok(id) => {
+                trace.id = Some(id);
+                trace.engine = Some(self.cluster.engine_of(id));
+                self.workload_of.push(index);
+                if !self.cluster.is_stepping() && !self.step_pending {
+                    self.step_pending = true;
+                    self.queue.schedule(now, Event::StepStarted);
+                }
+            }
+            Err(rejection) => {
+                trace.rejection = Some(rejection);
+                self.metrics.failed += 1;
+                self.release(now);
+            }
+        }
+    }
+
+    /// A request left the client (finished or failed): free its concurrency slot.
+    fn release(&mut self, now: SimTime) {
+        self.in_flight -= 1;
+        self.done += 1;
+        if let Some(next) = self.client_waiting.pop_front() {
+            self.send(now, next);
+        }
+    }
+
+    fn on_step_started(&mut self, now: SimTime) {
+        self.step_pending = false;
+        if !self.cluster.is_stepping() {
+            self.start_step(now);
+        }
+    }
+
+    fn start_step(&mut self, now: SimTime) {
+        let sink = match self.sink.as_mut() {
+            Some(sink) if now.as_ns() <= sink.window.1 => Some(sink),
+            _ => None,
+        };
+        if let Some(end) = self.cluster.begin_step(now.as_ns(), sink) {
+            let step = self.next_step;
+            self.next_step += 1;
+            self.queue
+                .schedule(SimTime::from_ns(end), Event::StepFinished { step });
+            if self.record_steps {
+                let record = self.cluster.last_step().expect("a step just began").clone();
+                self.steps.push(record);
+            }
+        }
+    }
+
+    fn on_step_finished(&mut self, now: SimTime, _step: u64) {
+        let mut emitted: Vec<TokenEvent> = Vec::new();
+        self.cluster.finish_step(|token| emitted.push(token));
+        // Requests sent while tokens are delivered wait for the step that starts after delivery.
+        self.step_pending = true;
+        for token in emitted {
+            self.on_token(now, token);
+        }
+        self.step_pending = false;
+        if self.cluster.has_work() {
+            self.start_step(now);
+        }
+    }
+
+    fn on_token(&mut self, now: SimTime, token: TokenEvent) {
+        let index = self.workload_of[token.request.index()] as usize;
+        let trace = &mut self.traces[index];
+        let send = trace.send.expect("a request with tokens was sent");
+        if token.token_index == 0 {
+            trace.first_token = Some(now);
+            self.metrics.record_ttft(now - send);
+        } else {
+            let last = trace
+                .last_token
+                .expect("a later token follows an earlier one");
+            self.metrics.record_itl(now - last);
+        }
+        trace.last_token = Some(now);
+        trace.tokens += 1;
+        if token.finished {
+            trace.finish = Some(now);
+            let spec = self.workload.requests[index];
+            let first = trace
+                .first_token
+                .expect("finished requests have a first token");
+            self.metrics.record_finished(
+                spec.input_tokens,
+                trace.tokens,
+                now - send,
+                first - send,
+                now,
+            );
+            self.release(now);
+        }
+    }
+
+    fn ensure_stats(&mut self, now: SimTime) {
+        if self.dp && !self.stats_scheduled {
+            self.stats_scheduled = true;
+            self.queue.schedule(
+                now + SimDuration::from_ms(STATS_PERIOD_MS),
+                Event::StatsPublished,
+            );
+        }
+    }
+
+    fn on_stats_published(&mut self, now: SimTime) {
+        self.stats_scheduled = false;
+        self.cluster.publish_stats();
+        let outstanding = self.done < self.workload.requests.len() as u64;
+        if outstanding {
+            self.ensure_stats(now);
+        }
+    }
+
+    fn invariants_hold(&self, now: SimTime) -> bool {
+        now >= self.last_time
+            && self.sent == self.done + u64::from(self.in_flight)
+            && self.cluster.invariants_hold()
+    }
+}
+
+#[cfg(test)]
+mod tests;

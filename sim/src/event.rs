@@ -1,0 +1,40 @@
+//! Everything that can happen in a run. Closed: a new variant breaks every `match` until handled.
+//!
+//! Events are request-level and step-level facts; the layer pipeline inside a step is computed by a
+//! function (`pipeline.rs`), not by events.
+
+/// A fact at a point of simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The client's intended send time of workload request `request` came (before the
+    /// `--max-concurrency` limit).
+    RequestIntended { request: u32 },
+    /// Work appeared at an idle pair: the next global step starts now, after every event already
+    /// scheduled for this instant (so simultaneous arrivals share the step).
+    StepStarted,
+    /// Global step `step` finished on every rank; its tokens are emitted now.
+    StepFinished { step: u64 },
+    /// The DP coordinator published the engines' queue lengths (afd-spec §7.2).
+    StatsPublished,
+}
+
+impl Event {
+    /// Stable kind code for the event-log hash.
+    pub fn kind(self) -> u8 {
+        match self {
+            Event::RequestIntended { .. } => 1,
+            Event::StepFinished { .. } => 2,
+            Event::StatsPublished => 3,
+            Event::StepStarted => 4,
+        }
+    }
+
+    /// The id the event carries, for the event-log hash.
+    pub fn id(self) -> u64 {
+        match self {
+            Event::RequestIntended { request } => u64::from(request),
+            Event::StepFinished { step } => step,
+            Event::StatsPublished | Event::StepStarted => 0,
+        }
+    }
+}

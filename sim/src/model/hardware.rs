@@ -1,0 +1,215 @@
+//! Datasheet figures of the GPUs the roofline can price, and the efficiency factors applied to them.
+//!
+//! These are vendor datasheet numbers (typed in with their source), not measurements: a measured
+//! calibration profile replaces them operation by operation (`model/cost.rs`). The efficiency
+//! factors and launch costs are documented assumptions, each with the public measurement it leans
+//! on (research/sim-anchors.md §3).
+
+use std::fmt;
+
+/// A GPU model the roofline knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GpuKind {
+    H200,
+    H100,
+    H800,
+    H20,
+    A100,
+    L4,
+    L20,
+}
+
+/// Peak figures of one GPU and the link between two of them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuSpec {
+    pub kind: GpuKind,
+    /// Dense (no 2:4 sparsity) bf16 tensor-core throughput, FLOP/s.
+    pub bf16_flops: f64,
+    /// Memory bandwidth, bytes/s.
+    pub hbm_bytes_per_s: f64,
+    /// Memory capacity, bytes.
+    pub memory_bytes: u64,
+    /// GPU-to-GPU bandwidth in one direction, bytes/s (NVLink, or PCIe where there is none).
+    pub link_bytes_per_s: f64,
+    /// Small-message one-way latency of an NCCL send/recv over that link, seconds.
+    pub link_latency_s: f64,
+    /// Whether GPUs talk over NVLink (false: PCIe).
+    pub nvlink: bool,
+}
+
+/// Fractions of peak the roofline assumes, and launch costs, until a calibration profile says better.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Efficiency {
+    /// Fraction of peak HBM bandwidth a streaming kernel reaches. AIConfigurator's H200 system file
+    /// scales HBM by 0.8 (sim-anchors §1.2); DeepGEMM decode GEMMs reach 50–80 % (sim-anchors §3).
+    pub hbm: f64,
+    /// Fraction of dense bf16 peak a large GEMM reaches (DeepGEMM grouped GEMMs 41–66 % of FP8 peak).
+    pub compute: f64,
+    /// Fraction of link bandwidth an NCCL send/recv reaches. nccl-tests `sendrecv_perf` between two
+    /// NVLink H100s plateaus near 180 GB/s of 450 (nccl-tests #268, sim-anchors §3).
+    pub link: f64,
+    /// Shortest device time of one kernel, seconds (launch + tail on an idle GPU).
+    pub kernel_floor_s: f64,
+    /// Host time to issue one kernel or NCCL call from PyTorch eager mode, seconds.
+    pub eager_host_per_kernel_s: f64,
+    /// Host time to launch one captured CUDA graph, seconds.
+    pub graph_launch_s: f64,
+    /// Device-side gap between consecutive kernels inside a graph replay, seconds.
+    pub graph_kernel_gap_s: f64,
+    /// Host time of one engine step outside the forward pass (scheduler, input preparation,
+    /// sampling, output processing), seconds; plus `step_host_per_request_s` per scheduled request.
+    pub step_host_s: f64,
+    pub step_host_per_request_s: f64,
+    /// Host time of the FFN worker loop between steps (synchronise, receive and decode the control
+    /// payload, afd-spec §6.2), seconds.
+    pub ffn_loop_host_s: f64,
+}
+
+impl GpuKind {
+    pub const ALL: [GpuKind; 7] = [
+        GpuKind::H200,
+        GpuKind::H100,
+        GpuKind::H800,
+        GpuKind::H20,
+        GpuKind::A100,
+        GpuKind::L4,
+        GpuKind::L20,
+    ];
+
+    /// The name on the command line (`h200`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuKind::H200 => "h200",
+            GpuKind::H100 => "h100",
+            GpuKind::H800 => "h800",
+            GpuKind::H20 => "h20",
+            GpuKind::A100 => "a100",
+            GpuKind::L4 => "l4",
+            GpuKind::L20 => "l20",
+        }
+    }
+
+    /// Parses a name case-insensitively (`H200`, `h200`).
+    pub fn parse(text: &str) -> Option<GpuKind> {
+        let lower = text.trim().to_ascii_lowercase();
+        GpuKind::ALL.into_iter().find(|kind| kind.as_str() == lower)
+    }
+
+    /// Datasheet figures.
+    pub fn spec(self) -> GpuSpec {
+        const GB: f64 = 1e9;
+        const TB: f64 = 1e12;
+        const GIB: u64 = 1 << 30;
+        match self {
+            // NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; bf16 989 TFLOPS dense (1,979 is the
+            // sparse figure); NVLink4 900 GB/s bidirectional = 450 GB/s per direction.
+            GpuKind::H200 => GpuSpec {
+                kind: self,
+                bf16_flops: 989.4 * TB,
+                hbm_bytes_per_s: 4.8 * TB,
+                memory_bytes: 141 * 1_000_000_000,
+                link_bytes_per_s: 450.0 * GB,
+                link_latency_s: 3e-6,
+                nvlink: true,
+            },
+            // NVIDIA H100 SXM5 datasheet: 80 GB HBM3 at 3.35 TB/s, bf16 989 TFLOPS dense, NVLink4 450 GB/s
+            // per direction. NCCL small-message send/recv ~3 µs over NVLink (nccl #1487).
+            GpuKind::H100 => GpuSpec {
+                kind: self,
+                bf16_flops: 989.4 * TB,
+                hbm_bytes_per_s: 3.35 * TB,
+                memory_bytes: 80 * GIB,
+                link_bytes_per_s: 450.0 * GB,
+                link_latency_s: 3e-6,
+                nvlink: true,
+            },
+            // H800 SXM5: H100 compute and memory, NVLink cut to 400 GB/s bidirectional = 200 per
+            // direction; NCCL sendrecv 3.7 µs (sim-anchors §3).
+            GpuKind::H800 => GpuSpec {
+                kind: self,
+                bf16_flops: 989.4 * TB,
+                hbm_bytes_per_s: 3.35 * TB,
+                memory_bytes: 80 * GIB,
+                link_bytes_per_s: 200.0 * GB,
+                link_latency_s: 3.7e-6,
+                nvlink: true,
+            },
+            // H20: 96 GB HBM3 at 4.0 TB/s, bf16 148 TFLOPS dense, NVLink 900 GB/s class.
+            GpuKind::H20 => GpuSpec {
+                kind: self,
+                bf16_flops: 148.0 * TB,
+                hbm_bytes_per_s: 4.0 * TB,
+                memory_bytes: 96 * GIB,
+                link_bytes_per_s: 450.0 * GB,
+                link_latency_s: 3e-6,
+                nvlink: true,
+            },
+            // A100 SXM4 80GB datasheet: HBM2e 2,039 GB/s, bf16 312 TFLOPS dense, NVLink3 600 GB/s
+            // bidirectional = 300 per direction.
+            GpuKind::A100 => GpuSpec {
+                kind: self,
+                bf16_flops: 312.0 * TB,
+                hbm_bytes_per_s: 2.039 * TB,
+                memory_bytes: 80 * GIB,
+                link_bytes_per_s: 300.0 * GB,
+                link_latency_s: 4e-6,
+                nvlink: true,
+            },
+            // L4 datasheet: 24 GB GDDR6 at 300 GB/s, bf16 242 TFLOPS with sparsity = 121 dense; no NVLink,
+            // PCIe Gen4 x16 (64 GB/s bidirectional = 32 per direction). PCIe latency as AIConfigurator's
+            // 10 µs P2P default (sim-anchors §1.2).
+            GpuKind::L4 => GpuSpec {
+                kind: self,
+                bf16_flops: 121.0 * TB,
+                hbm_bytes_per_s: 300.0 * GB,
+                memory_bytes: 24 * GIB,
+                link_bytes_per_s: 32.0 * GB,
+                link_latency_s: 10e-6,
+                nvlink: false,
+            },
+            // L20 datasheet: 48 GB GDDR6 at 864 GB/s, FP16/bf16 tensor 119.5 TFLOPS dense (239 sparse);
+            // PCIe Gen4 x16.
+            GpuKind::L20 => GpuSpec {
+                kind: self,
+                bf16_flops: 119.5 * TB,
+                hbm_bytes_per_s: 864.0 * GB,
+                memory_bytes: 48 * GIB,
+                link_bytes_per_s: 32.0 * GB,
+                link_latency_s: 10e-6,
+                nvlink: false,
+            },
+        }
+    }
+}
+
+impl fmt::Display for GpuKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Efficiency {
+    /// The defaults used by the roofline for every GPU kind.
+    ///
+    /// Launch costs: a PyTorch eager op costs a few µs of host time per kernel; CUDA-graph replay
+    /// removes it and leaves ~1 µs gaps; an NCCL all-reduce of 1 KB is 0.5 µs in a graph vs 3.5 µs
+    /// eager (nccl #1984, sim-anchors §3). The step host time of a vLLM V1 engine is an assumption to
+    /// be replaced by a measured `host.step` table.
+    pub fn defaults() -> Efficiency {
+        Efficiency {
+            hbm: 0.8,
+            compute: 0.6,
+            link: 0.4,
+            kernel_floor_s: 2e-6,
+            eager_host_per_kernel_s: 6e-6,
+            graph_launch_s: 12e-6,
+            graph_kernel_gap_s: 1e-6,
+            step_host_s: 300e-6,
+            step_host_per_request_s: 2e-6,
+            ffn_loop_host_s: 30e-6,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,931 @@
+//! The layer pipeline of one global step, computed as a deterministic max-plus sweep over
+//! (layer, ubatch, rank) — no heap event per layer.
+//!
+//! Resources (afd-spec §3.5–§3.8, §6.2, Appendix A):
+//! - each Attention rank: a host issue timeline and one device stream on which attention compute,
+//!   NCCL sends and NCCL receives run in the §3.6 issue order (`A0 S0 | A1 S1 | R0 A0' S0' | R1 …`
+//!   with DBO, `A S R` without);
+//! - each FFN rank's inbound port, shared by the Attention ranks of its subgroup (fan-in: transfers
+//!   to one FFN rank serialise on it); sends are buffered, so a send ends when its data has arrived;
+//! - each FFN rank: a host timeline and one stream that receives from every subgroup peer in order,
+//!   computes stage 0 then stage 1 of each layer, joins the FFN-internal collective (TP all-reduce,
+//!   or EP all-to-all dispatch and combine, coupling every FFN rank of the group) and sends each peer
+//!   its rows back;
+//! - the control payload (two small sends from Attention rank `r < F` to FFN rank `r`) before
+//!   layer 0, and the FFN host synchronisation after each step: the FFN cannot start a step before
+//!   its previous step finished on its GPU and the new payload arrived (§3.4, §6.2).
+//!
+//! Eager vs graph: in eager mode each op is issued by the host at its own launch cost, and a device
+//! op starts at `max(issued, stream free, inputs ready)`; in graph mode the host pays one launch
+//! and every op is issued at once. Launch gaps, DBO overlap, fan-in waiting and padding all emerge
+//! from this recurrence.
+//!
+//! Periodic shortcut: when a layer's FFN costs equal the previous layer's, every device time
+//! advanced by the same λ over that layer, and no op waited on its host issue (with hosts advancing
+//! by at most λ), the max-plus map is shift-invariant, so the following layers with the same costs
+//! advance exactly by λ each; the sweep jumps over them. `shortcut_matches_full_sweep` proves the
+//! equality on generated steps.
+
+/// How the FFN ranks of a MoE layer exchange tokens (afd-spec §3.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnCollective {
+    /// One FFN rank, or ranks that need no exchange.
+    None,
+    /// TP all-reduce of the output within each FFN TP group (tokens replicated across TP).
+    AllReduce,
+    /// DP + EP: all-to-all dispatch before the experts and combine after, over all FFN ranks.
+    AllToAll,
+}
+
+/// The fixed shape of the pipeline of a deployment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineLayout {
+    pub attention_ranks: usize,
+    pub attention_tp: usize,
+    pub ffn_ranks: usize,
+    pub ffn_tp: usize,
+    pub layers: usize,
+    /// FFN rank (subgroup) of each Attention rank.
+    pub subgroup_of: Vec<usize>,
+    /// Attention ranks of each FFN rank's subgroup, in subgroup-rank order.
+    pub blocks: Vec<Vec<usize>>,
+    /// `dense[l]`: layer `l` runs the dense MLP.
+    pub dense: Vec<bool>,
+    pub moe_collective: FfnCollective,
+}
+
+impl PipelineLayout {
+    pub fn engines(&self) -> usize {
+        self.attention_ranks / self.attention_tp
+    }
+
+    #[inline]
+    pub fn engine_of(&self, attention_rank: usize) -> usize {
+        attention_rank / self.attention_tp
+    }
+
+    fn collective(&self, layer: usize) -> FfnCollective {
+        if self.dense[layer] {
+            if self.ffn_tp > 1 {
+                FfnCollective::AllReduce
+            } else {
+                FfnCollective::None
+            }
+        } else {
+            self.moe_collective
+        }
+    }
+}
+
+/// Host-side launch costs of a step, nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostCosts {
+    /// Attention engine host time before the forward (scheduler, input preparation).
+    pub step: u64,
+    /// FFN loop host time after the control payload arrives.
+    pub ffn_loop: u64,
+    pub graph_launch: u64,
+    /// Eager issue costs per op.
+    pub attention_compute: u64,
+    pub p2p: u64,
+    pub collective: u64,
+    pub ffn_compute: u64,
+}
+
+/// Device costs of one step, nanoseconds. Buffers are reused between steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepCosts {
+    pub stages: usize,
+    pub attention_graph: bool,
+    pub ffn_graph: bool,
+    /// `[stage][engine]` attention block (projections + attention kernels) per layer.
+    pub attention_compute: [Vec<u64>; 2],
+    /// `[stage][engine]` attention TP all-reduce per layer (0 without TP).
+    pub attention_all_reduce: [Vec<u64>; 2],
+    /// `[stage][attention rank]` A→F port occupancy and latency.
+    pub send_occupancy: [Vec<u64>; 2],
+    pub send_latency: [Vec<u64>; 2],
+    /// `[stage][attention rank]` F→A send time on the FFN stream.
+    pub send_back: [Vec<u64>; 2],
+    /// `[(layer * stages + stage) * ffn_ranks + f]` FFN compute before and after the dispatch.
+    pub ffn_pre: Vec<u64>,
+    pub ffn_post: Vec<u64>,
+    /// `[layer * stages + stage]` collective times (dispatch; combine or all-reduce).
+    pub ffn_collective_1: Vec<u64>,
+    pub ffn_collective_2: Vec<u64>,
+    /// `[engine]` LM head and sampling.
+    pub lm_head: Vec<u64>,
+    /// Control payload transfer (two small sends).
+    pub control: u64,
+    pub host: HostCosts,
+}
+
+/// What the pipeline carries from one step to the next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineState {
+    /// When each FFN rank's host has synchronised on its last step.
+    pub ffn_ready: Vec<u64>,
+    /// When each FFN rank's inbound port is free.
+    pub port_free: Vec<u64>,
+}
+
+impl PipelineState {
+    pub fn new(layout: &PipelineLayout) -> PipelineState {
+        PipelineState {
+            ffn_ready: vec![0; layout.ffn_ranks],
+            port_free: vec![0; layout.ffn_ranks],
+        }
+    }
+}
+
+/// Where a timeline span happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Track {
+    Attention(usize),
+    Ffn(usize),
+    /// A→F link of an Attention rank.
+    LinkToFfn(usize),
+    /// F→A link of an Attention rank.
+    LinkToAttention(usize),
+}
+
+/// What a span was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanKind {
+    Control,
+    AttentionCompute,
+    AttentionAllReduce,
+    Send,
+    Recv,
+    FfnRecv,
+    FfnCompute,
+    FfnCollective,
+    FfnSend,
+    LmHead,
+}
+
+/// One operation on a track, nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub track: Track,
+    pub kind: SpanKind,
+    pub layer: u32,
+    pub stage: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Collects spans that intersect a window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpanSink {
+    pub window: (u64, u64),
+    pub spans: Vec<Span>,
+}
+
+impl SpanSink {
+    fn push(&mut self, span: Span) {
+        if span.end >= self.window.0 && span.start <= self.window.1 {
+            self.spans.push(span);
+        }
+    }
+}
+
+/// Timing of one step.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepTiming {
+    /// When the forward pass starts (after the host step overhead).
+    pub forward_start: u64,
+    /// When every Attention rank has its sampled tokens.
+    pub end: u64,
+    /// Device busy time per Attention rank (compute and TP all-reduce).
+    pub attention_busy: Vec<u64>,
+    /// Device busy time per FFN rank (compute and collectives).
+    pub ffn_busy: Vec<u64>,
+    /// Transfer time per FFN rank's links (inbound occupancy + latency, outbound sends).
+    pub link_busy: Vec<u64>,
+    /// Layers skipped by the periodic shortcut.
+    pub shortcut_layers: u32,
+}
+
+/// Scratch buffers of the sweep, reused between steps.
+#[derive(Clone, Debug, Default)]
+pub struct Sweep {
+    stream: Vec<u64>,
+    host: Vec<u64>,
+    fstream: Vec<u64>,
+    fhost: Vec<u64>,
+    to_ffn: Vec<u64>,
+    to_attention: [Vec<u64>; 2],
+    previous_device: Vec<u64>,
+    device: Vec<u64>,
+    previous_host: Vec<u64>,
+    busy_before: Vec<u64>,
+    busy_now: Vec<u64>,
+}
+
+impl Sweep {
+    pub fn new() -> Sweep {
+        Sweep::default()
+    }
+}
+
+/// Sets `v` to `len` copies of `value`, reallocating only when the length changes.
+#[inline]
+fn reset(v: &mut Vec<u64>, len: usize, value: u64) {
+    if v.len() == len {
+        v.fill(value);
+    } else {
+        v.clear();
+        v.resize(len, value);
+    }
+}
+
+#[inline]
+fn max3(a: u64, b: u64, c: u64) -> u64 {
+    a.max(b).max(c)
+}
+
+/// Per-rank times of the sweep as plain slices, so the hot loop keeps their addresses in registers.
+struct Lanes<'a> {
+    /// Attention device streams and host issue timelines.
+    stream: &'a mut [u64],
+    host: &'a mut [u64],
+    /// FFN device streams and host issue timelines.
+    fstream: &'a mut [u64],
+    fhost: &'a mut [u64],
+    /// Arrival at the FFN of each Attention rank's latest send.
+    to_ffn: &'a mut [u64],
+    /// Arrival back at each Attention rank, per stage.
+    to_attention: [&'a mut [u64]; 2],
+    port_free: &'a mut [u64],
+    attention_busy: &'a mut [u64],
+    ffn_busy: &'a mut [u64],
+    link_busy: &'a mut [u64],
+    attention_host_won: bool,
+    ffn_host_won: bool,
+}
+
+/// Issues an op on a host timeline (paying `issue` in eager mode) and returns when it starts on
+/// its device stream: after the issue, the stream and `ready` (its input's arrival). `won` records
+/// whether the host issue alone delayed it (the periodic shortcut needs to know).
+#[inline]
+fn start_op(
+    host: &mut u64,
+    stream: u64,
+    ready: u64,
+    eager: bool,
+    issue: u64,
+    won: &mut bool,
+) -> u64 {
+    if eager {
+        *host += issue;
+    }
+    *won |= *host > stream.max(ready);
+    stream.max(*host)
+}
+
+/// Records a span when a sink is attached.
+#[inline]
+fn record(
+    sink: &mut Option<&mut SpanSink>,
+    track: Track,
+    kind: SpanKind,
+    layer: usize,
+    stage: usize,
+    start: u64,
+    end: u64,
+) {
+    if let Some(sink) = sink.as_deref_mut() {
+        sink.push(Span {
+            track,
+            kind,
+            layer: layer as u32,
+            stage: stage as u32,
+            start,
+            end,
+        });
+    }
+}
+
+/// Runs one step starting at `start` (ns). `shortcut` enables the periodic extrapolation (it is
+/// disabled while spans are recorded).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the sweep's inputs are distinct by nature"
+)]
+pub fn run_step(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    state: &mut PipelineState,
+    start: u64,
+    sweep: &mut Sweep,
+    timing: &mut StepTiming,
+    mut sink: Option<&mut SpanSink>,
+    shortcut: bool,
+) {
+    let a_n = layout.attention_ranks;
+    let f_n = layout.ffn_ranks;
+    let stages = costs.stages;
+    let shortcut = shortcut && sink.is_none();
+    let host = &costs.host;
+    let attention_eager = !costs.attention_graph;
+    let forward_start = start + host.step;
+    timing.forward_start = forward_start;
+    timing.shortcut_layers = 0;
+    reset(&mut timing.attention_busy, a_n, 0);
+    reset(&mut timing.ffn_busy, f_n, 0);
+    reset(&mut timing.link_busy, f_n, 0);
+    reset(&mut sweep.stream, a_n, forward_start);
+    reset(&mut sweep.host, a_n, forward_start);
+    reset(&mut sweep.to_ffn, a_n, 0);
+    for s in 0..2 {
+        reset(&mut sweep.to_attention[s], a_n, 0);
+    }
+    reset(&mut sweep.fstream, f_n, 0);
+    reset(&mut sweep.fhost, f_n, 0);
+
+    let [to_attention_0, to_attention_1] = &mut sweep.to_attention;
+    let mut lanes = Lanes {
+        stream: &mut sweep.stream,
+        host: &mut sweep.host,
+        fstream: &mut sweep.fstream,
+        fhost: &mut sweep.fhost,
+        to_ffn: &mut sweep.to_ffn,
+        to_attention: [to_attention_0, to_attention_1],
+        port_free: &mut state.port_free,
+        attention_busy: &mut timing.attention_busy,
+        ffn_busy: &mut timing.ffn_busy,
+        link_busy: &mut timing.link_busy,
+        attention_host_won: false,
+        ffn_host_won: false,
+    };
+
+    // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
+    // host outside any graph. The FFN host, synchronised on its previous step (§6.2), starts the
+    // step once the payload has arrived.
+    for f in 0..f_n {
+        let a = f;
+        lanes.host[a] += 2 * host.p2p;
+        let begin = lanes.stream[a].max(lanes.host[a]);
+        let end = begin + costs.control;
+        lanes.stream[a] = end;
+        record(
+            &mut sink,
+            Track::Attention(a),
+            SpanKind::Control,
+            0,
+            0,
+            begin,
+            end,
+        );
+        let ready = state.ffn_ready[f];
+        let started = ready.max(end) + host.ffn_loop;
+        lanes.fstream[f] = ready;
+        lanes.fhost[f] = if costs.ffn_graph {
+            started + host.graph_launch
+        } else {
+            started
+        };
+    }
+    if costs.attention_graph {
+        for h in lanes.host.iter_mut() {
+            *h += host.graph_launch;
+        }
+    }
+
+    let mut skipped = 0u32;
+    let mut layer = 0;
+    while layer < layout.layers {
+        lanes.attention_host_won = false;
+        lanes.ffn_host_won = false;
+        // Layers after this one that the shortcut could skip; snapshots are taken only then.
+        let run = if shortcut && layer >= 1 {
+            same_cost_run(layout, costs, layer)
+        } else {
+            0
+        };
+        if run > 0 {
+            snapshot_device(&lanes, stages, &mut sweep.previous_device);
+            snapshot_hosts(&lanes, &mut sweep.previous_host);
+            snapshot_busy(&lanes, &mut sweep.busy_before);
+        }
+        for s in 0..stages {
+            attention_stage(layout, costs, &mut lanes, layer, s, &mut sink);
+            ffn_stage(layout, costs, &mut lanes, layer, s, &mut sink);
+            if stages == 1 {
+                for a in 0..a_n {
+                    recv_on_attention(
+                        &mut lanes,
+                        a,
+                        0,
+                        attention_eager,
+                        host.p2p,
+                        layer,
+                        &mut sink,
+                    );
+                }
+            }
+        }
+        if run > 0 {
+            snapshot_device(&lanes, stages, &mut sweep.device);
+            if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device)
+                && lambda > 0
+                && hosts_never_overtake(&lanes, &sweep.previous_host, a_n, lambda)
+            {
+                let k = run as u64;
+                advance(&mut lanes, stages, lambda * k);
+                for (i, h) in lanes
+                    .host
+                    .iter_mut()
+                    .chain(lanes.fhost.iter_mut())
+                    .enumerate()
+                {
+                    let step = *h - sweep.previous_host[i];
+                    *h += step * k;
+                }
+                snapshot_busy(&lanes, &mut sweep.busy_now);
+                add_busy(&mut lanes, &sweep.busy_before, &sweep.busy_now, k);
+                skipped += run as u32;
+                layer += run;
+            }
+        }
+        layer += 1;
+    }
+    if stages == 2 {
+        for s in 0..2 {
+            for a in 0..a_n {
+                recv_on_attention(
+                    &mut lanes,
+                    a,
+                    s,
+                    attention_eager,
+                    host.p2p,
+                    layout.layers - 1,
+                    &mut sink,
+                );
+            }
+        }
+    }
+    let mut end = forward_start;
+    for a in 0..a_n {
+        let e = layout.engine_of(a);
+        if attention_eager {
+            lanes.host[a] += host.attention_compute;
+        }
+        let begin = lanes.stream[a].max(lanes.host[a]);
+        let finish = begin + costs.lm_head[e];
+        lanes.attention_busy[a] += finish - begin;
+        record(
+            &mut sink,
+            Track::Attention(a),
+            SpanKind::LmHead,
+            layout.layers,
+            0,
+            begin,
+            finish,
+        );
+        end = end.max(finish);
+    }
+    for f in 0..f_n {
+        // The FFN host synchronises on its stream after the step (§6.2).
+        state.ffn_ready[f] = lanes.fstream[f].max(lanes.fhost[f]);
+    }
+    timing.shortcut_layers = skipped;
+    timing.end = end;
+}
+
+/// Attention side of one (layer, stage): `R_s(L-1)` (with DBO), `A_s(L)`, the TP all-reduce and
+/// `S_s(L)` on every Attention rank, in the §3.6 issue order.
+#[inline]
+fn attention_stage(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.attention_graph;
+    let compute = &costs.attention_compute[s];
+    let a_n = layout.attention_ranks;
+    for a in 0..a_n {
+        if costs.stages == 2 && layer > 0 {
+            recv_on_attention(lanes, a, s, eager, host.p2p, layer - 1, sink);
+        }
+        let begin = start_op(
+            &mut lanes.host[a],
+            lanes.stream[a],
+            0,
+            eager,
+            host.attention_compute,
+            &mut lanes.attention_host_won,
+        );
+        let end = begin + compute[layout.engine_of(a)];
+        lanes.stream[a] = end;
+        lanes.attention_busy[a] += end - begin;
+        record(
+            sink,
+            Track::Attention(a),
+            SpanKind::AttentionCompute,
+            layer,
+            s,
+            begin,
+            end,
+        );
+    }
+    if layout.attention_tp > 1 {
+        let reduce = &costs.attention_all_reduce[s];
+        for (e, &duration) in reduce.iter().enumerate() {
+            let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
+            let mut begin = 0;
+            for a in ranks.clone() {
+                if eager {
+                    lanes.host[a] += host.collective;
+                }
+                lanes.attention_host_won |= lanes.host[a] > lanes.stream[a];
+                begin = max3(begin, lanes.stream[a], lanes.host[a]);
+            }
+            let end = begin + duration;
+            for a in ranks {
+                lanes.attention_busy[a] += duration;
+                lanes.stream[a] = end;
+                record(
+                    sink,
+                    Track::Attention(a),
+                    SpanKind::AttentionAllReduce,
+                    layer,
+                    s,
+                    begin,
+                    end,
+                );
+            }
+        }
+    }
+    let occupancy = &costs.send_occupancy[s];
+    let latency = &costs.send_latency[s];
+    for a in 0..a_n {
+        let f = layout.subgroup_of[a];
+        let begin = start_op(
+            &mut lanes.host[a],
+            lanes.stream[a],
+            0,
+            eager,
+            host.p2p,
+            &mut lanes.attention_host_won,
+        );
+        // Transfers into one FFN rank share its inbound port (fan-in); the send ends on arrival.
+        let port = begin.max(lanes.port_free[f]);
+        lanes.port_free[f] = port + occupancy[a];
+        let arrival = port + occupancy[a] + latency[a];
+        lanes.stream[a] = arrival;
+        lanes.to_ffn[a] = arrival;
+        lanes.link_busy[f] += occupancy[a] + latency[a];
+        record(
+            sink,
+            Track::Attention(a),
+            SpanKind::Send,
+            layer,
+            s,
+            begin,
+            arrival,
+        );
+        record(
+            sink,
+            Track::LinkToFfn(a),
+            SpanKind::Send,
+            layer,
+            s,
+            port,
+            arrival,
+        );
+    }
+}
+
+/// FFN side of one (layer, stage): receive every subgroup peer in order, compute (with the
+/// collectives that couple the FFN ranks, §3.7), and send each peer its rows back.
+#[inline]
+fn ffn_stage(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.ffn_graph;
+    let f_n = layout.ffn_ranks;
+    let slot = layer * costs.stages + s;
+    let pre = &costs.ffn_pre[slot * f_n..(slot + 1) * f_n];
+    let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
+    for (f, (block, &pre)) in layout.blocks.iter().zip(pre).enumerate() {
+        for &a in block {
+            let arrival = lanes.to_ffn[a];
+            let begin = start_op(
+                &mut lanes.fhost[f],
+                lanes.fstream[f],
+                arrival,
+                eager,
+                host.p2p,
+                &mut lanes.ffn_host_won,
+            );
+            let end = begin.max(arrival);
+            lanes.fstream[f] = end;
+            record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
+        }
+        if pre > 0 {
+            ffn_compute(lanes, f, pre, eager, host.ffn_compute, layer, s, sink);
+        }
+    }
+    let collective = layout.collective(layer);
+    if collective == FfnCollective::AllToAll {
+        ffn_group(
+            lanes,
+            0..f_n,
+            costs.ffn_collective_1[slot],
+            eager,
+            host.collective,
+            layer,
+            s,
+            sink,
+        );
+    }
+    for (f, &post) in post.iter().enumerate() {
+        ffn_compute(lanes, f, post, eager, host.ffn_compute, layer, s, sink);
+    }
+    match collective {
+        FfnCollective::None => {}
+        FfnCollective::AllToAll => {
+            ffn_group(
+                lanes,
+                0..f_n,
+                costs.ffn_collective_2[slot],
+                eager,
+                host.collective,
+                layer,
+                s,
+                sink,
+            );
+        }
+        FfnCollective::AllReduce => {
+            for g in 0..f_n / layout.ffn_tp {
+                let ranks = g * layout.ffn_tp..(g + 1) * layout.ffn_tp;
+                ffn_group(
+                    lanes,
+                    ranks,
+                    costs.ffn_collective_2[slot],
+                    eager,
+                    host.collective,
+                    layer,
+                    s,
+                    sink,
+                );
+            }
+        }
+    }
+    let back = &costs.send_back[s];
+    for f in 0..f_n {
+        for &a in &layout.blocks[f] {
+            let begin = start_op(
+                &mut lanes.fhost[f],
+                lanes.fstream[f],
+                0,
+                eager,
+                host.p2p,
+                &mut lanes.ffn_host_won,
+            );
+            let end = begin + back[a];
+            lanes.fstream[f] = end;
+            lanes.to_attention[s][a] = end;
+            lanes.link_busy[f] += end - begin;
+            record(sink, Track::Ffn(f), SpanKind::FfnSend, layer, s, begin, end);
+            record(
+                sink,
+                Track::LinkToAttention(a),
+                SpanKind::FfnSend,
+                layer,
+                s,
+                begin,
+                end,
+            );
+        }
+    }
+}
+
+#[inline]
+fn recv_on_attention(
+    lanes: &mut Lanes<'_>,
+    a: usize,
+    s: usize,
+    eager: bool,
+    p2p_issue: u64,
+    layer: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let arrival = lanes.to_attention[s][a];
+    let begin = start_op(
+        &mut lanes.host[a],
+        lanes.stream[a],
+        arrival,
+        eager,
+        p2p_issue,
+        &mut lanes.attention_host_won,
+    );
+    let end = begin.max(arrival);
+    lanes.stream[a] = end;
+    record(
+        sink,
+        Track::Attention(a),
+        SpanKind::Recv,
+        layer,
+        s,
+        begin,
+        end,
+    );
+}
+
+#[expect(clippy::too_many_arguments, reason = "one op of the sweep")]
+#[inline]
+fn ffn_compute(
+    lanes: &mut Lanes<'_>,
+    f: usize,
+    duration: u64,
+    eager: bool,
+    issue: u64,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let begin = start_op(
+        &mut lanes.fhost[f],
+        lanes.fstream[f],
+        0,
+        eager,
+        issue,
+        &mut lanes.ffn_host_won,
+    );
+    let end = begin + duration;
+    lanes.fstream[f] = end;
+    lanes.ffn_busy[f] += duration;
+    record(
+        sink,
+        Track::Ffn(f),
+        SpanKind::FfnCompute,
+        layer,
+        s,
+        begin,
+        end,
+    );
+}
+
+#[expect(clippy::too_many_arguments, reason = "one group op of the sweep")]
+#[inline]
+fn ffn_group(
+    lanes: &mut Lanes<'_>,
+    ranks: std::ops::Range<usize>,
+    duration: u64,
+    eager: bool,
+    issue: u64,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let mut begin = 0;
+    for f in ranks.clone() {
+        if eager {
+            lanes.fhost[f] += issue;
+        }
+        lanes.ffn_host_won |= lanes.fhost[f] > lanes.fstream[f];
+        begin = max3(begin, lanes.fstream[f], lanes.fhost[f]);
+    }
+    let end = begin + duration;
+    for f in ranks {
+        lanes.fstream[f] = end;
+        lanes.ffn_busy[f] += duration;
+        record(
+            sink,
+            Track::Ffn(f),
+            SpanKind::FfnCollective,
+            layer,
+            s,
+            begin,
+            end,
+        );
+    }
+}
+
+/// Device times that must shift uniformly for the shortcut: streams, ports, pending arrivals.
+fn snapshot_device(lanes: &Lanes<'_>, stages: usize, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.stream);
+    out.extend_from_slice(lanes.fstream);
+    out.extend_from_slice(lanes.port_free);
+    if stages == 2 {
+        out.extend_from_slice(lanes.to_attention[0]);
+        out.extend_from_slice(lanes.to_attention[1]);
+    }
+}
+
+/// Host issue times, Attention ranks first.
+fn snapshot_hosts(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.host);
+    out.extend_from_slice(lanes.fhost);
+}
+
+/// Busy counters, Attention then FFN then links.
+fn snapshot_busy(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend_from_slice(lanes.attention_busy);
+    out.extend_from_slice(lanes.ffn_busy);
+    out.extend_from_slice(lanes.link_busy);
+}
+
+/// Whether every host timeline either advanced with the devices (by exactly `lambda`, so the
+/// whole state shifted uniformly) or advanced more slowly without ever delaying an op this layer
+/// (so its lead only shrinks and it never delays one later). Either way the next layers with the
+/// same costs repeat this one shifted by `lambda`.
+fn hosts_never_overtake(
+    lanes: &Lanes<'_>,
+    previous: &[u64],
+    attention_ranks: usize,
+    lambda: u64,
+) -> bool {
+    lanes
+        .host
+        .iter()
+        .chain(lanes.fhost.iter())
+        .zip(previous)
+        .enumerate()
+        .all(|(i, (now, before))| {
+            let delta = now - before;
+            let won = if i < attention_ranks {
+                lanes.attention_host_won
+            } else {
+                lanes.ffn_host_won
+            };
+            delta == lambda || (delta < lambda && !won)
+        })
+}
+
+fn uniform_delta(before: &[u64], after: &[u64]) -> Option<u64> {
+    let lambda = after[0].checked_sub(before[0])?;
+    before
+        .iter()
+        .zip(after)
+        .all(|(b, a)| a.checked_sub(*b) == Some(lambda))
+        .then_some(lambda)
+}
+
+fn advance(lanes: &mut Lanes<'_>, stages: usize, by: u64) {
+    lanes.stream.iter_mut().for_each(|t| *t += by);
+    lanes.fstream.iter_mut().for_each(|t| *t += by);
+    lanes.port_free.iter_mut().for_each(|t| *t += by);
+    if stages == 2 {
+        for s in 0..2 {
+            lanes.to_attention[s].iter_mut().for_each(|t| *t += by);
+        }
+    }
+}
+
+fn add_busy(lanes: &mut Lanes<'_>, before: &[u64], now: &[u64], k: u64) {
+    let all = lanes
+        .attention_busy
+        .iter_mut()
+        .chain(lanes.ffn_busy.iter_mut())
+        .chain(lanes.link_busy.iter_mut());
+    for (i, b) in all.enumerate() {
+        *b += (now[i] - before[i]) * k;
+    }
+}
+
+/// Number of layers after `layer` whose FFN costs equal `layer`'s, provided `layer`'s equal
+/// `layer - 1`'s (otherwise 0).
+fn same_cost_run(layout: &PipelineLayout, costs: &StepCosts, layer: usize) -> usize {
+    let same = |x: usize, y: usize| {
+        if layout.dense[x] != layout.dense[y] {
+            return false;
+        }
+        let width = costs.stages * layout.ffn_ranks;
+        let slots = costs.stages;
+        costs.ffn_pre[x * width..(x + 1) * width] == costs.ffn_pre[y * width..(y + 1) * width]
+            && costs.ffn_post[x * width..(x + 1) * width]
+                == costs.ffn_post[y * width..(y + 1) * width]
+            && costs.ffn_collective_1[x * slots..(x + 1) * slots]
+                == costs.ffn_collective_1[y * slots..(y + 1) * slots]
+            && costs.ffn_collective_2[x * slots..(x + 1) * slots]
+                == costs.ffn_collective_2[y * slots..(y + 1) * slots]
+    };
+    if !same(layer, layer - 1) {
+        return 0;
+    }
+    let mut run = 0;
+    while layer + run + 1 < layout.layers && same(layer + run + 1, layer) {
+        run += 1;
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests;

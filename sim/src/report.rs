@@ -1,0 +1,425 @@
+//! Metrics of a run and the report built from them: the `vllm bench serve` summary (same fields,
+//! same definitions: TTFT and E2EL from the actual send, TPOT = (E2EL − TTFT) / (output − 1) for
+//! requests with more than one output token, ITL between consecutive tokens of a request), plus the
+//! simulator's own figures. Quantiles come from HdrHistograms of integer nanoseconds (3 significant
+//! digits); means and standard deviations (population, as numpy) from exact sums.
+
+use hdrhistogram::Histogram;
+
+use afd_traces::report::{
+    BenchSummary, CostSource, DeploymentSummary, PerGpu, PredictReport, REPORT_FORMAT,
+    REPORT_SCHEMA_VERSION, RequestRow, StepRow, StepSummary, Utilisation, WorkloadSummary,
+};
+
+use std::collections::BTreeMap;
+
+use afd_traces::timeline::ChromeTrace;
+
+use crate::cluster::{Regime, StepRecord};
+use crate::engine::RunResult;
+use crate::model::cost::OpClass;
+use crate::model::workload::Workload;
+use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
+use crate::rng::Seed;
+use crate::serving::{GraphMode, ServingConfig};
+use crate::time::{SimDuration, SimTime};
+
+/// One latency metric: a histogram plus exact sums.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    histogram: Histogram<u64>,
+    count: u64,
+    sum_ns: f64,
+    sum_sq_ms: f64,
+}
+
+impl Latency {
+    fn new() -> Latency {
+        Latency {
+            // 1 µs resolution up to ~3 hours, 3 significant digits.
+            histogram: Histogram::new_with_bounds(1_000, 10_000_000_000_000, 3)
+                .expect("static histogram bounds are valid"),
+            count: 0,
+            sum_ns: 0.0,
+            sum_sq_ms: 0.0,
+        }
+    }
+
+    fn record(&mut self, value: SimDuration) {
+        let ns = value.as_ns();
+        self.histogram.saturating_record(ns.max(1_000));
+        self.count += 1;
+        self.sum_ns += ns as f64;
+        let ms = ns as f64 / 1e6;
+        self.sum_sq_ms += ms * ms;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// `[mean, median, std, p99]` in milliseconds; zeros when empty.
+    pub fn summary_ms(&self) -> [f64; 4] {
+        if self.count == 0 {
+            return [0.0; 4];
+        }
+        let n = self.count as f64;
+        let mean = self.sum_ns / n / 1e6;
+        let variance = (self.sum_sq_ms / n - mean * mean).max(0.0);
+        let q = |quantile: f64| self.histogram.value_at_quantile(quantile) as f64 / 1e6;
+        [mean, q(0.5), variance.sqrt(), q(0.99)]
+    }
+}
+
+/// Everything the client measures.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub ttft: Latency,
+    pub tpot: Latency,
+    pub itl: Latency,
+    pub e2el: Latency,
+    pub completed: u64,
+    pub failed: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Time of the last completion.
+    pub last_finish: SimTime,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics {
+            ttft: Latency::new(),
+            tpot: Latency::new(),
+            itl: Latency::new(),
+            e2el: Latency::new(),
+            completed: 0,
+            failed: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            last_finish: SimTime::ZERO,
+        }
+    }
+
+    pub fn record_ttft(&mut self, ttft: SimDuration) {
+        self.ttft.record(ttft);
+    }
+
+    pub fn record_itl(&mut self, itl: SimDuration) {
+        self.itl.record(itl);
+    }
+
+    /// A request completed with `output_tokens` tokens, `e2el` after its send, first token `ttft`.
+    pub fn record_finished(
+        &mut self,
+        input_tokens: u32,
+        output_tokens: u32,
+        e2el: SimDuration,
+        ttft: SimDuration,
+        now: SimTime,
+    ) {
+        self.completed += 1;
+        self.input_tokens += u64::from(input_tokens);
+        self.output_tokens += u64::from(output_tokens);
+        self.e2el.record(e2el);
+        if output_tokens > 1 {
+            let decode = e2el.as_ns() - ttft.as_ns();
+            self.tpot
+                .record(SimDuration::from_ns(decode / u64::from(output_tokens - 1)));
+        }
+        self.last_finish = self.last_finish.max(now);
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// What a report says about its inputs beyond the run itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportContext<'a> {
+    pub config: &'a ServingConfig,
+    pub workload: &'a Workload,
+    pub seed: Seed,
+    /// `random` or the trace's file name.
+    pub dataset: &'a str,
+}
+
+/// Builds the prediction report of a run.
+pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictReport {
+    let config = context.config;
+    let m = &result.metrics;
+    // vLLM measures from the benchmark start to the last completion.
+    let duration = if m.completed > 0 {
+        m.last_finish
+    } else {
+        result.end
+    }
+    .as_secs_f64();
+    let per_s = |x: f64| if duration > 0.0 { x / duration } else { 0.0 };
+    let [mean_ttft_ms, median_ttft_ms, std_ttft_ms, p99_ttft_ms] = m.ttft.summary_ms();
+    let [mean_tpot_ms, median_tpot_ms, std_tpot_ms, p99_tpot_ms] = m.tpot.summary_ms();
+    let [mean_itl_ms, median_itl_ms, std_itl_ms, p99_itl_ms] = m.itl.summary_ms();
+    let [mean_e2el_ms, median_e2el_ms, std_e2el_ms, p99_e2el_ms] = m.e2el.summary_ms();
+    let benchmark = BenchSummary {
+        completed: m.completed,
+        failed: m.failed,
+        duration,
+        total_input_tokens: m.input_tokens,
+        total_output_tokens: m.output_tokens,
+        request_throughput: per_s(m.completed as f64),
+        output_throughput: per_s(m.output_tokens as f64),
+        total_token_throughput: per_s((m.input_tokens + m.output_tokens) as f64),
+        mean_ttft_ms,
+        median_ttft_ms,
+        std_ttft_ms,
+        p99_ttft_ms,
+        mean_tpot_ms,
+        median_tpot_ms,
+        std_tpot_ms,
+        p99_tpot_ms,
+        mean_itl_ms,
+        median_itl_ms,
+        std_itl_ms,
+        p99_itl_ms,
+        mean_e2el_ms,
+        median_e2el_ms,
+        std_e2el_ms,
+        p99_e2el_ms,
+    };
+    let gpus = f64::from(config.gpus());
+    let cluster = &result.cluster;
+    let totals = cluster.totals();
+    let span_ns = result.end.as_ns().max(1) as f64;
+    let share = |n: u64| {
+        if totals.steps > 0 {
+            n as f64 / totals.steps as f64
+        } else {
+            0.0
+        }
+    };
+    let mean = |sum: f64, n: u64| if n > 0 { sum / n as f64 } else { 0.0 };
+    let rows = totals.real_rows + totals.padded_rows;
+    let (mode, sizes) = match &config.graph {
+        GraphMode::Eager => ("eager".to_owned(), Vec::new()),
+        GraphMode::FullDecodeOnly { capture_sizes } => {
+            ("FULL_DECODE_ONLY".to_owned(), capture_sizes.clone())
+        }
+    };
+    let cost = cluster.cost();
+    PredictReport {
+        format: REPORT_FORMAT.to_owned(),
+        schema_version: REPORT_SCHEMA_VERSION,
+        seed: context.seed.0,
+        event_log_hash: format!("{:016x}", result.event_log_hash),
+        outcome: result.outcome.as_str().to_owned(),
+        events: result.events,
+        model: cluster.model().name.clone(),
+        deployment: DeploymentSummary {
+            attention_dp: config.attention.dp,
+            attention_tp: config.attention.tp,
+            ffn_dp: config.ffn.dp,
+            ffn_tp: config.ffn.tp,
+            expert_parallel: config.ffn.expert_parallel,
+            attention_ranks: config.attention_ranks(),
+            ffn_ranks: config.ffn_ranks(),
+            gpus: config.gpus(),
+            gpu: config.gpu.as_str().to_owned(),
+            rules: config.rules.as_str().to_owned(),
+            max_num_seqs: config.max_num_seqs,
+            max_num_batched_tokens: config.max_num_batched_tokens,
+            dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
+            dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
+            cudagraph_mode: mode,
+            cudagraph_capture_sizes: sizes,
+            gpu_memory_utilization: config.gpu_memory_utilization,
+            block_size: config.block_size,
+            kv_blocks_per_engine: cluster.kv_blocks_per_engine(),
+        },
+        workload: WorkloadSummary {
+            num_prompts: context.workload.requests.len() as u64,
+            request_rate: context.workload.request_rate,
+            burstiness: context.workload.burstiness,
+            max_concurrency: context.workload.max_concurrency,
+            dataset: context.dataset.to_owned(),
+        },
+        per_gpu: PerGpu {
+            output_tokens_per_s_per_gpu: benchmark.output_throughput / gpus,
+            total_tokens_per_s_per_gpu: benchmark.total_token_throughput / gpus,
+        },
+        benchmark,
+        utilisation: Utilisation {
+            attention: totals.attention_busy_ns as f64
+                / (span_ns * f64::from(config.attention_ranks())),
+            ffn: totals.ffn_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
+            links: totals.link_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
+        },
+        steps: StepSummary {
+            total: totals.steps,
+            graph: totals.graph_steps,
+            eager: totals.eager_steps,
+            ffn_graph: totals.ffn_graph_steps,
+            dbo: totals.dbo_steps,
+            dbo_hazards: totals.dbo_hazards,
+            attention_bound_share: share(totals.regime_attention),
+            ffn_bound_share: share(totals.regime_ffn),
+            transfer_bound_share: share(totals.regime_transfer),
+            dbo_overlap: mean(totals.overlap_sum_dbo, totals.dbo_steps),
+            single_stage_overlap: mean(totals.overlap_sum_single, totals.steps - totals.dbo_steps),
+            padded_row_share: if rows > 0 {
+                totals.padded_rows as f64 / rows as f64
+            } else {
+                0.0
+            },
+            preemptions: totals.preemptions,
+            oversized_messages: totals.oversized_messages,
+            shortcut_layers: totals.shortcut_layers,
+        },
+        calibration: cost.calibration_name().map(str::to_owned),
+        costs: OpClass::ALL
+            .iter()
+            .map(|&class| {
+                let usage = cost.usage(class);
+                CostSource {
+                    op: class.as_str().to_owned(),
+                    source: cost.source_of(class).to_owned(),
+                    calibrated_queries: usage.calibrated,
+                    roofline_queries: usage.roofline,
+                    out_of_range: usage.out_of_range,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Per-request rows for `--requests-csv`, in workload order.
+pub fn request_rows(result: &RunResult, workload: &Workload) -> Vec<RequestRow> {
+    let ms = |t: SimTime| t.as_ns() as f64 / 1e6;
+    result
+        .requests
+        .iter()
+        .zip(&workload.requests)
+        .enumerate()
+        .map(|(i, (trace, spec))| {
+            let send = trace.send;
+            let since = |t: Option<SimTime>| match (t, send) {
+                (Some(t), Some(s)) => Some((t - s).as_ms_f64()),
+                _ => None,
+            };
+            let ttft = since(trace.first_token);
+            let e2el = since(trace.finish);
+            let tpot = match (ttft, e2el) {
+                (Some(first), Some(total)) if trace.tokens > 1 => {
+                    Some((total - first) / f64::from(trace.tokens - 1))
+                }
+                _ => None,
+            };
+            RequestRow {
+                request: i as u64,
+                engine: trace.engine,
+                input_tokens: spec.input_tokens,
+                output_tokens: trace.tokens,
+                intended_send_ms: ms(spec.intended_send),
+                send_ms: send.map_or(f64::NAN, ms),
+                first_token_ms: trace.first_token.map(ms),
+                finish_ms: trace.finish.map(ms),
+                ttft_ms: ttft,
+                tpot_ms: tpot,
+                e2el_ms: e2el,
+                preemptions: trace
+                    .id
+                    .map_or(0, |id| result.cluster.request(id).preemptions),
+                error: trace.rejection.map_or_else(String::new, |r| r.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Per-step rows for `--steps-csv`.
+pub fn step_rows(steps: &[StepRecord]) -> Vec<StepRow> {
+    let join = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(";");
+    steps
+        .iter()
+        .map(|s| StepRow {
+            step: s.index,
+            start_ms: s.start_ns as f64 / 1e6,
+            duration_us: (s.end_ns - s.start_ns) as f64 / 1e3,
+            mode: if s.graph { "graph" } else { "eager" }.to_owned(),
+            ffn_graph: s.ffn_graph,
+            ubatches: s.stages,
+            tokens: join(&s.tokens),
+            padded: join(&s.padded),
+            regime: match s.regime {
+                Regime::Attention => "attention",
+                Regime::Ffn => "ffn",
+                Regime::Transfer => "transfer",
+            }
+            .to_owned(),
+            overlap: s.overlap,
+            attention_busy_us: s.attention_busy_ns as f64 / 1e3,
+            ffn_busy_us: s.ffn_busy_ns as f64 / 1e3,
+            transfer_busy_us: s.transfer_busy_ns as f64 / 1e3,
+        })
+        .collect()
+}
+
+/// The recorded spans as a Chrome trace: process 1 holds one track per Attention rank, process 2
+/// one per FFN rank, process 3 one per link direction of each Attention rank.
+pub fn timeline(sink: &SpanSink, layout: &PipelineLayout) -> ChromeTrace {
+    let us = |ns: u64| ns as f64 / 1e3;
+    let mut trace = ChromeTrace::new(us(sink.window.0), us(sink.window.1));
+    let track_id = |track: Track| -> (u32, u32) {
+        match track {
+            Track::Attention(a) => (1, a as u32 + 1),
+            Track::Ffn(f) => (2, f as u32 + 1),
+            Track::LinkToFfn(a) => (3, 2 * a as u32 + 1),
+            Track::LinkToAttention(a) => (3, 2 * a as u32 + 2),
+        }
+    };
+    for a in 0..layout.attention_ranks {
+        let f = layout.subgroup_of[a];
+        let (pid, tid) = track_id(Track::Attention(a));
+        trace.name_track(pid, "attention", tid, &format!("A{a} stream"));
+        let (pid, tid) = track_id(Track::LinkToFfn(a));
+        trace.name_track(pid, "links", tid, &format!("A{a}→F{f}"));
+        let (pid, tid) = track_id(Track::LinkToAttention(a));
+        trace.name_track(pid, "links", tid, &format!("F{f}→A{a}"));
+    }
+    for f in 0..layout.ffn_ranks {
+        let (pid, tid) = track_id(Track::Ffn(f));
+        trace.name_track(pid, "ffn", tid, &format!("F{f} stream"));
+    }
+    for span in &sink.spans {
+        let (pid, tid) = track_id(span.track);
+        let (name, cat) = match span.kind {
+            SpanKind::Control => ("control payload", "p2p"),
+            SpanKind::AttentionCompute => ("attention", "compute"),
+            SpanKind::AttentionAllReduce => ("attention all-reduce", "collective"),
+            SpanKind::Send => ("send A→F", "p2p"),
+            SpanKind::Recv => ("recv F→A", "p2p"),
+            SpanKind::FfnRecv => ("recv A→F", "p2p"),
+            SpanKind::FfnCompute => ("ffn", "compute"),
+            SpanKind::FfnCollective => ("ffn collective", "collective"),
+            SpanKind::FfnSend => ("send F→A", "p2p"),
+            SpanKind::LmHead => ("lm head + sampling", "compute"),
+        };
+        let args = BTreeMap::from([
+            ("layer".to_owned(), span.layer.to_string()),
+            ("ubatch".to_owned(), span.stage.to_string()),
+        ]);
+        trace.span(
+            pid,
+            tid,
+            &format!("{name} L{} u{}", span.layer, span.stage),
+            cat,
+            (us(span.start), us(span.end - span.start)),
+            args,
+        );
+    }
+    trace
+}
+
+#[cfg(test)]
+mod tests;

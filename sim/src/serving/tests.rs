@@ -1,0 +1,73 @@
+//! The seed recipe is valid and bad values name their flag.
+
+use super::*;
+
+#[test]
+fn seed_recipe_is_two_plus_two_gpus() {
+    let config = ServingConfig::seed_recipe();
+    config.validate().unwrap();
+    assert_eq!(
+        (config.attention_ranks(), config.ffn_ranks(), config.gpus()),
+        (2, 2, 4)
+    );
+    assert_eq!(config.graph.padded_size(33), Some(64));
+    assert_eq!(config.graph.padded_size(65), None);
+}
+
+#[test]
+fn bad_values_name_the_flag() {
+    let mut config = ServingConfig::seed_recipe();
+    config.graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![64, 8],
+    };
+    assert_eq!(
+        config.validate().unwrap_err().to_string(),
+        "cudagraph_capture_sizes must be a non-empty list of sizes >= 1, got [64, 8]"
+    );
+    let mut config = ServingConfig::seed_recipe();
+    config.ffn.dp = 2;
+    assert!(
+        config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("num_attention_ranks >= num_ffn_ranks")
+    );
+    let mut config = ServingConfig::seed_recipe();
+    config.gpu_memory_utilization = 0.0;
+    assert!(
+        config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--gpu-memory-utilization")
+    );
+}
+
+#[test]
+fn the_seed_recipe_script_gives_the_seed_config() {
+    let text = include_str!("../../tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh");
+    let deployment = Deployment::from_recipe(
+        text,
+        &crate::deployment::RecipeOptions::default(),
+        RuleSet::Latest,
+    )
+    .expect("the seed recipe parses");
+    let config = ServingConfig::from_deployment(&deployment, GpuKind::H200).expect("and simulates");
+    assert_eq!(config, ServingConfig::seed_recipe());
+}
+
+#[test]
+fn eager_and_dp2_recipes_map_their_layout_and_mode() {
+    let text = include_str!("../../tests/fixtures/recipes/2a2f_eager_dbo_dp2tp1.sh");
+    let deployment = Deployment::from_recipe(
+        text,
+        &crate::deployment::RecipeOptions::default(),
+        RuleSet::Latest,
+    )
+    .expect("the recipe parses");
+    let config = ServingConfig::from_deployment(&deployment, GpuKind::H100).expect("and simulates");
+    assert_eq!((config.attention.dp, config.attention.tp), (2, 1));
+    assert_eq!(config.graph, GraphMode::Eager);
+    assert!(config.dbo.is_some());
+}

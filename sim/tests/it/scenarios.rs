@@ -1,0 +1,263 @@
+//! Whole-run behaviour: hand arithmetic from a profile, conservation, padding, DBO, TPOT floor,
+//! determinism.
+
+use afd_sim::engine::RunOptions;
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::cost::CostModel;
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::workload::{Arrivals, TraceEntry, trace_workload};
+use afd_sim::report::{ReportContext, build_report, request_rows, step_rows};
+use afd_sim::rng::Seed;
+use afd_sim::serving::{GraphMode, RoleLayout, ServingConfig};
+use afd_traces::model_config::ModelConfig;
+use proptest::prelude::*;
+
+use crate::support::{flat, layout_of, profile, simulate, workload};
+
+/// One MoE layer of DeepSeek-V2-Lite's shapes.
+fn one_layer_model() -> ModelArch {
+    let text = r#"{"vocab_size": 1024, "dim": 2048, "inter_dim": 10944, "moe_inter_dim": 1408,
+        "n_layers": 1, "n_dense_layers": 0, "n_heads": 16, "n_routed_experts": 64,
+        "n_shared_experts": 2, "n_activated_experts": 6, "route_scale": 1.0, "q_lora_rank": 0,
+        "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}"#;
+    ModelArch::from_config(
+        "one-layer",
+        ModelConfig::from_json(text).expect("the one-layer config is valid"),
+    )
+}
+
+fn one_by_one_eager() -> ServingConfig {
+    let role = RoleLayout {
+        dp: 1,
+        tp: 1,
+        expert_parallel: true,
+    };
+    let mut config = ServingConfig::seed_recipe();
+    config.attention = role;
+    config.ffn = role;
+    config.dbo = None;
+    config.graph = GraphMode::Eager;
+    config
+}
+
+#[test]
+fn one_layer_one_request_times_follow_from_the_profile() {
+    // Flat tables: every operation costs the same at any size, launches are free.
+    let (h, p, proj, prefill, decode, router, experts, shared, lm) =
+        (100.0, 10.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 8.0);
+    let tables = vec![
+        flat("p2p.one_way", &[("graph", "false")], &["bytes"], p),
+        flat("attention.proj", &[], &["tokens"], proj),
+        flat("attention.prefill", &[], &["tokens", "context"], prefill),
+        flat("attention.mla_decode", &[], &["batch", "context"], decode),
+        flat("attention.lm_head", &[], &["tokens"], lm),
+        flat("moe.router", &[], &["tokens"], router),
+        flat(
+            "moe.routed_experts",
+            &[],
+            &["active_experts", "tokens_per_expert"],
+            experts,
+        ),
+        flat("moe.shared_experts", &[], &["tokens"], shared),
+        flat("launch.eager", &[], &["kernels"], 0.0),
+        flat("launch.graph", &[], &["kernels"], 0.0),
+        flat("host.step", &[], &["requests"], h),
+    ];
+    let config = one_by_one_eager();
+    let model = one_layer_model();
+    let cost = CostModel::calibrated(
+        &model,
+        GpuKind::H200,
+        layout_of(&config),
+        &profile(tables),
+        "flat",
+    )
+    .unwrap();
+    let workload = trace_workload(
+        &[TraceEntry {
+            arrival_us: Some(0),
+            input_tokens: 4,
+            output_tokens: 2,
+        }],
+        Arrivals::AllAtOnce,
+        None,
+        Seed(0),
+    )
+    .unwrap();
+    let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    let row = &request_rows(&result, &workload)[0];
+    // Prefill step: host, two control sends, projections + prefill, A→F, router + experts + shared,
+    // F→A, LM head.
+    let ttft = h + 2.0 * p + proj + prefill + p + router + experts + shared + p + lm;
+    // Decode step: the same with decode attention instead of prefill.
+    let tpot = h + 2.0 * p + proj + decode + p + router + experts + shared + p + lm;
+    assert_eq!(row.ttft_ms, Some(ttft / 1e3));
+    assert_eq!(row.e2el_ms, Some((ttft + tpot) / 1e3));
+    let report = build_report(
+        &result,
+        &ReportContext {
+            config: &config,
+            workload: &workload,
+            seed: Seed(0),
+            dataset: "t",
+        },
+    );
+    let source = |op: &str| {
+        report
+            .costs
+            .iter()
+            .find(|c| c.op == op)
+            .unwrap()
+            .source
+            .clone()
+    };
+    assert_eq!(source("moe.routed_experts"), "calibration");
+    assert_eq!(source("attention.lm_head"), "calibration");
+}
+
+#[test]
+fn same_inputs_give_identical_json_and_another_seed_another_hash() {
+    let config = ServingConfig::seed_recipe();
+    let model = ModelArch::deepseek_v2_lite();
+    let w = workload(40, 200, 16, Some(20.0), Some(8), 3);
+    let (_, first) = simulate(&config, &model, &w, &RunOptions::new(Seed(3)));
+    let (_, second) = simulate(&config, &model, &w, &RunOptions::new(Seed(3)));
+    assert_eq!(first.to_json(), second.to_json());
+    let other = workload(40, 200, 16, Some(20.0), Some(8), 4);
+    let (_, third) = simulate(&config, &model, &other, &RunOptions::new(Seed(4)));
+    assert_ne!(first.event_log_hash, third.event_log_hash);
+}
+
+#[test]
+fn capture_size_padding_shows_up_as_ffn_work() {
+    let model = ModelArch::deepseek_v2_lite();
+    let w = workload(4, 16, 40, None, None, 0);
+    // Without DBO, so both runs keep one ubatch per step (a 4-row graph would otherwise split).
+    let mut big = ServingConfig::seed_recipe();
+    big.dbo = None;
+    let mut small = big.clone();
+    small.graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![4, 64],
+    };
+    let (small_run, small_report) = simulate(&small, &model, &w, &RunOptions::new(Seed(0)));
+    let (big_run, big_report) = simulate(&big, &model, &w, &RunOptions::new(Seed(0)));
+    // The same decode steps, padded to 4 rows or to 64: more FFN time and more padded rows at 64.
+    assert_eq!(small_report.steps.graph, big_report.steps.graph);
+    assert!(big_report.steps.padded_row_share > small_report.steps.padded_row_share + 0.5);
+    assert!(big_run.cluster.totals().ffn_busy_ns > small_run.cluster.totals().ffn_busy_ns);
+}
+
+#[test]
+fn tpot_is_never_below_the_fastest_step() {
+    let config = ServingConfig::seed_recipe();
+    let model = ModelArch::deepseek_v2_lite();
+    let w = workload(30, 300, 20, Some(10.0), Some(16), 1);
+    let mut options = RunOptions::new(Seed(1));
+    options.record_steps = true;
+    let (result, _) = simulate(&config, &model, &w, &options);
+    let floor_ms = step_rows(&result.steps)
+        .iter()
+        .map(|s| s.duration_us / 1e3)
+        .fold(f64::INFINITY, f64::min);
+    for row in request_rows(&result, &w) {
+        let tpot = row.tpot_ms.unwrap();
+        assert!(
+            tpot >= floor_ms - 1e-9,
+            "request {} TPOT {tpot} < step floor {floor_ms}",
+            row.request
+        );
+    }
+}
+
+#[test]
+fn dbo_speeds_up_the_seed_decode_benchmark() {
+    let model = ModelArch::deepseek_v2_lite();
+    let w = workload(64, 8, 64, None, None, 0);
+    let (_, with) = simulate(
+        &ServingConfig::seed_recipe(),
+        &model,
+        &w,
+        &RunOptions::new(Seed(0)),
+    );
+    let mut config = ServingConfig::seed_recipe();
+    config.dbo = None;
+    let (_, without) = simulate(&config, &model, &w, &RunOptions::new(Seed(0)));
+    assert!(with.steps.dbo > 0 && without.steps.dbo == 0);
+    assert!(with.steps.dbo_overlap > 0.0);
+}
+
+#[test]
+fn two_attention_engines_share_one_ffn_and_route_by_load() {
+    let mut config = ServingConfig::seed_recipe();
+    config.attention = RoleLayout {
+        dp: 2,
+        tp: 1,
+        expert_parallel: true,
+    };
+    config.ffn = RoleLayout {
+        dp: 1,
+        tp: 1,
+        expert_parallel: true,
+    };
+    let model = ModelArch::deepseek_v2_lite();
+    let w = workload(40, 64, 8, Some(50.0), None, 2);
+    let (result, report) = simulate(&config, &model, &w, &RunOptions::new(Seed(2)));
+    assert_eq!(report.benchmark.completed, 40);
+    let rows = request_rows(&result, &w);
+    let on_second = rows.iter().filter(|r| r.engine == Some(1)).count();
+    assert!(
+        (10..=30).contains(&on_second),
+        "{on_second} of 40 on engine 1"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn requests_and_tokens_are_conserved(
+        n in 1u32..30,
+        input in 1u32..300,
+        output in 1u32..40,
+        dp in 1u32..3,
+        eager in any::<bool>(),
+        dbo in any::<bool>(),
+        tiny_kv in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let mut config = ServingConfig::seed_recipe();
+        config.attention = RoleLayout { dp, tp: 1, expert_parallel: true };
+        config.ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
+        if eager {
+            config.graph = GraphMode::Eager;
+        }
+        if !dbo {
+            config.dbo = None;
+        }
+        if tiny_kv {
+            // Leave room for a few hundred tokens so requests preempt each other.
+            let model = ModelArch::deepseek_v2_lite();
+            let weights = model.attention_weight_bytes(1);
+            let kv = model.kv_bytes_per_token(1) * 64 * 6;
+            let memory = GpuKind::H200.spec().memory_bytes as f64;
+            config.kv_reserve_bytes = 0;
+            config.gpu_memory_utilization = (weights + kv) as f64 / memory;
+        }
+        let model = ModelArch::deepseek_v2_lite();
+        let w = workload(n, input, output, Some(40.0), Some(8), seed);
+        let (result, report) = simulate(&config, &model, &w, &RunOptions::new(Seed(seed)));
+        prop_assert_eq!(report.outcome.as_str(), "completed");
+        prop_assert_eq!(report.benchmark.completed + report.benchmark.failed, u64::from(n));
+        let served: u64 = request_rows(&result, &w)
+            .iter()
+            .filter(|r| r.error.is_empty())
+            .map(|r| u64::from(r.output_tokens))
+            .sum();
+        prop_assert_eq!(report.benchmark.total_output_tokens, served);
+        for row in request_rows(&result, &w) {
+            if row.error.is_empty() {
+                prop_assert_eq!(row.output_tokens, output);
+            }
+        }
+    }
+}
