@@ -42,6 +42,10 @@ pub struct StatefulOptions {
     pub engines: u32,
 }
 
+/// The failure reason of a case that could not be judged (an unreadable `/metrics`): every stateful
+/// invariant ends indeterminate rather than failed.
+const INDETERMINATE: &str = "indeterminate";
+
 /// Tokens a chat template may add around the user's text (bounds prompt tokens of cancelled requests,
 /// whose usage the client never sees).
 const TEMPLATE_TOKENS: u64 = 64;
@@ -91,8 +95,7 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
                         // The pair stopped answering; further replays would only wait out timeouts.
                         return Ok(());
                     }
-                    let mut sut = Sut::new(session, handle, case)
-                        .map_err(|e| TestCaseError::fail(format!("stateful.drain: {e}")))?;
+                    let mut sut = Sut::new(session, handle, case).map_err(TestCaseError::fail)?;
                     let mut state = initial;
                     for (step, transition) in transitions.iter().enumerate() {
                         if let Some(counter) = &seen {
@@ -129,6 +132,23 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
         options.max_steps
     );
     if let Some(reason) = session.hung() {
+        return IDS
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    Outcome::indeterminate(format!("{summary}; stopped: {reason}")),
+                )
+            })
+            .collect();
+    }
+    if let Some((reason, _, _)) = failure
+        .as_ref()
+        .filter(|(r, _, _)| r.starts_with(INDETERMINATE))
+    {
+        let reason = reason
+            .trim_start_matches(INDETERMINATE)
+            .trim_start_matches(": ");
         return IDS
             .iter()
             .map(|&id| {
@@ -210,18 +230,19 @@ struct Sut<'a> {
 
 impl<'a> Sut<'a> {
     fn new(session: &'a Session, handle: &'a Handle, case: u32) -> Result<Sut<'a>, String> {
-        let (scrape, idle) =
-            handle.block_on(session.settle(session.settings.drain_timeout, |s| queues(s).1))?;
+        let (scrape, idle) = handle
+            .block_on(session.settle(session.settings.drain_timeout, |s| queues(s).1))
+            .map_err(|e| format!("{INDETERMINATE}: {e}"))?;
         if !idle {
             return Err(format!(
-                "queues not idle before the case: {}",
+                "stateful.drain: queues not idle before the case: {}",
                 show_engines(&queues(&scrape).0)
             ));
         }
         Ok(Sut {
             session,
             handle,
-            before: Counters::read(&scrape)?,
+            before: Counters::read(&scrape).map_err(|e| format!("{INDETERMINATE}: {e}"))?,
             case,
             prompt_known: 0,
             generation_known: 0,
@@ -463,7 +484,7 @@ impl<'a> Sut<'a> {
             let scrape = self
                 .handle
                 .block_on(self.session.scrape())
-                .map_err(|e| format!("stateful.conservation: {e}"))?;
+                .map_err(|e| format!("{INDETERMINATE}: {e}"))?;
             let verdict = self.judge(&scrape, state);
             let now = tokio::time::Instant::now();
             match verdict {
@@ -488,7 +509,7 @@ impl<'a> Sut<'a> {
     fn judge(&self, scrape: &crate::prometheus::Scrape, state: &ModelState) -> Verdict {
         let now = match Counters::read(scrape) {
             Ok(c) => c,
-            Err(e) => return Verdict::Over("stateful.conservation", e),
+            Err(e) => return Verdict::Over(INDETERMINATE, e),
         };
         let delta = now.since(&self.before);
         // A request that timed out or lost its response is already in the model's upper bounds; it

@@ -388,6 +388,17 @@ async fn run_command(args: RunArgs) -> Result<u8> {
     if args.concurrency == 0 || args.max_tokens == 0 || args.requests == 0 {
         bail!("--concurrency, --max-tokens and --requests must be at least 1");
     }
+    if args.attention_dp == Some(0) {
+        bail!("--attention-dp must be at least 1");
+    }
+    for (flag, value) in [
+        ("--max-itl-ms", args.max_itl_ms),
+        ("--max-ttft-ms", args.max_ttft_ms),
+    ] {
+        if value.is_some_and(|v| !v.is_finite() || v <= 0.0) {
+            bail!("{flag} must be a positive number of milliseconds");
+        }
+    }
     if args.load_rate.is_nan() || args.load_rate <= 0.0 {
         bail!(
             "--load-rate {} must be a positive number of requests per second (or inf)",

@@ -846,7 +846,7 @@ async fn engine_labels(session: &Session) -> Outcome {
     if labels == expected {
         Outcome::pass(format!(
             "engine labels are 0..{} for Attention DP {n}",
-            n - 1
+            n.saturating_sub(1)
         ))
     } else {
         Outcome::fail(format!(

