@@ -53,10 +53,7 @@ const TEMPLATE_TOKENS: u64 = 64;
 /// Runs the stateful phase; call from a blocking thread.
 pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Outcomes {
     if let Some(reason) = session.hung() {
-        return IDS
-            .iter()
-            .map(|&id| (id, Outcome::indeterminate(format!("not run: {reason}"))))
-            .collect();
+        return every(Outcome::indeterminate(format!("not run: {reason}")));
     }
     let start = Instant::now();
     let deadline = start + options.budget;
@@ -132,15 +129,9 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
         options.max_steps
     );
     if let Some(reason) = session.hung() {
-        return IDS
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Outcome::indeterminate(format!("{summary}; stopped: {reason}")),
-                )
-            })
-            .collect();
+        return every(Outcome::indeterminate(format!(
+            "{summary}; stopped: {reason}"
+        )));
     }
     if let Some((reason, _, _)) = failure
         .as_ref()
@@ -149,37 +140,19 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
         let reason = reason
             .trim_start_matches(INDETERMINATE)
             .trim_start_matches(": ");
-        return IDS
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Outcome::indeterminate(format!("{summary}; stopped: {reason}")),
-                )
-            })
-            .collect();
+        return every(Outcome::indeterminate(format!(
+            "{summary}; stopped: {reason}"
+        )));
     }
     if let Some(reason) = aborted {
-        return IDS
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Outcome::indeterminate(format!("{summary}; proptest aborted: {reason}")),
-                )
-            })
-            .collect();
+        return every(Outcome::indeterminate(format!(
+            "{summary}; proptest aborted: {reason}"
+        )));
     }
     if cases_run == 0 && failure.is_none() {
-        return IDS
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    Outcome::indeterminate("no sequence ran within the time budget"),
-                )
-            })
-            .collect();
+        return every(Outcome::indeterminate(
+            "no sequence ran within the time budget",
+        ));
     }
     IDS.iter()
         .map(|&id| {
@@ -206,6 +179,11 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
             (id, outcome)
         })
         .collect()
+}
+
+/// The same outcome for every stateful invariant.
+fn every(outcome: Outcome) -> Outcomes {
+    IDS.iter().map(|&id| (id, outcome.clone())).collect()
 }
 
 fn first_line(text: &str) -> &str {
