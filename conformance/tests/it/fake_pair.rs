@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use afd_conformance::checks::Settings;
-use afd_conformance::report::Status;
+use afd_conformance::report::{Report, Status};
 use afd_conformance::run::{RunOptions, run};
 use afd_conformance::target::TargetOptions;
 use tokio::net::TcpListener;
@@ -99,7 +99,7 @@ async fn a_well_behaved_server_passes_over_two_seeds() {
     }
 }
 
-async fn caught(misbehaviour: Misbehaviour, expected: &[&str]) {
+async fn caught(misbehaviour: Misbehaviour, expected: &[&str]) -> Report {
     let server = fake::start(2, misbehaviour).await;
     let only = ["api", "sse", "routing", "liveness", "stateful"];
     let report = run(options(&server.url, None, 5, &only), &|_| {})
@@ -123,6 +123,7 @@ async fn caught(misbehaviour: Misbehaviour, expected: &[&str]) {
             "{id}"
         );
     }
+    report
 }
 
 #[tokio::test]
@@ -142,11 +143,22 @@ async fn a_slow_drip_is_a_liveness_failure() {
 
 #[tokio::test]
 async fn double_counting_breaks_conservation() {
-    caught(
+    let report = caught(
         Misbehaviour::DoubleCount,
         &["routing.request-conservation", "stateful.conservation"],
     )
     .await;
+    // Any request breaks it, so proptest shrinks the sequence to a single step.
+    let stateful = report.result("stateful.conservation").expect("selected");
+    let counterexample = stateful.outcome.counterexample.as_deref().unwrap_or("");
+    assert!(
+        counterexample.contains("minimal sequence of 1 step(s)"),
+        "{counterexample}"
+    );
+    assert!(
+        counterexample.starts_with("seed 5 case "),
+        "{counterexample}"
+    );
 }
 
 #[tokio::test]
