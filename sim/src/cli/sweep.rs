@@ -20,7 +20,7 @@ use afd_sim::engine::RunOptions;
 use afd_sim::model::cost::{CostLayout, CostModel};
 use afd_sim::planner::candidate::Context as PlanContext;
 use afd_sim::planner::evaluate::Inputs;
-use afd_sim::planner::frontier::{Latency, Slo, SloStat, latency_ms, summary};
+use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
 use afd_sim::planner::{Plan, Shard, merge, plan, run as run_plan};
 use afd_sim::rng::Seed;
@@ -38,7 +38,7 @@ Examples:
   afd-sim sweep --gpus 16 --request-rate inf --max-concurrency 512 --out saturated.csv
   afd-sim sweep --gpus 8 --min-gpus 4 --dimensions 'dbo=off,2' --dimensions 'capture=auto' --out r.csv
   afd-sim sweep --gpus 16 --dimensions 'split=12:4,8:8;attention-tp=1' --json --out r.csv
-  afd-sim sweep --gpus 16 --dry-run --out r.csv          # enumerate and judge only
+  afd-sim sweep --gpus 16 --dry-run                      # enumerate and judge only
   # A job array of 8 (Slurm: --array=1-8; Kubernetes indexed job: JOB_COMPLETION_INDEX + 1):
   afd-sim sweep --gpus 16 --shard $SLURM_ARRAY_TASK_ID/8 --out shard-$SLURM_ARRAY_TASK_ID.csv
   afd-sim sweep-merge shard-*.csv --out results.csv --svg frontier.svg
@@ -108,9 +108,9 @@ pub(crate) struct SweepArgs {
     /// Worker threads (default: every core).
     #[arg(long, help_heading = "Run and output")]
     pub(crate) threads: Option<usize>,
-    /// Write one CSV row per candidate here.
+    /// Write one CSV row per candidate here (required unless --dry-run).
     #[arg(long, help_heading = "Run and output")]
-    pub(crate) out: PathBuf,
+    pub(crate) out: Option<PathBuf>,
     /// Draw the frontiers (tokens/s per GPU vs TPOT and vs TTFT) as SVG here.
     #[arg(long, help_heading = "Run and output")]
     pub(crate) svg: Option<PathBuf>,
@@ -239,6 +239,9 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         emit(&header)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let Some(out) = &args.out else {
+        bail!("--out FILE is required (or --dry-run to only count the candidates)");
+    };
     if plan.candidates.is_empty() {
         bail!("no legal candidate in this space:\n{header}");
     }
@@ -262,13 +265,21 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         rows.len(),
         rows.len() as f64 / wall.max(1e-9)
     );
+    // A shard's rows carry no rank or frontier (only the whole sweep decides them); the tables and
+    // the figure rank the shard's own candidates.
+    let mut shown = rows.clone();
+    if shard.count > 1 {
+        finalize(&mut shown);
+    }
     write_outputs(
         &rows,
-        &args.out,
+        &shown,
+        out,
         args.svg.as_ref(),
         shard.count == 1,
         &header_title(&context, &inputs),
     )?;
+    let rows = shown;
     let summary = summary(&rows, args.top);
     if args.json {
         emit(&summary.to_json())?;
@@ -296,7 +307,7 @@ pub(crate) fn merge_shards(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         files.push((name, rows));
     }
     let rows = merge(files)?;
-    write_outputs(&rows, &args.out, args.svg.as_ref(), true, "")?;
+    write_outputs(&rows, &rows, &args.out, args.svg.as_ref(), true, "")?;
     let summary = summary(&rows, args.top);
     if args.json {
         emit(&summary.to_json())?;
@@ -434,9 +445,10 @@ fn describe(plan: &Plan, context: &PlanContext<'_>, inputs: &Inputs<'_>, shard: 
     out
 }
 
-/// Writes the CSV (and the SVG) atomically.
+/// Writes the CSV of `rows` (and the SVG of `shown`) atomically.
 fn write_outputs(
     rows: &[SweepRow],
+    shown: &[SweepRow],
     out: &std::path::Path,
     svg_path: Option<&PathBuf>,
     complete: bool,
@@ -444,7 +456,7 @@ fn write_outputs(
 ) -> anyhow::Result<()> {
     let bytes = write_sweep_csv(rows).context("formatting the sweep CSV")?;
     let drawing = match svg_path {
-        Some(_) => Some(svg::draw(rows, complete, title)?),
+        Some(_) => Some(svg::draw(shown, complete, title)?),
         None => None,
     };
     write_atomically(out, &bytes)?;
