@@ -3,6 +3,11 @@
 //! streaming requests, and TTFT / TPOT / ITL / E2EL per request, summarised under vllm bench serve's JSON
 //! field names.
 //!
+//! Lengths and arrival times are drawn by `afd_sim::model::workload::random_workload`, the generator
+//! behind `afd-sim predict`: the same flags and seed give the client the very workload the simulator
+//! predicts for (arrivals as current `vllm bench serve` draws them: cumulative gamma delays rescaled so
+//! the last falls at `n / rate`).
+//!
 //! Latency clocks start at a request's intended start: its scheduled arrival, or, under
 //! `--max-concurrency`, the moment it got a slot. A client that falls behind its schedule therefore
 //! charges the delay to the server instead of hiding it (no coordinated omission). Prompt lengths are
@@ -13,10 +18,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use afd_sim::model::workload::{Arrivals, RandomDataset, WorkloadError, random_workload};
+use afd_sim::rng::{RngStream, Seed, stream};
 use futures::StreamExt as _;
 use rand::{RngExt as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution as _, Gamma};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -146,6 +152,8 @@ pub enum BenchError {
     Discovery { url: String, message: String },
     #[error("invalid setting {flag}: {message}")]
     Config { flag: &'static str, message: String },
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
 }
 
 /// Vocabulary for random prompts: one twin token per word.
@@ -169,25 +177,38 @@ pub fn random_prompt(rng: &mut ChaCha8Rng, len: u32) -> String {
     out
 }
 
-fn draw_len(rng: &mut ChaCha8Rng, len: u32, ratio: f64) -> u32 {
-    if ratio <= 0.0 {
-        return len.max(1);
-    }
-    let low = (f64::from(len) * (1.0 - ratio)).floor().max(1.0) as u32;
-    let high = (f64::from(len) * (1.0 + ratio)).ceil().max(f64::from(low)) as u32;
-    rng.random_range(low..=high)
+/// The random dataset as `afd-sim predict` draws it for the same settings: per request its intended
+/// start (seconds from the run's start), prompt length and `max_tokens`.
+pub fn random_requests(config: &BenchConfig) -> Result<Vec<(f64, u32, u32)>, BenchError> {
+    let num_prompts = u32::try_from(config.num_prompts).map_err(|_| BenchError::Config {
+        flag: "--num-prompts",
+        message: format!("must be at most {}, got {}", u32::MAX, config.num_prompts),
+    })?;
+    let dataset = RandomDataset {
+        num_prompts,
+        input_len: config.random_input_len,
+        output_len: config.random_output_len,
+        range_ratio: config.random_range_ratio,
+    };
+    let arrivals = arrivals(config.request_rate, config.burstiness)?;
+    let workload = random_workload(dataset, arrivals, None, Seed(config.seed))
+        .map_err(BenchError::Workload)?;
+    Ok(workload
+        .requests
+        .iter()
+        .map(|r| {
+            (
+                r.intended_send.as_secs_f64(),
+                r.input_tokens,
+                r.output_tokens,
+            )
+        })
+        .collect())
 }
 
-/// Intended start times (seconds from the run's start), open loop: cumulative gamma inter-arrivals with
-/// shape `burstiness` and mean `1 / rate`; all zero for an infinite rate.
-pub fn arrival_schedule(
-    n: usize,
-    rate: f64,
-    burstiness: f64,
-    seed: u64,
-) -> Result<Vec<f64>, BenchError> {
-    if rate.is_infinite() {
-        return Ok(vec![0.0; n]);
+fn arrivals(rate: f64, burstiness: f64) -> Result<Arrivals, BenchError> {
+    if rate.is_infinite() && rate > 0.0 {
+        return Ok(Arrivals::AllAtOnce);
     }
     if rate.is_nan() || rate <= 0.0 {
         return Err(BenchError::Config {
@@ -195,20 +216,29 @@ pub fn arrival_schedule(
             message: format!("must be positive or inf, got {rate}"),
         });
     }
-    let gamma =
-        Gamma::new(burstiness, 1.0 / (rate * burstiness)).map_err(|err| BenchError::Config {
+    if !(burstiness.is_finite() && burstiness > 0.0) {
+        return Err(BenchError::Config {
             flag: "--burstiness",
-            message: format!("must be positive, got {burstiness}: {err}"),
-        })?;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(1);
-    let mut t = 0.0;
-    Ok((0..n)
-        .map(|_| {
-            let at = t;
-            t += gamma.sample(&mut rng);
-            at
-        })
+            message: format!("must be positive and finite, got {burstiness}"),
+        });
+    }
+    Ok(Arrivals::Gamma { rate, burstiness })
+}
+
+/// Intended start times (seconds from the run's start) of `n` requests, open loop: cumulative gamma
+/// delays with shape `burstiness` and mean `1 / rate`, rescaled so the last is at `n / rate` (all zero for
+/// an infinite rate), exactly as `afd-sim predict` draws them for `seed`.
+pub fn arrival_schedule(
+    n: usize,
+    rate: f64,
+    burstiness: f64,
+    seed: u64,
+) -> Result<Vec<f64>, BenchError> {
+    let arrivals = arrivals(rate, burstiness)?;
+    Ok(arrivals
+        .send_times(n, &mut stream(Seed(seed), RngStream::Arrivals))
+        .into_iter()
+        .map(|t| t.as_secs_f64())
         .collect())
 }
 
@@ -269,24 +299,12 @@ pub async fn run(
         Some(model) => model.clone(),
         None => discover_model(&client, &config.base_url).await?,
     };
-    let schedule = arrival_schedule(
-        config.num_prompts,
-        config.request_rate,
-        config.burstiness,
-        config.seed,
-    )?;
+    let drawn = random_requests(&config)?;
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let requests: Vec<(String, u32, u32)> = (0..config.num_prompts)
-        .map(|_| {
-            let input = draw_len(&mut rng, config.random_input_len, config.random_range_ratio);
-            let output = draw_len(
-                &mut rng,
-                config.random_output_len,
-                config.random_range_ratio,
-            );
-            (random_prompt(&mut rng, input), input, output)
-        })
-        .collect();
+    let (schedule, requests): (Vec<f64>, Vec<(String, u32, u32)>) = drawn
+        .into_iter()
+        .map(|(at, input, output)| (at, (random_prompt(&mut rng, input), input, output)))
+        .unzip();
     let metrics_before = if check_metrics {
         Some(scrape(&client, &config.base_url).await?)
     } else {

@@ -8,7 +8,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::{Role, RuleSet, Topology};
 
 pub mod attention;
@@ -37,12 +37,11 @@ use crate::twin::ffn::FfnHttp;
 use crate::twin::launch::{LaunchError, LaunchedRole};
 use crate::twin::metrics::{Metrics, MetricsSkew};
 use crate::twin::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
+use crate::twin::timing::StepSource as _;
+use crate::twin::timing::sim::{SimPricing, SimSource, SimSourceError};
 
 /// The plugin's world rendezvous timeout (afd-spec §2.3).
 pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
-/// The context length of DeepSeek-V2-Lite (`max_position_embeddings`), used when neither
-/// `--max-model-len` nor the model directory's `config.json` says otherwise.
-pub const DEFAULT_MAX_MODEL_LEN: u32 = 163_840;
 /// HTTP bind host when `--host` is absent (vLLM binds every interface; the twin stays on loopback).
 pub const DEFAULT_HTTP_HOST: &str = "127.0.0.1";
 
@@ -56,6 +55,8 @@ pub struct TwinOptions {
     pub rules: RuleSet,
     /// Real seconds per simulated second (1 = real time; 0 = steps back to back).
     pub time_scale: f64,
+    /// The GPU the simulated steps are priced on (`--gpu`).
+    pub gpu: GpuKind,
     pub faults: FaultSet,
     pub rendezvous_timeout: Duration,
     pub ffn_http: FfnHttp,
@@ -75,7 +76,8 @@ pub enum TwinError {
         source: std::io::Error,
     },
     #[error("{0}")]
-    Timing(String),
+    /// The simulator cannot serve the pair (a KV cache too small for max_model_len, or none at all).
+    Unservable(String),
     #[error("{0}")]
     PeerGone(String),
 }
@@ -84,7 +86,7 @@ impl TwinError {
     /// 2 for input the user must fix (flags, a mismatched pair, ports in use), 1 for a run that failed.
     pub fn exit_code(&self) -> i32 {
         match self {
-            TwinError::Args(_) | TwinError::Bind { .. } | TwinError::Timing(_) => 2,
+            TwinError::Args(_) | TwinError::Bind { .. } | TwinError::Unservable(_) => 2,
             TwinError::Rendezvous(
                 RendezvousError::Mismatch { .. } | RendezvousError::Busy { .. },
             ) => 2,
@@ -214,6 +216,9 @@ pub async fn run(
                     info!("shutting down; FFN steps: {summary}");
                     Ok(())
                 }
+                ffn::StepLoopEnd::Abort(reason) => Err(TwinError::Unservable(format!(
+                    "the attention twin refused to serve this pair: {reason}"
+                ))),
                 ffn::StepLoopEnd::Gone(err) => {
                     error!("{err}; FFN steps: {summary}");
                     Err(TwinError::PeerGone(err.to_string()))
@@ -230,31 +235,22 @@ fn log_mapping(topology: &Topology, config: &LaunchedRole, faults: &FaultSet) {
     }
 }
 
-/// `max_position_embeddings` from `<model>/config.json` when the model path is a directory that has one.
-pub fn model_max_len(model: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(Path::new(model).join("config.json")).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value
-        .get("max_position_embeddings")?
-        .as_u64()
-        .and_then(|n| u32::try_from(n).ok())
-}
-
-/// Builds the step source for this pair.
+/// The simulated pair that times the Attention twin's steps: this twin's command line and its peer's,
+/// priced by `pricing`. With `rendezvous-mismatch-accepted` a pair the simulator cannot model falls back
+/// to this role paired with a copy of itself, so the pair still serves.
 fn step_source(
     config: &LaunchedRole,
-    time_scale: f64,
-) -> Result<Box<dyn timing::StepSource>, TwinError> {
-    if time_scale == 0.0 {
-        return Ok(Box::new(timing::schedule_only::ScheduleOnly::new(
-            config.config.dp_size(),
-            config.config.max_num_seqs(),
-            config.config.max_num_batched_tokens(),
-        )));
+    peer: &PeerConfig,
+    pricing: &SimPricing,
+    faults: &FaultSet,
+) -> Result<SimSource, SimSourceError> {
+    match SimSource::for_pair(config, &peer.args, &peer.env, pricing) {
+        Err(err) if faults.has(Fault::RendezvousMismatchAccepted) => {
+            warn!("{err}; timing this attention twin as if its peer had its own shape");
+            SimSource::for_pair(config, &config.args, &config.env, pricing)
+        }
+        result => result,
     }
-    Err(TwinError::Timing(format!(
-        "--time-scale {time_scale}: real-time token timing comes from the simulator's live engine, which this build does not have yet; use --time-scale 0"
-    )))
 }
 
 #[expect(
@@ -272,18 +268,32 @@ async fn serve_attention(
     shutdown_rx: watch::Receiver<bool>,
     stop: impl Future<Output = ()> + Send,
 ) -> Result<(), TwinError> {
-    let source = step_source(config, options.time_scale)?;
+    let pricing = SimPricing::new(&config.model, options.gpu);
+    let source = match step_source(config, &link.peer, &pricing, &options.faults) {
+        Ok(source) => source,
+        Err(err) => {
+            // The real pair would fail here too, after its rendezvous (vLLM sizes the KV cache then).
+            error!("{err}");
+            link.abort(&err.to_string()).await;
+            return Err(TwinError::Unservable(err.to_string()));
+        }
+    };
+    info!(
+        "AFD attention twin: steps timed by afd-sim's model of this pair: {} ({}), {} roofline, seed {}, max_model_len {}, {} KV tokens per engine",
+        pricing.model.name,
+        pricing.model_source,
+        pricing.gpu.as_str(),
+        config.seed,
+        source.max_model_len(),
+        source.kv_tokens_per_engine()
+    );
     let n_engines = source.n_engines();
     let skew = MetricsSkew {
         extra_engine: options.faults.has(Fault::WrongEngineLabels),
         double_success: options.faults.has(Fault::MetricsNotConserved),
     };
     let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew));
-    let max_model_len = config
-        .config
-        .max_model_len()
-        .or_else(|| model_max_len(&config.model))
-        .unwrap_or(DEFAULT_MAX_MODEL_LEN);
+    let max_model_len = source.max_model_len();
     let (submissions_tx, submissions_rx) = mpsc::unbounded_channel();
     let frozen = Arc::new(AtomicBool::new(false));
     let state = Arc::new(attention::AttentionState::new(
@@ -301,7 +311,7 @@ async fn serve_attention(
         frozen,
     };
     let engine_task = tokio::spawn(engine::run(
-        source,
+        Box::new(source),
         link,
         metrics,
         submissions_rx,

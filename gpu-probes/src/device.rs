@@ -1,4 +1,4 @@
-//! Everything that touches CUDA, cuBLAS, NCCL or NVRTC: the only module with unsafe code.
+//! Everything that touches CUDA, cuBLAS, cuBLASLt, NCCL or NVRTC: the only module with unsafe code.
 //!
 //! Libraries are loaded at run time (cudarc `dynamic-loading`), so this compiles everywhere and
 //! [`preflight`] turns a missing driver, GPU or library into a clear error before anything runs.
@@ -11,11 +11,13 @@
 
 mod attention;
 mod blas;
+mod expert_gemm;
 mod gpu;
 mod hbm;
 mod info;
 mod kernels;
 mod launch;
+mod lt;
 mod moe;
 mod nccl;
 mod p2p;

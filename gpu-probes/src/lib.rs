@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod device;
 pub mod error;
 pub mod fit;
+pub mod gemm_choice;
 pub mod model;
 pub mod pipeline_plan;
 pub mod reference;

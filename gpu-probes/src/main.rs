@@ -10,6 +10,7 @@ use afd_gpu_probes::assemble::{self, SystemInfo};
 use afd_gpu_probes::calibrate::{self, CalibrateSpec};
 use afd_gpu_probes::device::{self, Requirements};
 use afd_gpu_probes::error::ProbeError;
+use afd_gpu_probes::gemm_choice::PathSet;
 use afd_gpu_probes::model::ModelShape;
 use afd_gpu_probes::rendezvous::LauncherEnv;
 use afd_gpu_probes::routing::Routing;
@@ -61,7 +62,7 @@ enum Command {
     /// One MoE layer's FFN work: router, routed experts (grid of active experts × tokens per expert),
     /// shared experts, dense MLP, whole layer per token count.
     #[command(
-        after_help = "Example: afd-probe moe --model models/Qwen3-30B-A3B/config.json --out qwen3-moe.json"
+        after_help = "Examples:\n  afd-probe moe --model models/Qwen3-30B-A3B/config.json --out qwen3-moe.json\n  afd-probe moe --no-parts --tokens 512 --grid-active 64 --grid-tokens-per-expert 1:128 \\\n      --gemm-path auto,cublas,cublaslt,own      compare the routed-expert GEMM paths"
     )]
     Moe(MoeArgs),
     /// One layer's Attention work: projections, MLA decode over batch × context, prefill chunks.
@@ -259,6 +260,11 @@ struct MoeArgs {
     /// MoE layers of distinct weights to allocate (default: all of the model's).
     #[arg(long)]
     layers: Option<usize>,
+    /// Routed-expert GEMM paths: `auto` (fastest of all, chosen per shape at start-up), `cublas`,
+    /// `cublaslt` or `own`. A list measures the routed-expert grid once per entry; the first serves the
+    /// other tables.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    gemm_path: Vec<PathSet>,
     #[command(flatten)]
     timing: TimingArgs,
     #[command(flatten)]
@@ -631,6 +637,7 @@ fn moe_spec(args: &MoeArgs, gpu: usize) -> anyhow::Result<MoeSpec> {
         )?,
         parts: !args.no_parts,
         layers: args.layers,
+        gemm_paths: args.gemm_path.clone(),
         timing: args.timing.timing()?,
         model,
     })
@@ -773,6 +780,7 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
             no_grid: false,
             no_parts: false,
             layers: if quick { Some(4) } else { None },
+            gemm_path: vec![PathSet::Auto],
             timing: timing_args.clone(),
             output: Output {
                 out: None,
@@ -879,6 +887,7 @@ fn pipeline(args: PipelineArgs) -> anyhow::Result<()> {
     let notes = [
         ("mla_kernel".to_owned(), outcome.mla_kernel.clone()),
         ("ffn_check".to_owned(), format!("worst token-0 error of the FFN vs CPU: {:.2e}", outcome.worst_ffn_check)),
+        ("expert_gemm".to_owned(), format!("FFN rank's routed-expert GEMMs (each stage shape runs the fastest correct candidate, timed when first met): {}", outcome.expert_gemm)),
         ("steps".to_owned(), format!("{} warm-up steps, then {} timed steps per configuration; graph variants add 2 untimed replays after capture", spec.warmup_steps, spec.steps)),
     ]
     .into_iter()

@@ -8,12 +8,16 @@ use afd_traces::pipeline::PipelineRecord;
 use crate::sweep::format_bytes;
 
 /// Derived figures shown as columns, in this order, when a table has them.
-const DERIVED_COLUMNS: [(&str, &str); 9] = [
+const DERIVED_COLUMNS: [(&str, &str); 13] = [
     ("algbw_gbps", "algbw GB/s"),
     ("busbw_gbps", "busbw GB/s"),
     ("gbps", "GB/s"),
     ("hbm_fraction", "of HBM"),
+    ("all_gbps", "all GB/s"),
     ("tflops", "TFLOP/s"),
+    ("gate_up_path", "gate/up"),
+    ("fused_silu", "SiLU fused"),
+    ("down_path", "down"),
     ("eager_us", "eager µs"),
     ("host_us", "host µs"),
     ("parts_sum_us", "parts µs"),
@@ -66,6 +70,8 @@ pub fn tables(tables: &[CostTable]) -> String {
                     .iter()
                     .map(|(key, _)| match (*key, p.derived.get(*key)) {
                         ("hbm_fraction", Some(v)) => format!("{:.0} %", v * 100.0),
+                        ("gate_up_path" | "down_path", Some(v)) => path_family(*v).to_owned(),
+                        ("fused_silu", Some(v)) => (if *v > 0.5 { "yes" } else { "no" }).to_owned(),
                         (_, Some(v)) => number(*v),
                         (_, None) => "-".to_owned(),
                     }),
@@ -157,6 +163,16 @@ pub fn pipeline(records: &[PipelineRecord]) -> String {
         out.push_str(&align(&gains));
     }
     out
+}
+
+/// The GEMM path family of a `derived` code (`gemm_choice::Family::code`).
+fn path_family(code: f64) -> &'static str {
+    match code.round() as i64 {
+        0 => "cuBLAS",
+        1 => "cuBLASLt",
+        2 => "own",
+        _ => "?",
+    }
 }
 
 fn number(v: f64) -> String {

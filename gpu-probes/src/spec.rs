@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::gemm_choice::PathSet;
 use crate::model::ModelShape;
 use crate::rendezvous::LauncherEnv;
 use crate::routing::Routing;
@@ -144,6 +145,9 @@ pub struct MoeSpec {
     pub parts: bool,
     /// MoE layers whose weights are allocated (rotation against L2); the model's count when `None`.
     pub layers: Option<usize>,
+    /// Routed-expert GEMM path sets: the first serves every table; each further one measures the
+    /// `moe.routed_experts` grid again (`moe.routed_experts_by_path`) for comparison. Empty: `auto`.
+    pub gemm_paths: Vec<PathSet>,
     pub timing: Timing,
 }
 

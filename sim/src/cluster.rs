@@ -318,6 +318,12 @@ impl Cluster {
         self.engines[0].kv().total_blocks()
     }
 
+    /// The longest request (prompt plus output tokens) [`Cluster::admit`] accepts: `--max-model-len`,
+    /// or the model's `max_position_embeddings`.
+    pub fn max_model_len(&self) -> u32 {
+        self.max_model_len
+    }
+
     /// Whether any engine has a request waiting or running.
     pub fn has_work(&self) -> bool {
         self.engines.iter().any(EngineScheduler::has_work)

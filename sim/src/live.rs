@@ -149,6 +149,17 @@ impl LiveEngine {
         self.cluster.config().attention.dp
     }
 
+    /// The longest request (prompt plus output tokens) [`LiveEngine::submit`] accepts.
+    pub fn max_model_len(&self) -> u32 {
+        self.cluster.max_model_len()
+    }
+
+    /// Tokens one engine's KV cache holds (whole blocks); a request longer than this is refused
+    /// with [`Rejection::NoRoom`]. vLLM refuses to start when `max_model_len` exceeds it.
+    pub fn kv_tokens_per_engine(&self) -> u64 {
+        self.cluster.kv_blocks_per_engine() * u64::from(self.cluster.config().block_size)
+    }
+
     /// Running and waiting requests per engine, as vLLM's `/metrics` gauges report them.
     pub fn queue_lengths(&self) -> Vec<(u64, u64)> {
         self.cluster.queue_lengths()

@@ -6,6 +6,7 @@
 //! timing model itself relies on.
 
 use crate::deployment::{CudaGraphMode, Deployment, RoleConfig};
+use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
 use crate::model::kv_cache::{DEFAULT_RESERVE_BYTES, FLASHMLA_BLOCK_SIZE};
 use crate::topology::{RuleSet, Topology, TopologyError};
@@ -185,6 +186,16 @@ impl ServingConfig {
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// How this layout splits work, as the cost model prices it.
+    pub fn cost_layout(&self) -> CostLayout {
+        CostLayout {
+            attention_tp: self.attention.tp,
+            ffn_dp: self.ffn.dp,
+            ffn_tp: self.ffn.tp,
+            expert_parallel: self.ffn.expert_parallel,
+        }
     }
 
     /// `A`, the number of Attention ranks.

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use afd_conformance::twin::faults::{CATALOG, Fault, FaultSet};
 use afd_conformance::twin::ffn::FfnHttp;
 use afd_conformance::twin::{self, TwinOptions};
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::RuleSet;
 
 const SERVE_AFTER_HELP: &str = "\
@@ -31,6 +32,8 @@ Examples:
   afd-twin /models/DeepSeek-V2-Lite --data-parallel-size 1 --tensor-parallel-size 2 \\
       --enable-expert-parallel --additional-config '{\"afd\": {\"role\": \"attention\", \"host\": \"127.0.0.1\",
       \"port\": 6269, \"num_attention_ranks\": 2, \"num_ffn_ranks\": 2}}' --port 18305 --time-scale 0 &
+  # Tokens at half the speed afd-sim predicts for this pair on H100:
+  afd-twin ... --time-scale 2 --gpu h100
   # Break one invariant on purpose:
   afd-twin ... --fault drop-response=5 --fault health-lies
 
@@ -47,7 +50,8 @@ Exit status: 0 after a clean shutdown, 1 when the peer went away or the rendezvo
     args_override_self = true
 )]
 struct TwinFlags {
-    /// Real seconds per simulated second for token timing (1 = real time, 0 = as fast as possible).
+    /// Real seconds per simulated second of afd-sim's model of the pair, which times every step (1 = real
+    /// time, 0 = as fast as possible).
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     time_scale: f64,
     /// Switch on a fault (repeatable): NAME or NAME=VALUE; `afd-twin faults` lists them.
@@ -62,6 +66,10 @@ struct TwinFlags {
     /// Plugin rule set: `latest` (block partition, no derived ports) or `v0.26` (ports port+k+1).
     #[arg(long, default_value = "latest", value_parser = ["latest", "v0.26"])]
     rules: String,
+    /// GPU whose datasheet roofline prices the simulated steps, as `afd-sim predict --gpu`: h200, h100,
+    /// h800, h20, a100, l4, l20.
+    #[arg(long, default_value = "h200", value_name = "GPU")]
+    gpu: String,
 }
 
 fn parse_fault(text: &str) -> Result<Fault, String> {
@@ -169,6 +177,7 @@ const TWIN_VALUE_FLAGS: &[&str] = &[
     "--rendezvous-timeout",
     "--ffn-http",
     "--rules",
+    "--gpu",
 ];
 
 /// Splits argv (without the program name) into the twin's flags and the `vllm serve` words.
@@ -407,6 +416,10 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         );
     }
     let rules = RuleSet::parse(&flags.rules).context("--rules")?;
+    let gpu = GpuKind::parse(&flags.gpu).with_context(|| {
+        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("--gpu {:?} is not one of {}", flags.gpu, names.join(", "))
+    })?;
     let ffn_http = FfnHttp::parse(&flags.ffn_http).context("--ffn-http")?;
     if serve_args.is_empty() {
         bail!(
@@ -418,6 +431,7 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         env: twin::launch::relevant_env(std::env::vars()),
         rules,
         time_scale: flags.time_scale,
+        gpu,
         faults: FaultSet::new(flags.faults),
         rendezvous_timeout: Duration::from_secs_f64(flags.rendezvous_timeout),
         ffn_http,

@@ -1,6 +1,12 @@
-//! The Attention twin's engine loop: one task that owns the [`StepSource`], runs its steps in real time
-//! (each step's duration times `--time-scale`), drives the FFN twin with one message per step, and hands
-//! each generated token to the request's HTTP handler.
+//! The Attention twin's engine loop: one task that owns the [`StepSource`], runs its steps in real time,
+//! drives the FFN twin with one message per step, and hands each generated token to the request's HTTP
+//! handler.
+//!
+//! Time is open-loop: simulated time `t` happens at `epoch + t · --time-scale` ([`SimClock`]). A step that
+//! follows another back to back starts where the previous one ended in simulated time, so step k of a
+//! busy period ends at `start + Σ durations · scale` however long the loop itself took; a step that finds
+//! the pair idle starts at the simulated time its earliest request arrived at the HTTP handler. A step
+//! ends at its deadline or when the FFN twin acknowledges it, whichever is later.
 //!
 //! Statistics (`/metrics`) are updated here, under one lock per step, before a request's last token is
 //! delivered, so a client that has its full response always finds it counted. The loop never generates
@@ -13,11 +19,12 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tracing::error;
 
 use crate::twin::metrics::Metrics;
 use crate::twin::openai::FinishReason;
 use crate::twin::rendezvous::{AttentionLink, LinkError, StepMessage};
-use crate::twin::timing::{RequestId, StepSource, TimedRequest};
+use crate::twin::timing::{RequestId, SimClock, StepOutcome, StepSource, TimedRequest};
 
 /// A request as a handler hands it to the engine.
 #[derive(Debug)]
@@ -56,6 +63,7 @@ struct Live {
     finish: FinishReason,
     arrived: Instant,
     running: bool,
+    scheduled_before: bool,
     last_token: Instant,
 }
 
@@ -66,6 +74,17 @@ pub struct EngineOptions {
     pub time_scale: f64,
     /// Set by the `hang-after-n-requests` fault: once true, no further step runs.
     pub frozen: Arc<AtomicBool>,
+}
+
+/// When the next step may start, in the loop's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ready {
+    /// The source had no work at its last turn and nothing has arrived since.
+    Idle,
+    /// The source was idle; the earliest request since arrived at this instant.
+    Since(Instant),
+    /// The last step left work behind: the next one follows it back to back.
+    Busy,
 }
 
 /// Runs until `shutdown` turns true or the FFN twin goes away.
@@ -79,24 +98,31 @@ pub async fn run(
 ) -> EngineExit {
     let mut live: BTreeMap<RequestId, Live> = BTreeMap::new();
     let mut step_no: u64 = 0;
-    let mut next_free = Instant::now();
+    let clock = SimClock::new(Instant::now(), options.time_scale);
+    let mut ready = Ready::Idle;
     loop {
         if *shutdown.borrow() {
             return EngineExit::Shutdown(Box::new(link));
         }
         while let Ok(submission) = submissions.try_recv() {
-            accept(&mut source, &mut live, submission);
+            accept(&mut source, &mut live, &metrics, &mut ready, submission);
         }
         drop_abandoned(&mut source, &mut live, &metrics);
         let step = if options.frozen.load(Ordering::Relaxed) {
             None
         } else {
-            source.next_step()
+            let now = match ready {
+                Ready::Busy => Duration::ZERO,
+                Ready::Since(arrived) => clock.simulated(arrived),
+                Ready::Idle => clock.simulated(Instant::now()),
+            };
+            source.next_step(now)
         };
         let Some(step) = step else {
+            ready = Ready::Idle;
             tokio::select! {
                 submission = submissions.recv() => match submission {
-                    Some(submission) => accept(&mut source, &mut live, submission),
+                    Some(submission) => accept(&mut source, &mut live, &metrics, &mut ready, submission),
                     None => return EngineExit::Shutdown(Box::new(link)),
                 },
                 _ = shutdown.changed() => {}
@@ -104,50 +130,83 @@ pub async fn run(
             }
             continue;
         };
-        let now = Instant::now();
-        let anchor = next_free.max(now);
-        let deadline = anchor + scaled(step.duration, options.time_scale);
+        let started = Instant::now();
+        let deadline = clock.real(step.start + step.duration);
         let message = StepMessage {
             step: step_no,
             stages: step.stages,
             tokens: step.tokens_per_engine.clone(),
+            duration: deadline.saturating_duration_since(started),
         };
         if let Err(err) = link.send_step(&message).await {
             return EngineExit::FfnGone(err);
         }
-        let (_, ack) = tokio::join!(tokio::time::sleep_until(deadline), link.await_ack(step_no));
+        let acked = async {
+            let ack = link.await_ack(step_no).await;
+            (ack, Instant::now())
+        };
+        let (_, (ack, acked_at)) = tokio::join!(sleep_until_precisely(deadline), acked);
         if let Err(err) = ack {
             return EngineExit::FfnGone(err);
         }
         step_no += 1;
-        let done = Instant::now();
-        // Anchor the next step to this step's deadline so timer rounding does not accumulate; if the FFN
-        // answered late, the step really ended when it answered.
-        next_free = deadline.max(done);
-        let finished_at = if options.time_scale > 0.0 {
-            next_free
-        } else {
-            done
-        };
-        apply(&mut source, &mut live, &metrics, &step, finished_at);
+        ready = Ready::Busy;
+        // The step ends at its deadline (not when the timer fired, so timer slack is not charged to the
+        // tokens), or when a late FFN answered.
+        apply(
+            &mut source,
+            &mut live,
+            &metrics,
+            &step,
+            started,
+            deadline.max(acked_at),
+        );
     }
 }
 
-fn scaled(duration: Duration, time_scale: f64) -> Duration {
-    if time_scale <= 0.0 {
-        Duration::ZERO
-    } else {
-        Duration::from_secs_f64(duration.as_secs_f64() * time_scale)
+/// Sleeps until `deadline`, waking within tens of microseconds of it rather than the millisecond of
+/// tokio's timer wheel, whose rounding would smear every inter-token gap by up to a millisecond: the last
+/// stretch is slept on a blocking-pool thread (`nanosleep`).
+async fn sleep_until_precisely(deadline: Instant) {
+    if let Some(coarse) = deadline.checked_sub(TIMER_TICK * 2) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = deadline.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        // A blocking-pool thread that panicked would only make this wake early; there is nothing to do.
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
     }
 }
+
+/// tokio's timer resolution.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 
 fn accept(
     source: &mut Box<dyn StepSource>,
     live: &mut BTreeMap<RequestId, Live>,
+    metrics: &Metrics,
+    ready: &mut Ready,
     submission: Submission,
 ) {
     let request = submission.request;
-    source.submit(request);
+    if let Err(rejection) = source.submit(request) {
+        // The handler checked the context length against the source's, so this is a bug; the handler
+        // sees its token channel close and answers with vLLM's engine error.
+        error!(
+            "the step source refused request {} on engine {}: {rejection}",
+            request.id.0, request.engine
+        );
+        metrics.with(|engines| {
+            let e = &mut engines[request.engine as usize];
+            e.waiting = e.waiting.saturating_sub(1);
+        });
+        return;
+    }
+    *ready = match *ready {
+        Ready::Busy => Ready::Busy,
+        Ready::Idle => Ready::Since(submission.arrived),
+        Ready::Since(earliest) => Ready::Since(earliest.min(submission.arrived)),
+    };
     live.insert(
         request.id,
         Live {
@@ -159,6 +218,7 @@ fn accept(
             finish: submission.finish,
             arrived: submission.arrived,
             running: false,
+            scheduled_before: false,
             last_token: submission.arrived,
         },
     );
@@ -202,7 +262,8 @@ fn apply(
     source: &mut Box<dyn StepSource>,
     live: &mut BTreeMap<RequestId, Live>,
     metrics: &Metrics,
-    step: &crate::twin::timing::StepOutcome,
+    step: &StepOutcome,
+    started: Instant,
     now: Instant,
 ) {
     let mut deliveries: Vec<(mpsc::UnboundedSender<TokenEvent>, TokenEvent)> = Vec::new();
@@ -216,8 +277,13 @@ fn apply(
                 let e = &mut engines[l.engine as usize];
                 e.waiting = e.waiting.saturating_sub(1);
                 e.running += 1;
-                e.prompt_tokens += u64::from(l.prompt_tokens);
-                e.queue.observe((now - l.arrived).as_secs_f64());
+                // A preempted request is scheduled again later; vLLM counts its prompt and queue time once.
+                if !l.scheduled_before {
+                    l.scheduled_before = true;
+                    e.prompt_tokens += u64::from(l.prompt_tokens);
+                    e.queue
+                        .observe(started.saturating_duration_since(l.arrived).as_secs_f64());
+                }
             }
         }
         for id in &step.preempted {

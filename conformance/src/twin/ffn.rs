@@ -174,6 +174,8 @@ pub struct StepTally {
 pub enum StepLoopEnd {
     /// The Attention twin said goodbye.
     Bye(String),
+    /// The Attention twin refused to serve the pair.
+    Abort(String),
     Gone(LinkError),
     Shutdown,
 }
@@ -207,14 +209,16 @@ pub async fn step_loop(
                         }
                     }
                 }
+                // The FFN side of the step takes `delay` longer than the simulator says it does.
                 if let Some(delay) = delay {
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(step.duration + delay).await;
                 }
                 if let Err(err) = link.ack(step.step).await {
                     return StepLoopEnd::Gone(err);
                 }
             }
             Ok(FfnEvent::Bye(reason)) => return StepLoopEnd::Bye(reason),
+            Ok(FfnEvent::Abort(reason)) => return StepLoopEnd::Abort(reason),
             Err(err) => return StepLoopEnd::Gone(err),
         }
     }

@@ -502,6 +502,9 @@ pub struct StepMessage {
     pub stages: u32,
     /// Tokens per Attention DP engine (`num_tokens_across_dp_cpu`, afd-spec §3.4).
     pub tokens: Vec<u32>,
+    /// Real time left until the step's deadline when the message was sent (its simulated duration
+    /// times `--time-scale`); the FFN twin's `slow-ffn-step` fault answers this much later plus its delay.
+    pub duration: Duration,
 }
 
 /// Why a formed pair came apart.
@@ -519,6 +522,7 @@ impl AttentionLink {
             "step": message.step,
             "stages": message.stages,
             "tokens": message.tokens,
+            "duration_ns": u64::try_from(message.duration.as_nanos()).unwrap_or(u64::MAX),
         });
         let result = self.wire.send(&value).await;
         result.map_err(|err| self.gone(err.to_string()))
@@ -550,10 +554,20 @@ impl AttentionLink {
     }
 
     /// Tells the FFN twin the pair is shutting down.
-    pub async fn bye(mut self, reason: &str) {
+    pub async fn bye(self, reason: &str) {
+        self.close("bye", reason).await;
+    }
+
+    /// Tells the FFN twin the Attention twin cannot serve this pair after all (it found out after the
+    /// rendezvous, as vLLM sizes its KV cache after the AFD connector is up).
+    pub async fn abort(self, reason: &str) {
+        self.close("abort", reason).await;
+    }
+
+    async fn close(mut self, kind: &str, reason: &str) {
         let _ = self
             .wire
-            .send(&json!({"type": "bye", "reason": reason}))
+            .send(&json!({"type": kind, "reason": reason}))
             .await;
         let _ = self.wire.writer.shutdown().await;
     }
@@ -572,6 +586,8 @@ pub enum FfnEvent {
     Step(StepMessage),
     /// The Attention twin shut down cleanly.
     Bye(String),
+    /// The Attention twin refused to serve this pair, for the reason given.
+    Abort(String),
 }
 
 impl FfnLink {
@@ -594,22 +610,35 @@ impl FfnLink {
                         .map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()))
                         .collect::<Option<Vec<_>>>()
                 });
-                match (step, stages, tokens) {
-                    (Some(step), Some(stages), Some(tokens)) => Ok(FfnEvent::Step(StepMessage {
-                        step,
-                        stages,
-                        tokens,
-                    })),
+                // Absent from a peer that does not time its steps: no duration.
+                let duration = match value.get("duration_ns") {
+                    None => Some(Duration::ZERO),
+                    Some(ns) => ns.as_u64().map(Duration::from_nanos),
+                };
+                match (step, stages, tokens, duration) {
+                    (Some(step), Some(stages), Some(tokens), Some(duration)) => {
+                        Ok(FfnEvent::Step(StepMessage {
+                            step,
+                            stages,
+                            tokens,
+                            duration,
+                        }))
+                    }
                     _ => Err(self.gone(format!("malformed step message {value}"))),
                 }
             }
-            "bye" => Ok(FfnEvent::Bye(
-                value
+            kind @ ("bye" | "abort") => {
+                let reason = value
                     .get("reason")
                     .and_then(Value::as_str)
                     .unwrap_or("")
-                    .to_owned(),
-            )),
+                    .to_owned();
+                Ok(if kind == "bye" {
+                    FfnEvent::Bye(reason)
+                } else {
+                    FfnEvent::Abort(reason)
+                })
+            }
             _ => Err(self.gone(format!("unexpected message {value}"))),
         }
     }

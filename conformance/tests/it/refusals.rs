@@ -51,6 +51,33 @@ async fn a_pair_that_afd_sim_check_rejects_is_refused_after_the_rendezvous() {
 }
 
 #[tokio::test]
+async fn a_pair_the_simulator_cannot_serve_is_refused_by_both_roles() {
+    // vLLM refuses to start when one request of max_model_len tokens cannot fit the KV cache.
+    let (afd_port, http) = (free_port(0), free_port(0));
+    let mut words = seed_args(Role::Attention, afd_port, http);
+    words.extend(["--max-model-len".to_owned(), "100000000".to_owned()]);
+    let mut attention = Twin::spawn(&words, &[]);
+    let mut ffn = Twin::spawn(&seed_args(Role::Ffn, afd_port, http), &[]);
+    for twin in [&mut attention, &mut ffn] {
+        let status = twin
+            .wait_exit(STARTUP)
+            .await
+            .expect("an unservable pair exits");
+        assert_eq!(status.code(), Some(2), "{}", twin.log());
+        let log = twin.log();
+        assert!(
+            log.contains("max seq len (100000000) is larger than the maximum number of tokens"),
+            "{log}"
+        );
+        assert!(!log.contains("Application startup complete."), "{log}");
+    }
+    assert!(
+        ffn.log()
+            .contains("the attention twin refused to serve this pair")
+    );
+}
+
+#[tokio::test]
 async fn two_attention_roles_clash() {
     let afd_port = free_port(0);
     let mut first = Twin::spawn(&seed_args(Role::Attention, afd_port, free_port(0)), &[]);
@@ -130,6 +157,12 @@ async fn bad_command_lines_are_refused_naming_the_cause() {
         seed(),
         &["--fault", "no-such-fault"],
         "unknown fault 'no-such-fault'",
+    )
+    .await;
+    refused(
+        seed(),
+        &["--gpu", "b300"],
+        "--gpu \"b300\" is not one of h200",
     )
     .await;
     let mut colliding = seed_args(Role::Attention, afd, afd);

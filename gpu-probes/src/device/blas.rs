@@ -21,8 +21,14 @@ unsafe impl Send for Blas {}
 
 const WORKSPACE_BYTES: usize = 64 << 20;
 
-fn status(gpu: usize, call: &'static str, s: blas::cublasStatus_t) -> Result<(), ProbeError> {
-    if s == blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+/// Maps a cuBLAS or cuBLASLt status (distinct binding types) to a probe error naming the call.
+pub(super) fn check_status<S: PartialEq + std::fmt::Debug>(
+    gpu: usize,
+    call: &'static str,
+    s: S,
+    success: S,
+) -> Result<(), ProbeError> {
+    if s == success {
         Ok(())
     } else {
         Err(ProbeError::Cublas {
@@ -31,6 +37,10 @@ fn status(gpu: usize, call: &'static str, s: blas::cublasStatus_t) -> Result<(),
             status: format!("{s:?}"),
         })
     }
+}
+
+fn status(gpu: usize, call: &'static str, s: blas::cublasStatus_t) -> Result<(), ProbeError> {
+    check_status(gpu, call, s, blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
 }
 
 /// A row-major bf16 operand: device address and row stride (elements).

@@ -2,7 +2,8 @@
 //
 // Fill and check kernels make random data and verify it after timing; the model kernels are the
 // non-GEMM parts of one DeepSeek-style decoder layer (RMSNorm, MLA decode, routing, SiLU, MoE gather and
-// combine). GEMMs run through cuBLAS.
+// combine), a grouped GEMM for the routed experts (optionally with SiLU·mul fused), and a comparison
+// kernel the GEMM autotuner checks candidates with. The other GEMMs run through cuBLAS.
 
 typedef unsigned short bf16;
 typedef unsigned long long u64;
@@ -512,13 +513,265 @@ extern "C" __global__ void moe_combine(const bf16* y, const bf16* shared_y, cons
     }
 }
 
-// out[r, c] = silu(gu[r, c]) * gu[r, inter + c] for rows x inter.
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+// Two packed bf16 gate values and two up values in, two packed bf16 results out.
+__device__ __forceinline__ unsigned silu_mul2(unsigned g, unsigned u) {
+    float g0 = __uint_as_float(g << 16), g1 = __uint_as_float(g & 0xffff0000u);
+    float u0 = __uint_as_float(u << 16), u1 = __uint_as_float(u & 0xffff0000u);
+    return (unsigned)f2bf(silu_times(g0, u0)) | ((unsigned)f2bf(silu_times(g1, u1)) << 16);
+}
+
+// out[r, c] = silu(gu[r, c]) * gu[r, inter + c] for rows x inter. One thread per 16-byte vector of
+// 8 outputs when inter % 8 == 0 (buffers are 256-byte aligned), so even one row spreads over many
+// threads; one per output otherwise.
 extern "C" __global__ void silu_mul(const bf16* gu, bf16* out, u64 rows, int inter) {
-    u64 n = rows * (u64)inter;
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        u64 r = i / inter, c = i % inter;
-        float g = bf2f(gu[r * 2 * inter + c]);
-        float u = bf2f(gu[r * 2 * inter + inter + c]);
-        out[i] = f2bf(g / (1.0f + __expf(-g)) * u);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    if ((inter & 7) == 0) {
+        const u64 vec = (u64)(inter >> 3);
+        const u64 n = rows * vec;
+        for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {
+            u64 r = n <= 0xffffffffull ? (u64)((unsigned)i / (unsigned)vec) : i / vec;
+            u64 c = (i - r * vec) * 8;
+            const bf16* gate = gu + r * 2 * (u64)inter + c;
+            u4 gv = *(const u4*)gate, uv = *(const u4*)(gate + inter);
+            u4 ov;
+            ov.x = silu_mul2(gv.x, uv.x);
+            ov.y = silu_mul2(gv.y, uv.y);
+            ov.z = silu_mul2(gv.z, uv.z);
+            ov.w = silu_mul2(gv.w, uv.w);
+            *(u4*)(out + r * (u64)inter + c) = ov;
+        }
+    } else {
+        const u64 n = rows * (u64)inter;
+        for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += stride) {
+            u64 r = i / inter, c = i % inter;
+            out[i] = f2bf(silu_times(bf2f(gu[r * 2 * inter + c]), bf2f(gu[r * 2 * inter + inter + c])));
+        }
     }
 }
+
+// sums[0] += sum (a - ref)^2 and sums[1] += sum ref^2 over n values (a non-finite value of `a` adds
+// +inf), for the relative L2 difference of a GEMM candidate's output from the reference.
+extern "C" __global__ void compare_bf16(const bf16* a, const bf16* ref, u64 n, double* sums) {
+    double d = 0.0, r = 0.0;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float y = bf2f(ref[i]);
+        float e = ((a[i] & 0x7f80u) == 0x7f80u) ? __int_as_float(0x7f800000) : bf2f(a[i]) - y;
+        d += (double)e * (double)e;
+        r += (double)y * (double)y;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        d += __shfl_xor_sync(0xffffffffu, d, o);
+        r += __shfl_xor_sync(0xffffffffu, r, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&sums[0], d);
+        atomicAdd(&sums[1], r);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Routed-expert GEMMs that stream each expert's weights once. For active expert a:
+//   y_a[M, N] = x_a[M, K] . W_a^T,  W_a [N, K] row-major at w_ptrs[a], x_a at x + a * x_stride (rows of
+//   K), y_a at y + a * y_stride (row stride ldy).
+// A block computes BN weight rows x BM tokens. K is walked in 64-wide slices through a 4-stage cp.async
+// pipeline (one __syncthreads per slice); warps tile the block WW (weight rows) x TW (tokens); weight rows
+// are the A operand and tokens the B operand of mma.sync m16n8k16, so every weight byte is loaded from
+// global memory once and read from shared memory by TW warps. Shared rows are padded to 72 elements, so
+// fragment loads hit 32 distinct banks.
+// SILU: W_a is the gate/up matrix [2 * inter, K] (gate rows, then up rows) with N = 2 * inter. A block
+// stages BN/2 gate rows and the matching BN/2 up rows, each warp holds gate and up accumulators of the
+// same outputs, and the block writes act = silu(bf16(gate)) * bf16(up) (inter columns, row stride ldy)
+// instead of the GEMM output: the same rounding as the GEMM-then-silu_mul path.
+// Grid: token tiles x column tiles x experts, flattened with token tiles fastest (blocks sharing a
+// weight tile run together, so a second token tile finds it in L2). Padding rows (token >= M) load as
+// zeros and are not stored. Requires K % 64 == 0 and N (or inter) a multiple of the block's columns.
+
+#define EG_BK 64
+#define EG_LD 72
+#define EG_STAGES 4
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// 16 bytes global -> shared, bypassing L1; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// First staged row of warp column `wr`'s 16-row tile j.
+template <int BN, int WN, int J, bool SILU>
+__device__ __forceinline__ int eg_row(int wr, int j) {
+    if (SILU) return j < J / 2 ? wr * (WN / 2) + j * 16 : BN / 2 + wr * (WN / 2) + (j - J / 2) * 16;
+    return wr * WN + j * 16;
+}
+
+__device__ __forceinline__ bf16 silu_mul1(float g, float u) {
+    return f2bf(silu_times(bf2f(f2bf(g)), bf2f(f2bf(u))));
+}
+
+template <int BN, int BM, int WW, int TW, bool SILU>
+__device__ __forceinline__ void expert_gemm_body(const u64* __restrict__ w_ptrs, const bf16* __restrict__ x,
+                                                 bf16* __restrict__ y, int M, int N, int K, int ldy,
+                                                 long long x_stride, long long y_stride) {
+    constexpr int THREADS = 32 * WW * TW;
+    constexpr int WN = BN / WW;  // weight rows per warp
+    constexpr int WT = BM / TW;  // tokens per warp
+    constexpr int J = WN / 16;   // 16-row A tiles per warp
+    constexpr int T8 = WT / 8;   // 8-token B tiles per warp
+    constexpr int STAGE = (BN + BM) * EG_LD;
+    constexpr int COLS = SILU ? BN / 2 : BN;  // result columns per block
+    constexpr int YLD = COLS + 8;
+    static_assert((BN * 8) % THREADS == 0 && (BM * 8) % THREADS == 0, "loads must split evenly");
+    static_assert(!SILU || (J % 2 == 0), "fused blocks pair gate and up tiles");
+    static_assert(BM * YLD <= EG_STAGES * STAGE, "the result tile reuses the pipeline's shared memory");
+    extern __shared__ unsigned char eg_smem[];
+    bf16* sbase = (bf16*)eg_smem;
+
+    const int inter = N / 2;
+    const int n_tiles = (SILU ? inter : N) / COLS;
+    const int m_tiles = (M + BM - 1) / BM;
+    int idx = blockIdx.x;
+    const int mt = idx % m_tiles;
+    idx /= m_tiles;
+    const int nt = idx % n_tiles;
+    const int a = idx / n_tiles;
+    const bf16* w = (const bf16*)w_ptrs[a];
+    const bf16* xa = x + a * x_stride + (long long)mt * BM * K;
+    bf16* ya = y + a * y_stride + (long long)mt * BM * ldy + (long long)nt * COLS;
+    const int m_valid = min(BM, M - mt * BM);
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int wr = warp % WW, wt = warp / WW;
+    const int k_tiles = K / EG_BK;
+
+    auto load = [&](int slot, int kt) {
+        bf16* sW = sbase + slot * STAGE;
+        bf16* sX = sW + BN * EG_LD;
+        const int k0 = kt * EG_BK;
+#pragma unroll
+        for (int j = 0; j < BN * 8 / THREADS; ++j) {
+            int i = tid + j * THREADS;
+            int r = i >> 3, c = (i & 7) * 8;
+            int row = SILU ? (r < BN / 2 ? nt * (BN / 2) + r : inter + nt * (BN / 2) + (r - BN / 2)) : nt * BN + r;
+            cp_async16(sW + r * EG_LD + c, w + (long long)row * K + k0 + c, 16);
+        }
+#pragma unroll
+        for (int j = 0; j < BM * 8 / THREADS; ++j) {
+            int i = tid + j * THREADS;
+            int r = i >> 3, c = (i & 7) * 8;
+            bool ok = r < m_valid;
+            cp_async16(sX + r * EG_LD + c, xa + (long long)(ok ? r : 0) * K + k0 + c, ok ? 16 : 0);
+        }
+    };
+
+    float acc[J][T8][4];
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int t = 0; t < T8; ++t) acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < EG_STAGES - 1; ++s) {
+        if (s < k_tiles) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<EG_STAGES - 2>();
+        __syncthreads();
+        // The slot refilled here was read in iteration kt - 1, which every warp has finished.
+        const int next = kt + EG_STAGES - 1;
+        if (next < k_tiles) load(next % EG_STAGES, next);
+        cp_async_commit();
+        const bf16* sW = sbase + (kt % EG_STAGES) * STAGE;
+        const bf16* sX = sW + BN * EG_LD;
+#pragma unroll
+        for (int kk = 0; kk < EG_BK; kk += 16) {
+            unsigned b[T8][2];
+#pragma unroll
+            for (int t = 0; t < T8; ++t) {
+                const bf16* p = sX + (wt * WT + t * 8 + g) * EG_LD + kk + t4 * 2;
+                b[t][0] = ld32(p);
+                b[t][1] = ld32(p + 8);
+            }
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const bf16* p = sW + (eg_row<BN, WN, J, SILU>(wr, j) + g) * EG_LD + kk + t4 * 2;
+                unsigned a0 = ld32(p), a1 = ld32(p + 8 * EG_LD), a2 = ld32(p + 8), a3 = ld32(p + 8 * EG_LD + 8);
+#pragma unroll
+                for (int t = 0; t < T8; ++t) mma_bf16_16816(acc[j][t], a0, a1, a2, a3, b[t][0], b[t][1]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // Result tile [token][column] in shared memory, then 16-byte row stores.
+    bf16* sY = sbase;
+    if (SILU) {
+#pragma unroll
+        for (int j = 0; j < J / 2; ++j)
+#pragma unroll
+            for (int t = 0; t < T8; ++t) {
+                int n = wr * (WN / 2) + j * 16 + g;
+                int tok = wt * WT + t * 8 + t4 * 2;
+                const float* gt = acc[j][t];
+                const float* ut = acc[j + J / 2][t];
+                sY[tok * YLD + n] = silu_mul1(gt[0], ut[0]);
+                sY[(tok + 1) * YLD + n] = silu_mul1(gt[1], ut[1]);
+                sY[tok * YLD + n + 8] = silu_mul1(gt[2], ut[2]);
+                sY[(tok + 1) * YLD + n + 8] = silu_mul1(gt[3], ut[3]);
+            }
+    } else {
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int t = 0; t < T8; ++t) {
+                int n = wr * WN + j * 16 + g;
+                int tok = wt * WT + t * 8 + t4 * 2;
+                sY[tok * YLD + n] = f2bf(acc[j][t][0]);
+                sY[(tok + 1) * YLD + n] = f2bf(acc[j][t][1]);
+                sY[tok * YLD + n + 8] = f2bf(acc[j][t][2]);
+                sY[(tok + 1) * YLD + n + 8] = f2bf(acc[j][t][3]);
+            }
+    }
+    __syncthreads();
+    for (int i = tid; i < BM * (COLS / 8); i += THREADS) {
+        int tok = i / (COLS / 8), c = (i % (COLS / 8)) * 8;
+        if (tok < m_valid) *(u4*)(ya + (long long)tok * ldy + c) = *(const u4*)(sY + tok * YLD + c);
+    }
+}
+
+// Tiles (weight rows, tokens, warps along rows, warps along tokens, blocks per SM wanted); the Rust
+// side lists the same tiles in gemm_choice::TILES.
+#define EXPERT_GEMM(BN, BM, WW, TW, MIN_BLOCKS)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * WW * TW, MIN_BLOCKS)                                  \
+        expert_gemm_##BN##x##BM(const u64* w_ptrs, const bf16* x, bf16* y, int M, int N, int K, int ldy,  \
+                                long long x_stride, long long y_stride) {                                   \
+        expert_gemm_body<BN, BM, WW, TW, false>(w_ptrs, x, y, M, N, K, ldy, x_stride, y_stride);            \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(32 * WW * TW, MIN_BLOCKS)                                  \
+        expert_gemm_silu_##BN##x##BM(const u64* w_ptrs, const bf16* x, bf16* y, int M, int N, int K,       \
+                                     int ldy, long long x_stride, long long y_stride) {                     \
+        expert_gemm_body<BN, BM, WW, TW, true>(w_ptrs, x, y, M, N, K, ldy, x_stride, y_stride);             \
+    }
+
+EXPERT_GEMM(128, 16, 4, 1, 2)
+EXPERT_GEMM(128, 32, 4, 1, 2)
+EXPERT_GEMM(128, 64, 4, 2, 2)
+EXPERT_GEMM(64, 64, 2, 2, 3)
+EXPERT_GEMM(64, 128, 2, 4, 2)
+EXPERT_GEMM(128, 128, 4, 2, 1)

@@ -9,6 +9,7 @@ use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::gpu::{Gpu, Stream, check};
 use crate::error::ProbeError;
+use crate::gemm_choice::{TILES, Tile};
 use crate::shapes::MlaSplit;
 
 const SOURCE: &str = include_str!("kernels.cu");
@@ -58,7 +59,28 @@ pub(super) struct Kernels {
     pub(super) moe_gather: sys::CUfunction,
     pub(super) moe_combine: sys::CUfunction,
     pub(super) silu_mul: sys::CUfunction,
+    pub(super) compare_bf16: sys::CUfunction,
+    /// `expert_gemm_*` of every tile in [`TILES`]: `(plain, SiLU·mul fused)`, in that order.
+    expert_gemm: Vec<(sys::CUfunction, sys::CUfunction)>,
     pub(super) sm_count: u32,
+}
+
+/// One launch of the grouped expert GEMM (see `kernels.cu`): `experts` GEMMs `y_a = x_a · W_aᵀ`
+/// with `W_a` (`n × k`, row-major) listed in the device array `w_ptrs`, `x_a = x + a·x_stride` and
+/// `y_a = y + a·y_stride` (elements; `m` rows each, result row stride `ldy`). With `fused`, `W_a` is
+/// the gate/up matrix (`n = 2·inter`) and `y` receives `silu(gate)·up` (`inter` columns).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ExpertGemmArgs {
+    pub(super) w_ptrs: u64,
+    pub(super) x: u64,
+    pub(super) y: u64,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) k: usize,
+    pub(super) ldy: usize,
+    pub(super) x_stride: usize,
+    pub(super) y_stride: usize,
+    pub(super) experts: usize,
 }
 
 // SAFETY: CUfunction handles are immutable after loading and valid in their context on any thread.
@@ -152,6 +174,16 @@ impl Kernels {
             moe_gather: function("moe_gather")?,
             moe_combine: function("moe_combine")?,
             silu_mul: function("silu_mul")?,
+            compare_bf16: function("compare_bf16")?,
+            expert_gemm: TILES
+                .iter()
+                .map(|t| {
+                    Ok((
+                        function(&t.kernel_name(false))?,
+                        function(&t.kernel_name(true))?,
+                    ))
+                })
+                .collect::<Result<_, ProbeError>>()?,
             sm_count: gpu.sm_count as u32,
         };
         for f in [
@@ -167,6 +199,24 @@ impl Kernels {
                     MLA_SMEM_BYTES as i32,
                 )
             })?;
+        }
+        for (tile, &(plain, fused)) in TILES.iter().zip(&kernels.expert_gemm) {
+            for f in [plain, fused] {
+                // SAFETY: f is a loaded function of the bound context. The carveout asks for all of
+                // L1 as shared memory so two pipelined blocks fit on one SM.
+                unsafe {
+                    check(gpu.ordinal, "cuFuncSetAttribute", sys::cuFuncSetAttribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        tile.smem_bytes() as i32,
+                    ))?;
+                    check(gpu.ordinal, "cuFuncSetAttribute", sys::cuFuncSetAttribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                        100,
+                    ))?;
+                }
+            }
         }
         Ok(kernels)
     }
@@ -563,6 +613,7 @@ impl Kernels {
         )
     }
 
+    /// `out[r, c] = silu(gu[r, c]) · gu[r, inter + c]` for `rows` rows.
     pub(super) fn silu_mul(
         &self,
         stream: &Stream,
@@ -572,10 +623,15 @@ impl Kernels {
         inter: usize,
     ) -> Result<(), ProbeError> {
         let (mut gu, mut out, mut rows_u, mut inter_i) = (gu, out, rows as u64, inter as i32);
+        let threads = if inter.is_multiple_of(8) {
+            rows as u64 * (inter / 8) as u64
+        } else {
+            rows as u64 * inter as u64
+        };
         self.launch(
             self.silu_mul,
             stream,
-            (self.stride_grid(rows as u64 * inter as u64), 1, 1),
+            (self.stride_grid(threads), 1, 1),
             256,
             0,
             &mut [
@@ -583,6 +639,72 @@ impl Kernels {
                 arg(&mut out),
                 arg(&mut rows_u),
                 arg(&mut inter_i),
+            ],
+        )
+    }
+
+    /// Adds `Σ (a − reference)²` and `Σ reference²` over `n` bf16 values to the two f64 at `sums`.
+    pub(super) fn compare_bf16(
+        &self,
+        stream: &Stream,
+        a: u64,
+        reference: u64,
+        n: usize,
+        sums: u64,
+    ) -> Result<(), ProbeError> {
+        let (mut a, mut reference, mut n_u, mut sums) = (a, reference, n as u64, sums);
+        self.launch(
+            self.compare_bf16,
+            stream,
+            (self.stride_grid(n as u64), 1, 1),
+            256,
+            0,
+            &mut [
+                arg(&mut a),
+                arg(&mut reference),
+                arg(&mut n_u),
+                arg(&mut sums),
+            ],
+        )
+    }
+
+    /// Launches the grouped expert GEMM with `tile` (see [`ExpertGemmArgs`]). The caller checked
+    /// [`Tile::fits`] for the shape.
+    pub(super) fn expert_gemm(
+        &self,
+        stream: &Stream,
+        tile: Tile,
+        fused: bool,
+        args: &ExpertGemmArgs,
+    ) -> Result<(), ProbeError> {
+        let index = TILES
+            .iter()
+            .position(|t| *t == tile)
+            .expect("tiles come from gemm_choice::TILES");
+        let (plain, silu) = self.expert_gemm[index];
+        let columns = if fused { args.n / 2 } else { args.n };
+        let per_block = if fused { tile.rows / 2 } else { tile.rows };
+        let blocks = args.m.div_ceil(tile.tokens) * (columns / per_block) * args.experts;
+        let (mut w_ptrs, mut x, mut y) = (args.w_ptrs, args.x, args.y);
+        let (mut m, mut n, mut k, mut ldy) =
+            (args.m as i32, args.n as i32, args.k as i32, args.ldy as i32);
+        let (mut x_stride, mut y_stride) = (args.x_stride as i64, args.y_stride as i64);
+        self.launch(
+            if fused { silu } else { plain },
+            stream,
+            (blocks as u32, 1, 1),
+            tile.threads() as u32,
+            tile.smem_bytes() as u32,
+            &mut [
+                arg(&mut w_ptrs),
+                arg(&mut x),
+                arg(&mut y),
+                arg(&mut m),
+                arg(&mut n),
+                arg(&mut k),
+                arg(&mut ldy),
+                arg(&mut x_stride),
+                arg(&mut y_stride),
             ],
         )
     }

@@ -1,14 +1,18 @@
-//! The FFN side of a layer: router GEMM + top-k, token gather, routed experts as batched GEMMs over
-//! the active experts (device pointer arrays, or strided-batched when every expert is active), SiLU·mul,
-//! shared experts, weighted combine; and the dense MLP of the leading layers. Used by the `moe` probe
-//! and by the FFN rank of `pipeline`, so both run exactly the same kernels.
+//! The FFN side of a layer: router GEMM + top-k, token gather, routed experts (gate/up GEMMs with
+//! SiLU·mul, then down GEMMs, over the active experts, each run the way `expert_gemm` chose for its
+//! shape), shared experts, weighted combine; and the dense MLP of the leading layers. Used by the `moe`
+//! probe and by the FFN rank of `pipeline`, so both run exactly the same kernels.
+
+use std::rc::Rc;
 
 use super::blas::{Blas, Mat};
+use super::expert_gemm::{Activations, Engines, ExpertGemms, Operands, StageRun};
 use super::gpu::{Buffer, Gpu, Stream};
 use super::kernels::Kernels;
 use super::timing::time_op;
 use crate::assemble::{derived, point, table};
 use crate::error::ProbeError;
+use crate::gemm_choice::{Family, PathSet, StageShape};
 use crate::model::ModelShape;
 use crate::reference;
 use crate::routing::{Routing, RoutingPlan, draw};
@@ -52,6 +56,8 @@ pub(super) struct FfnWorkspace {
     gu: Buffer,
     act: Buffer,
     y: Buffer,
+    act_ref: Buffer,
+    y_ref: Buffer,
     s_gu: Buffer,
     s_act: Buffer,
     s_y: Buffer,
@@ -68,6 +74,9 @@ pub(super) struct DevicePlan {
     /// `[w; A], [x; A], [y; A]` device pointers of the gate/up GEMM, then the same for down.
     ptrs: Buffer,
     strided: bool,
+    /// How the gate/up and down stages run (set by [`Ffn::plan`]; `None` for plans that only gather
+    /// and combine).
+    runs: Option<[Rc<StageRun>; 2]>,
 }
 
 fn scale_for(fan_in: usize) -> f32 {
@@ -136,11 +145,16 @@ impl FfnWeights {
 }
 
 impl FfnWorkspace {
+    /// Buffers for `tokens_cap` tokens and `rows_cap` routed rows; the routed-expert inputs are filled
+    /// with random data (GEMM paths are chosen on them before any token is gathered).
     pub(super) fn new(
         gpu: &Gpu,
+        kernels: &Kernels,
+        stream: &Stream,
         shape: &ModelShape,
         tokens_cap: usize,
         rows_cap: usize,
+        seed: u64,
     ) -> Result<FfnWorkspace, ProbeError> {
         let (h, e, k) = (
             shape.hidden_size,
@@ -154,7 +168,7 @@ impl FfnWorkspace {
         );
         let t = tokens_cap.max(1);
         let r = rows_cap.max(1);
-        Ok(FfnWorkspace {
+        let ws = FfnWorkspace {
             tokens_cap: t,
             rows_cap: r,
             logits: gpu.alloc(t * e * 4, "router logits")?,
@@ -164,40 +178,65 @@ impl FfnWorkspace {
             gu: gpu.alloc(r * 2 * i * BF16, "expert gate/up output")?,
             act: gpu.alloc(r * i * BF16, "expert activations")?,
             y: gpu.alloc(r * h * BF16, "expert outputs")?,
+            act_ref: gpu.alloc(r * i * BF16, "expert activations (GEMM choice reference)")?,
+            y_ref: gpu.alloc(r * h * BF16, "expert outputs (GEMM choice reference)")?,
             s_gu: gpu.alloc(t * 2 * si * BF16, "shared gate/up output")?,
             s_act: gpu.alloc(t * si * BF16, "shared activations")?,
             s_y: gpu.alloc(t * h * BF16, "shared output")?,
             d_gu: gpu.alloc(t * 2 * di * BF16, "dense gate/up output")?,
             d_act: gpu.alloc(t * di * BF16, "dense activations")?,
-        })
+        };
+        kernels.fill_bf16(stream, ws.xg.ptr, (r * h) as u64, seed, 1.0)?;
+        kernels.fill_bf16(stream, ws.act.ptr, (r * i) as u64, seed ^ 1, 1.0)?;
+        stream.sync()?;
+        Ok(ws)
     }
 
-    /// Fills the routed-expert inputs with random data (the grid probe times GEMMs on them directly).
-    pub(super) fn randomize(
-        &self,
-        kernels: &Kernels,
-        stream: &Stream,
-        hidden: usize,
-        seed: u64,
-    ) -> Result<(), ProbeError> {
-        kernels.fill_bf16(
-            stream,
-            self.xg.ptr,
-            (self.rows_cap * hidden) as u64,
-            seed,
-            1.0,
-        )?;
-        kernels.fill_bf16(
-            stream,
-            self.act.ptr,
-            (self.act.bytes / BF16) as u64,
-            seed ^ 1,
-            1.0,
-        )
+    fn activations(&self) -> Activations {
+        Activations {
+            xg: self.xg.ptr,
+            gu: self.gu.ptr,
+            act: self.act.ptr,
+            y: self.y.ptr,
+            act_ref: self.act_ref.ptr,
+            y_ref: self.y_ref.ptr,
+        }
     }
 }
 
+/// `[w; A], [x; A], [y; A]` device pointers of the gate/up GEMM, then the same for down, for `plan`
+/// over `layer`'s weights.
+fn pointer_table(
+    shape: &ModelShape,
+    weights: &FfnWeights,
+    ws: &FfnWorkspace,
+    layer: usize,
+    plan: &RoutingPlan,
+) -> Vec<u64> {
+    let (h, i) = (shape.hidden_size, shape.moe_intermediate_size);
+    let m = plan.max_tokens_per_expert;
+    let a = plan.active.len();
+    let w = &weights.layers[layer];
+    let mut ptrs: Vec<u64> = Vec::with_capacity(6 * a);
+    ptrs.extend(
+        plan.active
+            .iter()
+            .map(|&e| w.gate_up.at(e as usize * 2 * i * h * BF16)),
+    );
+    ptrs.extend((0..a).map(|x| ws.xg.at(x * m * h * BF16)));
+    ptrs.extend((0..a).map(|x| ws.gu.at(x * m * 2 * i * BF16)));
+    ptrs.extend(
+        plan.active
+            .iter()
+            .map(|&e| w.down.at(e as usize * h * i * BF16)),
+    );
+    ptrs.extend((0..a).map(|x| ws.act.at(x * m * i * BF16)));
+    ptrs.extend((0..a).map(|x| ws.y.at(x * m * h * BF16)));
+    ptrs
+}
+
 impl DevicePlan {
+    /// Uploads `plan`'s gather and slot indices and pointer arrays (no GEMM choice: see [`Ffn::plan`]).
     pub(super) fn new(
         gpu: &Gpu,
         shape: &ModelShape,
@@ -206,31 +245,13 @@ impl DevicePlan {
         layer: usize,
         plan: RoutingPlan,
     ) -> Result<DevicePlan, ProbeError> {
-        let (h, i) = (shape.hidden_size, shape.moe_intermediate_size);
-        let m = plan.max_tokens_per_expert;
-        let a = plan.active.len();
         assert!(
             plan.rows() <= ws.rows_cap,
             "plan needs {} rows, workspace has {}",
             plan.rows(),
             ws.rows_cap
         );
-        let w = &weights.layers[layer];
-        let mut ptrs: Vec<u64> = Vec::with_capacity(6 * a);
-        ptrs.extend(
-            plan.active
-                .iter()
-                .map(|&e| w.gate_up.at(e as usize * 2 * i * h * BF16)),
-        );
-        ptrs.extend((0..a).map(|x| ws.xg.at(x * m * h * BF16)));
-        ptrs.extend((0..a).map(|x| ws.gu.at(x * m * 2 * i * BF16)));
-        ptrs.extend(
-            plan.active
-                .iter()
-                .map(|&e| w.down.at(e as usize * h * i * BF16)),
-        );
-        ptrs.extend((0..a).map(|x| ws.act.at(x * m * i * BF16)));
-        ptrs.extend((0..a).map(|x| ws.y.at(x * m * h * BF16)));
+        let ptrs = pointer_table(shape, weights, ws, layer, &plan);
         let gather = gpu.alloc(plan.gather.len() * 4, "gather indices")?;
         gather.upload(&plan.gather)?;
         let slots = gpu.alloc(plan.slots.len() * 4, "combine slots")?;
@@ -244,11 +265,72 @@ impl DevicePlan {
             gather,
             slots,
             ptrs: ptr_buf,
+            runs: None,
         })
+    }
+
+    fn operands(&self, weights: &FfnWeights) -> Operands {
+        let w = &weights.layers[self.layer];
+        Operands {
+            ptrs: self.ptrs.ptr,
+            gate_up: w.gate_up.ptr,
+            down: w.down.ptr,
+        }
+    }
+
+    fn stage_runs(&self) -> &[Rc<StageRun>; 2] {
+        self.runs
+            .as_ref()
+            .expect("routed experts run only on plans made by Ffn::plan")
+    }
+
+    /// Launches of the routed experts (a cuBLAS or cuBLASLt call counts once).
+    pub(super) fn routed_launches(&self) -> usize {
+        self.stage_runs().iter().map(|r| r.launches()).sum()
+    }
+
+    /// How the routed experts run, for `derived` columns: family codes of both stages, whether SiLU·mul
+    /// is fused, the chosen stages' times when chosen and each family's best time then (where it had a
+    /// correct candidate), and the activation bytes the paths move.
+    fn path_derived(&self) -> Vec<(&'static str, f64)> {
+        let [gate_up, down] = self.stage_runs();
+        let mut by_family = Vec::new();
+        for (run, names) in [
+            (
+                gate_up,
+                ["gate_up_us_cublas", "gate_up_us_cublaslt", "gate_up_us_own"],
+            ),
+            (down, ["down_us_cublas", "down_us_cublaslt", "down_us_own"]),
+        ] {
+            for (family, name) in [Family::Cublas, Family::CublasLt, Family::Own]
+                .into_iter()
+                .zip(names)
+            {
+                let us = run.best_of(family);
+                if us.is_finite() {
+                    by_family.push((name, us));
+                }
+            }
+        }
+        let mut pairs = vec![
+            ("gate_up_path", gate_up.path.family().code()),
+            ("down_path", down.path.family().code()),
+            ("fused_silu", f64::from(u8::from(gate_up.path.is_fused()))),
+            ("gate_up_us", gate_up.us),
+            ("down_us", down.us),
+            (
+                "activation_bytes",
+                (gate_up.shape.activation_bytes(gate_up.path.is_fused())
+                    + down.shape.activation_bytes(false)) as f64,
+            ),
+        ];
+        pairs.extend(by_family);
+        pairs
     }
 }
 
-/// Kernel launches (cuBLAS calls counted once) of each FFN operation.
+/// Kernel launches (cuBLAS calls counted once) of each FFN operation but the routed experts, whose
+/// count depends on the chosen paths ([`DevicePlan::routed_launches`]).
 pub(super) fn kernels_of(shape: &ModelShape) -> FfnKernelCounts {
     let shared = if shape.shared_intermediate_size > 0 {
         3
@@ -258,33 +340,96 @@ pub(super) fn kernels_of(shape: &ModelShape) -> FfnKernelCounts {
     FfnKernelCounts {
         router: 2,
         dispatch: 2,
-        routed: 3,
         shared,
         dense: 3,
-        layer: 2 + 1 + 3 + shared + 1,
     }
 }
 
 pub(super) struct FfnKernelCounts {
     pub(super) router: usize,
     pub(super) dispatch: usize,
-    pub(super) routed: usize,
     pub(super) shared: usize,
     pub(super) dense: usize,
-    pub(super) layer: usize,
+}
+
+impl FfnKernelCounts {
+    /// A whole MoE layer: router, gather, routed experts, shared experts, combine.
+    pub(super) fn layer(&self, routed: usize) -> usize {
+        self.router + 1 + routed + self.shared + 1
+    }
 }
 
 /// The FFN side's operations over borrowed handles.
 pub(super) struct Ffn<'a> {
+    pub(super) gpu: &'a Gpu,
     pub(super) shape: &'a ModelShape,
     pub(super) kernels: &'a Kernels,
     pub(super) blas: &'a Blas,
     pub(super) stream: &'a Stream,
     pub(super) weights: &'a FfnWeights,
     pub(super) ws: &'a FfnWorkspace,
+    pub(super) gemms: &'a ExpertGemms,
 }
 
 impl Ffn<'_> {
+    fn engines(&self) -> Engines<'_> {
+        Engines {
+            blas: self.blas,
+            kernels: self.kernels,
+            stream: self.stream,
+        }
+    }
+
+    /// Uploads `plan` for `layer` and chooses how its two GEMM stages run (timing candidates for shapes
+    /// not seen before; synchronises the stream).
+    pub(super) fn plan(&self, layer: usize, plan: RoutingPlan) -> Result<DevicePlan, ProbeError> {
+        let mut device = DevicePlan::new(self.gpu, self.shape, self.weights, self.ws, layer, plan)?;
+        let shapes = StageShape::of_plan(
+            self.shape.hidden_size,
+            self.shape.moe_intermediate_size,
+            device.plan.max_tokens_per_expert,
+            device.plan.active.len(),
+            device.strided,
+        );
+        let mut runs = Vec::with_capacity(2);
+        for shape in shapes {
+            if let Some(run) = self.gemms.lookup(&shape) {
+                runs.push(run);
+                continue;
+            }
+            // Further layers' operands to rotate through while timing, so L2 holds no weights.
+            let n_layers = self.weights.layers.len();
+            let wanted = self.gemms.rotation_wanted(&shape).min(n_layers).max(1);
+            let mut layers = vec![device.operands(self.weights)];
+            let mut tables = Vec::with_capacity(wanted);
+            for r in 1..wanted {
+                let other = (layer + r) % n_layers;
+                let table = pointer_table(self.shape, self.weights, self.ws, other, &device.plan);
+                let buffer = self
+                    .gpu
+                    .alloc(table.len() * 8, "GEMM pointer arrays (choice timing)")?;
+                buffer.upload(&table)?;
+                let w = &self.weights.layers[other];
+                layers.push(Operands {
+                    ptrs: buffer.ptr,
+                    gate_up: w.gate_up.ptr,
+                    down: w.down.ptr,
+                });
+                tables.push(buffer);
+            }
+            let run = self
+                .gemms
+                .choose(self.engines(), shape, &layers, &self.ws.activations())?;
+            self.stream.sync()?;
+            drop(tables);
+            runs.push(run);
+        }
+        let down = runs.pop().expect("two stages");
+        let gate_up = runs.pop().expect("two stages");
+        device.runs = Some([gate_up, down]);
+        Ok(device)
+    }
+
     /// Router GEMM (fp32 logits) and top-k.
     pub(super) fn router(&self, layer: usize, x: u64, tokens: usize) -> Result<(), ProbeError> {
         assert!(
@@ -325,70 +470,15 @@ impl Ffn<'_> {
         )
     }
 
-    /// Gate/up GEMMs, SiLU·mul and down GEMMs over the plan's active experts.
+    /// Gate/up GEMMs with SiLU·mul, then down GEMMs, over the plan's active experts.
     pub(super) fn routed(&self, plan: &DevicePlan) -> Result<(), ProbeError> {
-        let (h, i) = (self.shape.hidden_size, self.shape.moe_intermediate_size);
-        let m = plan.plan.max_tokens_per_expert;
-        let a = plan.plan.active.len();
-        let w = &self.weights.layers[plan.layer];
-        if plan.strided {
-            self.blas.linear_strided(
-                Mat::new(self.ws.xg.ptr, h),
-                m * h,
-                Mat::new(w.gate_up.ptr, h),
-                2 * i * h,
-                Mat::new(self.ws.gu.ptr, 2 * i),
-                m * 2 * i,
-                m,
-                h,
-                2 * i,
-                a,
-            )?;
-        } else {
-            let p = plan.ptrs.ptr;
-            self.blas.linear_pointers(
-                p + (8 * a) as u64,
-                h,
-                p,
-                h,
-                p + (16 * a) as u64,
-                2 * i,
-                m,
-                h,
-                2 * i,
-                a,
-            )?;
+        let operands = plan.operands(self.weights);
+        let activations = self.ws.activations();
+        for run in plan.stage_runs() {
+            self.gemms
+                .run(self.engines(), run, &operands, &activations)?;
         }
-        self.kernels
-            .silu_mul(self.stream, self.ws.gu.ptr, self.ws.act.ptr, a * m, i)?;
-        if plan.strided {
-            self.blas.linear_strided(
-                Mat::new(self.ws.act.ptr, i),
-                m * i,
-                Mat::new(w.down.ptr, i),
-                h * i,
-                Mat::new(self.ws.y.ptr, h),
-                m * h,
-                m,
-                i,
-                h,
-                a,
-            )
-        } else {
-            let p = plan.ptrs.ptr + (24 * a) as u64;
-            self.blas.linear_pointers(
-                p + (8 * a) as u64,
-                i,
-                p,
-                i,
-                p + (16 * a) as u64,
-                h,
-                m,
-                i,
-                h,
-                a,
-            )
-        }
+        Ok(())
     }
 
     /// Shared-expert MLP into the shared output buffer (no-op without shared experts).
@@ -601,7 +691,15 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         dense_copies,
         spec.seed ^ 0xffe0,
     )?;
-    let ws = FfnWorkspace::new(&gpu, shape, max_tokens, rows_cap)?;
+    let ws = FfnWorkspace::new(
+        &gpu,
+        &kernels,
+        &stream,
+        shape,
+        max_tokens,
+        rows_cap,
+        spec.seed ^ 0x52,
+    )?;
     let x = gpu.alloc(max_tokens * shape.hidden_size * BF16, "FFN input")?;
     let out = gpu.alloc(max_tokens * shape.hidden_size * BF16, "FFN output")?;
     kernels.fill_bf16(
@@ -611,15 +709,22 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         spec.seed ^ 0x51,
         1.0,
     )?;
-    ws.randomize(&kernels, &stream, shape.hidden_size, spec.seed ^ 0x52)?;
     stream.sync()?;
+    let sets: Vec<PathSet> = if spec.gemm_paths.is_empty() {
+        vec![PathSet::Auto]
+    } else {
+        spec.gemm_paths.clone()
+    };
+    let gemms = ExpertGemms::new(&gpu, sets[0])?;
     let ffn = Ffn {
+        gpu: &gpu,
         shape,
         kernels: &kernels,
         blas: &blas,
         stream: &stream,
         weights: &weights,
         ws: &ws,
+        gemms: &gemms,
     };
     let model = shape.name.clone();
     let mut measured = Measured::default();
@@ -721,57 +826,41 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         ));
     }
 
+    let mut set_notes = Vec::new();
     if !spec.grid_active.is_empty() && !spec.grid_tokens_per_expert.is_empty() {
-        let mut points = Vec::new();
-        for &active in &spec.grid_active {
-            let active = (active as usize).clamp(1, e);
-            progress(&format!("moe.routed_experts, {active} active experts"));
-            for &m in &spec.grid_tokens_per_expert {
-                let m = m as usize;
-                let plans: Vec<DevicePlan> = (0..n_layers)
-                    .map(|layer| {
-                        DevicePlan::new(
-                            &gpu,
-                            shape,
-                            &weights,
-                            &ws,
-                            layer,
-                            RoutingPlan::uniform_grid(e, active, m),
-                        )
-                    })
-                    .collect::<Result<_, _>>()?;
-                let bytes = active * 3 * h * i * BF16;
-                let samples = time_op(
-                    &gpu,
-                    &stream,
-                    &timing,
-                    rotation(bytes, gpu.l2_bytes, 3),
-                    |rep| ffn.routed(&plans[rep % n_layers]),
-                )?;
-                let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
-                let gbps = bytes as f64 / (median * 1e3);
-                let mut d = samples.derived(counts.routed);
-                d.push(("weight_bytes", bytes as f64));
-                d.push(("gbps", gbps));
-                d.push(("hbm_fraction", gbps / hbm));
-                d.push((
-                    "tflops",
-                    2.0 * (active * m * 3 * h * i) as f64 / (median * 1e6),
-                ));
-                d.push(("strided", f64::from(u8::from(active == e))));
-                points.push(point(
-                    vec![active as f64, m as f64],
-                    samples.graph_us,
-                    derived(&d),
-                )?);
+        for (index, &set) in sets.iter().enumerate() {
+            // The first set is the probe's own (its choices serve every table); the others are
+            // measured on the grid only, for comparison.
+            let other;
+            let ffn_set = if index == 0 {
+                &ffn
+            } else {
+                other = ExpertGemms::new(&gpu, set)?;
+                &Ffn {
+                    gemms: &other,
+                    ..ffn
+                }
+            };
+            let points = routed_grid(spec, ffn_set, hbm, &gpu, &stream, n_layers, progress)?;
+            let op = if index == 0 {
+                "moe.routed_experts"
+            } else {
+                "moe.routed_experts_by_path"
+            };
+            let mut variant = vec![("model", model.clone()), ("experts_local", e.to_string())];
+            if index > 0 {
+                variant.push(("gemm_paths", set.to_string()));
+            }
+            measured.tables.push(table(
+                op,
+                &variant,
+                &["active_experts", "tokens_per_expert"],
+                points,
+            ));
+            if index > 0 {
+                set_notes.push((format!("expert_gemm.{set}"), ffn_set.gemms.summary()));
             }
         }
-        measured.tables.push(table(
-            "moe.routed_experts",
-            &[("model", model.clone()), ("experts_local", e.to_string())],
-            &["active_experts", "tokens_per_expert"],
-            points,
-        ));
     }
 
     let mut worst_check = 0.0f64;
@@ -780,7 +869,7 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         let device_plans: Vec<DevicePlan> = plans
             .into_iter()
             .enumerate()
-            .map(|(layer, plan)| DevicePlan::new(&gpu, shape, &weights, &ws, layer, plan))
+            .map(|(layer, plan)| ffn.plan(layer, plan))
             .collect::<Result<_, _>>()?;
         let samples = time_op(&gpu, &stream, &timing, 1, |rep| {
             ffn.moe_layer(&device_plans[rep % n_layers], x.ptr, out.ptr)
@@ -793,7 +882,13 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         let max_tpe = mean(&|p| p.max_tokens_per_expert as f64);
         let bytes = active * (3 * h * i * BF16) as f64
             + (3 * h * shape.shared_intermediate_size * BF16 + e * h * BF16) as f64;
-        let mut d = samples.derived(counts.layer);
+        // Layers of one routing may differ in shape and so in path (fused SiLU·mul or not).
+        let routed_launches = device_plans
+            .iter()
+            .map(|p| p.routed_launches() as f64)
+            .sum::<f64>()
+            / device_plans.len() as f64;
+        let mut d = samples.derived_launches(counts.layer(0) as f64 + routed_launches);
         d.push(("active_experts_mean", active));
         d.push(("max_tokens_per_expert_mean", max_tpe));
         d.push(("weight_bytes", bytes));
@@ -830,14 +925,20 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
         "moe".to_owned(),
         format!(
             "GPU {} ({}), model {model}: {n_layers} MoE layers of distinct weights ({:.1} GB) rotated per repetition, \
-             {dense_copies} dense-MLP copies; routing drawn on the host (seed {}); routed experts as cublasGemmBatchedEx over \
-             device pointer arrays, strided-batched when all {e} experts are active; samples are per-operation times \
-             of graph replays; derived eager_us and host_us come from eager runs; {} warm-ups, {} samples per point; \
+             {dense_copies} dense-MLP copies; routing drawn on the host (seed {}); routed experts: gate/up GEMM with SiLU·mul, \
+             then down GEMM, each padded to the busiest expert's tokens; every stage shape runs the fastest of the GEMM \
+             paths of set {} (auto: cuBLAS batched GEMMs over device pointer arrays, strided when all {e} experts are active, \
+             and the cuBLASLt algorithms its heuristic offers; own: this crate's grouped GEMM kernel, SiLU·mul fused or not), \
+             each checked against cuBLAS and timed as graph replays over rotated layers when the shape is first met (note \
+             expert_gemm; derived gate_up_path/down_path: 0 cuBLAS, 1 cuBLASLt, 2 own kernel); samples are per-operation \
+             times of graph replays; \
+             derived eager_us and host_us come from eager runs; {} warm-ups, {} samples per point; \
              HBM copy reference {hbm:.0} GB/s; worst token-0 check vs CPU {worst_check:.2e}",
             gpu.ordinal,
             gpu.name,
             n_layers as f64 * (e * shape.expert_bytes() + 3 * h * shape.shared_intermediate_size * BF16) as f64 / 1e9,
             spec.seed,
+            gemms.set,
             timing.warmup,
             timing.iters,
         ),
@@ -845,7 +946,78 @@ pub(super) fn run(spec: &MoeSpec, progress: &dyn Fn(&str)) -> Result<Measured, P
     measured
         .notes
         .insert("hbm_copy_gbps".to_owned(), format!("{hbm:.1}"));
+    measured
+        .notes
+        .insert("expert_gemm".to_owned(), gemms.summary());
+    measured.notes.extend(set_notes);
     Ok(measured)
+}
+
+/// The `moe.routed_experts` grid (active experts × tokens per expert) with `ffn`'s path choices.
+fn routed_grid(
+    spec: &MoeSpec,
+    ffn: &Ffn<'_>,
+    hbm: f64,
+    gpu: &Gpu,
+    stream: &Stream,
+    n_layers: usize,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<afd_traces::calibration::CostPoint>, ProbeError> {
+    let shape = ffn.shape;
+    let (e, h, i) = (
+        shape.n_routed_experts,
+        shape.hidden_size,
+        shape.moe_intermediate_size,
+    );
+    let mut points = Vec::new();
+    for &active in &spec.grid_active {
+        let active = (active as usize).clamp(1, e);
+        progress(&format!(
+            "moe.routed_experts (GEMM paths {}), {active} active experts",
+            ffn.gemms.set
+        ));
+        for &m in &spec.grid_tokens_per_expert {
+            let m = m as usize;
+            let plans: Vec<DevicePlan> = (0..n_layers)
+                .map(|layer| ffn.plan(layer, RoutingPlan::uniform_grid(e, active, m)))
+                .collect::<Result<_, _>>()?;
+            let bytes = active * 3 * h * i * BF16;
+            let samples = time_op(
+                gpu,
+                stream,
+                &spec.timing,
+                rotation(bytes, gpu.l2_bytes, 3),
+                |rep| ffn.routed(&plans[rep % n_layers]),
+            )?;
+            let median = crate::stats::median(&samples.graph_us).unwrap_or(f64::NAN);
+            let gbps = bytes as f64 / (median * 1e3);
+            let paths = plans[0].path_derived();
+            let activation_bytes = paths
+                .iter()
+                .find(|(k, _)| *k == "activation_bytes")
+                .map_or(0.0, |(_, v)| *v);
+            let mut d = samples.derived(plans[0].routed_launches());
+            d.push(("weight_bytes", bytes as f64));
+            d.push(("gbps", gbps));
+            d.push(("hbm_fraction", gbps / hbm));
+            d.push((
+                "all_gbps",
+                (bytes as f64 + activation_bytes) / (median * 1e3),
+            ));
+            d.push((
+                "tflops",
+                2.0 * (active * m * 3 * h * i) as f64 / (median * 1e6),
+            ));
+            d.push(("strided", f64::from(u8::from(active == e))));
+            d.extend(paths);
+            points.push(point(
+                vec![active as f64, m as f64],
+                samples.graph_us,
+                derived(&d),
+            )?);
+        }
+    }
+    Ok(points)
 }
 
 /// Router + dispatch + routed experts (interpolated on the grid) + shared experts at `tokens`, from

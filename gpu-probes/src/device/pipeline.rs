@@ -14,6 +14,7 @@ use afd_traces::pipeline::PipelineRecord;
 
 use super::attention::{Attn, AttnWeights, AttnWorkspace, KV_ROW_BYTES, KvView, select_variant};
 use super::blas::Blas;
+use super::expert_gemm::ExpertGemms;
 use super::gpu::{
     EventPairs, Gpu, Graph, Stream, download_async, download_raw, upload_async, zero_async,
 };
@@ -22,6 +23,7 @@ use super::moe::{DevicePlan, Ffn, FfnWeights, FfnWorkspace};
 use super::nccl::{Comm, Dtype};
 use super::ranks::{RankSetup, run_ranks};
 use crate::error::ProbeError;
+use crate::gemm_choice::PathSet;
 use crate::pipeline_plan::{
     Config, checksum, configs, control_payload, parse_control_payload, routing_plans,
     routing_record,
@@ -39,6 +41,8 @@ pub struct PipelineOutcome {
     pub records: Vec<PipelineRecord>,
     pub mla_kernel: String,
     pub worst_ffn_check: f64,
+    /// How the FFN rank ran its routed-expert GEMMs (path choices per stage shape).
+    pub expert_gemm: String,
 }
 
 pub(super) type Progress = Arc<dyn Fn(&str) + Send + Sync>;
@@ -69,8 +73,8 @@ pub(super) fn run(
             rank: ATTENTION,
             message: format!("sent unreadable results: {err}"),
         })?;
-    let (ffn_hashes, ffn_errors): (Vec<u32>, Vec<f64>) = serde_json::from_slice(&blobs[FFN])
-        .map_err(|err| ProbeError::Rank {
+    let (ffn_hashes, ffn_errors, expert_gemm): (Vec<u32>, Vec<f64>, String) =
+        serde_json::from_slice(&blobs[FFN]).map_err(|err| ProbeError::Rank {
             rank: FFN,
             message: format!("sent unreadable results: {err}"),
         })?;
@@ -89,6 +93,7 @@ pub(super) fn run(
         records,
         mla_kernel,
         worst_ffn_check: ffn_errors.iter().copied().fold(0.0, f64::max),
+        expert_gemm,
     }))
 }
 
@@ -415,7 +420,16 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             }
         }
     }
-    let ws = FfnWorkspace::new(&gpu, shape, tokens_cap, rows_cap)?;
+    let ws = FfnWorkspace::new(
+        &gpu,
+        &kernels,
+        &stream,
+        shape,
+        tokens_cap,
+        rows_cap,
+        spec.seed ^ 0x52,
+    )?;
+    let gemms = ExpertGemms::new(&gpu, PathSet::Auto)?;
     let input = [
         gpu.alloc(tokens_cap * h * BF16, "received activations, ubatch 0")?,
         gpu.alloc(tokens_cap * h * BF16, "received activations, ubatch 1")?,
@@ -426,12 +440,14 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
     ];
     let control = gpu.alloc(256 + CONTROL_MAX_BYTES, "control message")?;
     let ffn = Ffn {
+        gpu: &gpu,
         shape,
         kernels: &kernels,
         blas: &blas,
         stream: &stream,
         weights: &weights,
         ws: &ws,
+        gemms: &gemms,
     };
     let channel = Channel {
         comm: &comm,
@@ -449,7 +465,7 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             .map(|(i, stages)| {
                 stages
                     .into_iter()
-                    .map(|plan| DevicePlan::new(&gpu, shape, &weights, &ws, i, plan))
+                    .map(|plan| ffn.plan(i, plan))
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<_, _>>()?;
@@ -534,7 +550,7 @@ fn ffn_rank(spec: &PipelineSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeErro
             errors.push(error);
         }
     }
-    serde_json::to_vec(&(hashes, errors)).map_err(|err| ProbeError::Rank {
+    serde_json::to_vec(&(hashes, errors, gemms.summary())).map_err(|err| ProbeError::Rank {
         rank: setup.rank,
         message: format!("cannot encode results: {err}"),
     })

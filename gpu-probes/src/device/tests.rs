@@ -32,13 +32,24 @@ fn probe_kernels_compile_for_hopper_and_ampere() {
             "moe_gather",
             "moe_combine",
             "silu_mul",
+            "compare_bf16",
         ] {
             assert!(
                 ptx.contains(&format!(".entry {name}(")),
                 "{arch}: {name} missing from the PTX"
             );
         }
+        for tile in crate::gemm_choice::TILES {
+            for fused in [false, true] {
+                let name = tile.kernel_name(fused);
+                assert!(
+                    ptx.contains(&format!(".entry {name}(")),
+                    "{arch}: {name} missing from the PTX"
+                );
+            }
+        }
         assert!(ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        assert!(ptx.contains("cp.async.cg.shared.global"));
         if let Ok(path) = std::env::var("DUMP_PTX") {
             std::fs::write(format!("{path}.{arch}.ptx"), &ptx).unwrap();
         }

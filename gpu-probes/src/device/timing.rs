@@ -27,8 +27,13 @@ impl OpSamples {
     /// The derived figures every timed single-GPU point carries: launches per operation, median host
     /// enqueue time and eager time, repetitions per replay.
     pub(super) fn derived(&self, kernels: usize) -> Vec<(&'static str, f64)> {
+        self.derived_launches(kernels as f64)
+    }
+
+    /// As [`OpSamples::derived`], for an operation whose launch count is a mean over its repetitions.
+    pub(super) fn derived_launches(&self, kernels: f64) -> Vec<(&'static str, f64)> {
         vec![
-            ("kernels", kernels as f64),
+            ("kernels", kernels),
             (
                 "host_us",
                 crate::stats::median(&self.host_us).unwrap_or(f64::NAN),

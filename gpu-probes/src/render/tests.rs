@@ -56,6 +56,38 @@ fn p2p_rows_show_sizes_and_bandwidth() {
 }
 
 #[test]
+fn routed_expert_rows_name_their_gemm_paths() {
+    let point = |tokens: f64, median: f64, gate_up: f64, fused: f64| CostPoint {
+        at: vec![64.0, tokens],
+        stats: stats(median),
+        samples_us: vec![],
+        derived: BTreeMap::from([
+            ("gbps".to_owned(), 3700.0),
+            ("hbm_fraction".to_owned(), 0.876),
+            ("all_gbps".to_owned(), 4010.0),
+            ("gate_up_path".to_owned(), gate_up),
+            ("fused_silu".to_owned(), fused),
+            ("down_path".to_owned(), 1.0),
+            ("kernels".to_owned(), 3.0 - fused),
+        ]),
+    };
+    let table = CostTable {
+        op: "moe.routed_experts".to_owned(),
+        variant: BTreeMap::new(),
+        axes: vec!["active_experts".to_owned(), "tokens_per_expert".to_owned()],
+        points: vec![point(1.0, 257.0, 0.0, 0.0), point(64.0, 299.0, 2.0, 1.0)],
+    };
+    expect![[r#"
+        moe.routed_experts 
+        active_experts  tokens_per_expert  median µs  min µs  p99 µs  max µs    GB/s  of HBM  all GB/s  gate/up  SiLU fused      down  kernels
+                    64                  1      257.0   256.0   258.0   259.0  3700.0    88 %    4010.0   cuBLAS          no  cuBLASLt     3.00
+                    64                 64      299.0   298.0   300.0   301.0  3700.0    88 %    4010.0      own         yes  cuBLASLt     2.00
+
+    "#]]
+    .assert_eq(&tables(&[table]));
+}
+
+#[test]
 fn pipeline_rows_and_gains() {
     let record = |dbo: bool, graph: bool, median: f64| PipelineRecord {
         tokens: 32,

@@ -90,3 +90,40 @@ fn live_engine_can_move_to_a_server_thread() {
     fn assert_send<T: Send>() {}
     assert_send::<LiveEngine>();
 }
+
+#[test]
+fn admission_limits_are_the_ones_submit_enforces() {
+    let mut engine = seed_engine();
+    let max = engine.max_model_len();
+    assert_eq!(max, ModelArch::deepseek_v2_lite().max_position_embeddings());
+    let kv = engine.kv_tokens_per_engine();
+    assert!(
+        kv >= u64::from(max),
+        "{kv} KV tokens for max_model_len {max}"
+    );
+    assert_eq!(kv % 64, 0, "whole FlashMLA blocks");
+    let too_long = LiveRequest {
+        input_tokens: max,
+        output_tokens: 1,
+        data_parallel_rank: None,
+    };
+    assert!(matches!(
+        engine.submit(too_long),
+        Err(Rejection::TooLong { .. })
+    ));
+    let longest = LiveRequest {
+        input_tokens: max - 1,
+        output_tokens: 1,
+        data_parallel_rank: None,
+    };
+    assert!(engine.submit(longest).is_ok());
+
+    let mut config = ServingConfig::seed_recipe();
+    config.max_model_len = Some(100);
+    config.gpu_memory_utilization = 0.2;
+    let layout = config.cost_layout();
+    let cost = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout);
+    let small = LiveEngine::new(&config, cost, ModelOptions::default(), Seed(1)).unwrap();
+    assert_eq!(small.max_model_len(), 100);
+    assert!(small.kv_tokens_per_engine() < kv);
+}

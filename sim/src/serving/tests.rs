@@ -71,3 +71,22 @@ fn eager_and_dp2_recipes_map_their_layout_and_mode() {
     assert_eq!(config.graph, GraphMode::Eager);
     assert!(config.dbo.is_some());
 }
+
+#[test]
+fn the_cost_layout_follows_the_roles() {
+    let mut config = ServingConfig::seed_recipe();
+    config.ffn = RoleLayout {
+        dp: 2,
+        tp: 1,
+        expert_parallel: false,
+    };
+    assert_eq!(
+        config.cost_layout(),
+        CostLayout {
+            attention_tp: 2,
+            ffn_dp: 2,
+            ffn_tp: 1,
+            expert_parallel: false,
+        }
+    );
+}

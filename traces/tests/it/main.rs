@@ -6,6 +6,7 @@
 )]
 
 mod models;
+mod p2p_data;
 mod workloads;
 
 /// Asserts `computed` equals a documented figure to the precision it is written with: "2,047.8"

@@ -1,5 +1,6 @@
 //! The engine loop against an in-process FFN end: tokens arrive in order, the last is marked, statistics
-//! are conserved, clients that leave are aborted, and a frozen engine stops stepping.
+//! are conserved, clients that leave are aborted, a frozen engine stops stepping, and at a time scale
+//! above zero tokens arrive when the simulator says they do.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -13,7 +14,7 @@ use super::*;
 use crate::twin::metrics::{Metrics, MetricsSkew};
 use crate::twin::rendezvous::tests::{free_port, words};
 use crate::twin::rendezvous::{self, FfnEvent, PeerConfig, RendezvousOptions};
-use crate::twin::timing::schedule_only::ScheduleOnly;
+use crate::twin::timing::sim::tests::dp2_source;
 
 fn peer(role: Role, port: u16) -> PeerConfig {
     PeerConfig {
@@ -48,6 +49,10 @@ struct Harness {
 }
 
 async fn start() -> Harness {
+    start_scaled(0.0).await
+}
+
+async fn start_scaled(time_scale: f64) -> Harness {
     let port = free_port(0);
     let topology = Topology::new(2, 1, RuleSet::Latest, port).expect("legal");
     let options = RendezvousOptions {
@@ -75,13 +80,13 @@ async fn start() -> Harness {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let frozen = Arc::new(AtomicBool::new(false));
     let engine = tokio::spawn(run(
-        Box::new(ScheduleOnly::new(2, 4, 16)),
+        Box::new(dp2_source()),
         link.expect("attention paired"),
         metrics.clone(),
         receiver,
         shutdown_rx,
         EngineOptions {
-            time_scale: 0.0,
+            time_scale,
             frozen: frozen.clone(),
         },
     ));
@@ -190,4 +195,52 @@ async fn the_ffn_end_sees_one_message_per_step_and_the_engine_notices_it_leaving
         .expect("the engine ends when the FFN end goes")
         .expect("no panic");
     assert!(matches!(exit, EngineExit::FfnGone(_)));
+}
+
+#[tokio::test]
+async fn at_a_time_scale_tokens_arrive_when_the_simulator_says() {
+    const SCALE: f64 = 0.5;
+    const OUTPUT: u32 = 24;
+    // The simulator's own answer for the same request on an idle pair: when each token is out.
+    let mut reference = dp2_source();
+    reference
+        .submit(TimedRequest {
+            id: RequestId(1),
+            engine: 1,
+            prompt_tokens: 20,
+            output_tokens: OUTPUT,
+        })
+        .expect("admitted");
+    let mut predicted = Vec::new();
+    while let Some(step) = reference.next_step(Duration::ZERO) {
+        if step.emitted.contains(&RequestId(1)) {
+            predicted.push((step.start + step.duration).mul_f64(SCALE));
+        }
+    }
+    assert_eq!(predicted.len(), OUTPUT as usize);
+
+    let h = start_scaled(SCALE).await;
+    let sent = Instant::now();
+    let mut receiver = submit(&h, 1, 1, OUTPUT);
+    let mut arrived = Vec::new();
+    while let Some(event) = receiver.recv().await {
+        arrived.push(sent.elapsed());
+        if event.last {
+            break;
+        }
+    }
+    assert_eq!(arrived.len(), predicted.len());
+    for (i, (got, want)) in arrived.iter().zip(&predicted).enumerate() {
+        // Never early: a token is out at its step's deadline, measured from the request's arrival.
+        assert!(
+            *got + Duration::from_micros(50) >= *want,
+            "token {i} at {got:?}, before the simulator's {want:?}"
+        );
+    }
+    let (got, want) = (arrived[arrived.len() - 1], predicted[predicted.len() - 1]);
+    // Late only by the loop's own overhead, which open-loop timing does not accumulate.
+    assert!(
+        got <= want.mul_f64(1.25) + Duration::from_millis(30),
+        "last token at {got:?}, the simulator says {want:?}"
+    );
 }

@@ -111,6 +111,7 @@ async fn pair(attention_first: bool, rules: RuleSet) {
         step: 0,
         stages: 2,
         tokens: vec![5, 7],
+        duration: Duration::from_micros(2_500),
     };
     a_link.send_step(&message).await.expect("step sent");
     assert_eq!(

@@ -1,0 +1,596 @@
+//! `afd-conformance`: the nightly suite for a live Attention+FFN pair.
+//!
+//! `list` prints the invariant catalog, `run` checks a pair and reports like a test runner (human summary
+//! on stdout, `--json` and `--junit` files; exit 0 all pass, 1 a failure, 2 could not run), `up` starts a
+//! twin pair from a recipe for rehearsal. All logic lives in the library; this file parses flags, prints
+//! and writes files.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use afd_conformance::catalog::{self, Kind};
+use afd_conformance::checks::Settings;
+use afd_conformance::report::{self, Report};
+use afd_conformance::run::{RunOptions, run};
+use afd_conformance::target::{DeploymentInput, TargetOptions};
+use afd_conformance::up::{Pair, UpOptions, twin_next_to_current_exe};
+use afd_sim::topology::RuleSet;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "afd-conformance",
+    version,
+    args_override_self = true,
+    about = "Check a live AFD Attention+FFN pair (vLLM with the afd-plugin, or afd-twin) for rank-mapping and routing invariants",
+    after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the invariant catalog.
+    #[command(
+        after_help = "Examples:\n  afd-conformance list\n  afd-conformance list --kind live\n  afd-conformance list --json > catalog.json"
+    )]
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Only invariants of this kind (static, live, stateful).
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Check a live pair.
+    Run(Box<RunArgs>),
+    /// Start a twin pair from a recipe and keep it up until Ctrl-C.
+    Up(UpArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 every invariant passed (indeterminate and skipped allowed), 1 an invariant failed, 2 the run could not proceed (bad input, unreachable pair).\n\nExamples:\n  # The seed recipe as launched, with its logs:\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log\n  # Raw flags of the two roles and explicit URLs:\n  afd-conformance run --attention-args \"vllm serve /models/DeepSeek-V2-Lite --data-parallel-size 2 ...\" \\\n      --ffn-args \"vllm serve /models/DeepSeek-V2-Lite ...\" --attention-url http://10.0.0.5:18305 --ffn-url http://10.0.0.6:18306\n  # Only routing and the FFN port, with a fixed seed, for CI:\n  afd-conformance run --recipe r.sh --only routing,ffn --seed 7 --junit out.xml --json out.json"
+)]
+struct RunArgs {
+    /// The recipe script that launched the pair (read as text, never run).
+    #[arg(long, conflicts_with_all = ["attention_args", "ffn_args"])]
+    recipe: Option<PathBuf>,
+    /// The Attention role's command line (`vllm serve MODEL --flag ...`, env prefixes allowed).
+    #[arg(long, requires = "ffn_args")]
+    attention_args: Option<String>,
+    /// The FFN role's command line.
+    #[arg(long, requires = "attention_args")]
+    ffn_args: Option<String>,
+    /// The Attention server (default: from the deployment's --host/--port).
+    #[arg(long)]
+    attention_url: Option<String>,
+    /// The FFN server (default: from the deployment's --host/--port).
+    #[arg(long)]
+    ffn_url: Option<String>,
+    /// The Attention server's log, for its rank-mapping lines.
+    #[arg(long)]
+    attention_log: Option<PathBuf>,
+    /// The FFN server's log, for its rank-mapping lines.
+    #[arg(long)]
+    ffn_log: Option<PathBuf>,
+    /// Attention DP size when no deployment is given.
+    #[arg(long)]
+    attention_dp: Option<u32>,
+    /// Model name for requests (default: the deployment's served name, else what /v1/models lists).
+    #[arg(long)]
+    model: Option<String>,
+    /// Rule set the deployment is judged by.
+    #[arg(long, default_value = "latest", value_parser = parse_rules)]
+    rules: RuleSet,
+    /// Only these invariants: ids, areas (routing), kinds (static), or prefixes (api.*); comma-separated or repeated.
+    #[arg(long, num_args = 1..)]
+    only: Vec<String>,
+    /// Seed of every random choice (printed; pass it back to reproduce a run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Stateful sequences to run at most.
+    #[arg(long, default_value_t = 32)]
+    cases: u32,
+    /// Budget for the whole run (the stateful phase gets what is left): 300s, 5m, 1h.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    time_budget: Duration,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Deadline of one generation request.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// Deadline for the FFN server to refuse or answer.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    ffn_deadline: Duration,
+    /// How long counters may take to reflect finished requests.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    settle_timeout: Duration,
+    /// How long the queues may take to drain after load.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain_timeout: Duration,
+    /// How long to wait for /v1/models to answer 200 before giving up (exit 2).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    ready_timeout: Duration,
+    /// Requests in the routing load.
+    #[arg(long, default_value_t = 64)]
+    requests: u32,
+    /// Arrival rate of the open-loop load in requests per second (inf: all at once).
+    #[arg(long, default_value_t = 20.0)]
+    load_rate: f64,
+    /// Largest concurrency used.
+    #[arg(long, default_value_t = 16)]
+    concurrency: u32,
+    /// max_tokens of ordinary requests.
+    #[arg(long, default_value_t = 16)]
+    max_tokens: u32,
+    /// Longest stateful sequence.
+    #[arg(long, default_value_t = 12)]
+    max_steps: usize,
+    /// Generated shapes per rank-mapping property.
+    #[arg(long, default_value_t = 256)]
+    property_cases: u32,
+    /// Objective for the median inter-token latency (ms); timing.itl is skipped without it.
+    #[arg(long)]
+    max_itl_ms: Option<f64>,
+    /// Objective for the median time to first token (ms); timing.ttft is skipped without it.
+    #[arg(long)]
+    max_ttft_ms: Option<f64>,
+    /// Least common-prefix fraction of greedy text across load when the server is not batch-invariant.
+    #[arg(long, default_value_t = 0.5)]
+    greedy_prefix: f64,
+    /// Whether the server runs vLLM's batch-invariant mode (default: VLLM_BATCH_INVARIANT of the deployment).
+    #[arg(long)]
+    batch_invariant: Option<bool>,
+    /// List passing and skipped invariants too.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Each `vllm serve` / `uv run vllm serve` of the recipe is replaced by afd-twin; redirections become files under --log-dir.\n\nExamples:\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0\n  afd-conformance up r.sh --free-ports --fault attention:drop-response=5 --log-dir /tmp/pair"
+)]
+struct UpArgs {
+    /// The recipe script.
+    recipe: PathBuf,
+    /// The afd-twin binary (default: next to this executable).
+    #[arg(long)]
+    twin_bin: Option<PathBuf>,
+    /// Directory for the twins' logs.
+    #[arg(long, default_value = ".")]
+    log_dir: PathBuf,
+    /// A fault switch: `attention:NAME[=V]`, `ffn:NAME[=V]`, or `NAME[=V]` for both roles.
+    #[arg(long)]
+    fault: Vec<String>,
+    /// Real seconds per simulated second, passed to both twins (0: steps back to back; the twin serves
+    /// only 0 until the simulator's live engine is merged).
+    #[arg(long, default_value_t = 0.0)]
+    time_scale: f64,
+    /// Any other afd-twin flag for both twins (repeat for each word).
+    #[arg(long, allow_hyphen_values = true)]
+    twin_arg: Vec<String>,
+    /// Move the HTTP and AFD ports to free ones (to run beside another pair).
+    #[arg(long)]
+    free_ports: bool,
+    /// Rule set the twins are told to apply.
+    #[arg(long, default_value = "latest", value_parser = parse_rules)]
+    rules: RuleSet,
+    /// How long to wait for the Attention twin to answer /v1/models.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    ready_timeout: Duration,
+    /// A recipe variable, NAME=VALUE (repeatable), e.g. MODEL_PATH=/models/x.
+    #[arg(long = "env")]
+    env: Vec<String>,
+}
+
+fn parse_rules(text: &str) -> Result<RuleSet, String> {
+    RuleSet::parse(text)
+        .ok_or_else(|| format!("unknown rule set '{text}'; expected latest or v0.26"))
+}
+
+/// `500ms`, `90s`, `5m`, `1h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (examples: 500ms, 90s, 5m, 1h)"))?;
+    if !value.is_finite() || value < 0.0 || value * scale > 1e9 {
+        return Err(format!("'{text}' is not a duration between 0 and 10^9 s"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::List { json, kind } => list(json, kind.as_deref()).map(|()| 0),
+        Command::Run(args) => runtime().and_then(|rt| rt.block_on(run_command(*args))),
+        Command::Up(args) => runtime().and_then(|rt| rt.block_on(up_command(args))),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("afd-conformance: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn list(json: bool, kind: Option<&str>) -> Result<()> {
+    let kind = match kind {
+        None => None,
+        Some(text) => Some(
+            Kind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == text)
+                .with_context(|| format!("--kind {text}: expected static, live or stateful"))?,
+        ),
+    };
+    let all: Vec<_> = catalog::catalog()
+        .into_iter()
+        .filter(|i| kind.is_none_or(|k| i.kind == k))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let items: Vec<serde_json::Value> = all
+            .iter()
+            .map(|i| {
+                serde_json::json!({
+                    "id": i.id, "kind": i.kind.as_str(), "area": i.area.as_str(),
+                    "source": i.source, "statement": i.statement, "indeterminate": i.indeterminate,
+                })
+            })
+            .collect();
+        let counts: BTreeMap<&str, usize> = catalog::count_by_kind()
+            .into_iter()
+            .map(|(k, n)| (k.as_str(), n))
+            .collect();
+        let doc = serde_json::json!({"schema_version": report::SCHEMA_VERSION, "count": all.len(), "by_kind": counts, "invariants": items});
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        return Ok(());
+    }
+    let width = all.iter().map(|i| i.id.len()).max().unwrap_or(10);
+    writeln!(
+        out,
+        "{:<width$}  {:<8}  {:<12}  statement [source]",
+        "id", "kind", "area"
+    )?;
+    for i in &all {
+        writeln!(
+            out,
+            "{:<width$}  {:<8}  {:<12}  {} [{}]",
+            i.id,
+            i.kind.as_str(),
+            i.area.as_str(),
+            i.statement,
+            i.source
+        )?;
+    }
+    let counts: Vec<String> = catalog::count_by_kind()
+        .into_iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    writeln!(out, "\n{} invariants ({})", all.len(), counts.join(", "))?;
+    Ok(())
+}
+
+/// A word as a POSIX shell (and the recipe reader) reads it back.
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// `NAME=value … vllm serve WORDS…`, as `--attention-args` takes it.
+fn command_line(words: &afd_conformance::target::ServeWords) -> String {
+    let env = words
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(v)));
+    let args = words.args.iter().map(|w| shell_quote(w));
+    env.chain(["vllm".to_owned(), "serve".to_owned()])
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn rerun_command(seed: u64) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut args = std::env::args().skip(1).peekable();
+    while let Some(arg) = args.next() {
+        if arg == "--seed" {
+            args.next();
+            continue;
+        }
+        if arg.starts_with("--seed=") {
+            continue;
+        }
+        words.push(arg);
+    }
+    words.push("--seed".to_owned());
+    words.push(seed.to_string());
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect();
+    format!("afd-conformance {}", quoted.join(" "))
+}
+
+async fn run_command(args: RunArgs) -> Result<u8> {
+    let seed = args.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            % 1_000_000_007
+    });
+    let deployment = match (&args.recipe, &args.attention_args, &args.ffn_args) {
+        (Some(path), _, _) => Some(DeploymentInput::Recipe(path.clone())),
+        (None, Some(attention), Some(ffn)) => Some(DeploymentInput::Args {
+            attention: attention.clone(),
+            ffn: ffn.clone(),
+        }),
+        _ => None,
+    };
+    if !(0.0..=1.0).contains(&args.greedy_prefix) {
+        bail!("--greedy-prefix {} must lie in 0..1", args.greedy_prefix);
+    }
+    if args.concurrency == 0 || args.max_tokens == 0 || args.requests == 0 {
+        bail!("--concurrency, --max-tokens and --requests must be at least 1");
+    }
+    if args.attention_dp == Some(0) {
+        bail!("--attention-dp must be at least 1");
+    }
+    for (flag, value) in [
+        ("--max-itl-ms", args.max_itl_ms),
+        ("--max-ttft-ms", args.max_ttft_ms),
+    ] {
+        if value.is_some_and(|v| !v.is_finite() || v <= 0.0) {
+            bail!("{flag} must be a positive number of milliseconds");
+        }
+    }
+    if args.load_rate.is_nan() || args.load_rate <= 0.0 {
+        bail!(
+            "--load-rate {} must be a positive number of requests per second (or inf)",
+            args.load_rate
+        );
+    }
+    let options = RunOptions {
+        target: TargetOptions {
+            deployment,
+            rules: args.rules,
+            attention_url: args.attention_url.clone(),
+            ffn_url: args.ffn_url.clone(),
+            attention_log: args.attention_log.clone(),
+            ffn_log: args.ffn_log.clone(),
+            attention_dp: args.attention_dp,
+            batch_invariant: args.batch_invariant,
+            model: args.model.clone(),
+        },
+        settings: Settings {
+            request_timeout: args.request_timeout,
+            probe_timeout: args.request_timeout.min(Duration::from_secs(10)),
+            ffn_deadline: args.ffn_deadline,
+            settle_timeout: args.settle_timeout,
+            drain_timeout: args.drain_timeout,
+            requests: args.requests,
+            load_rate: args.load_rate,
+            concurrency: args.concurrency,
+            max_tokens: args.max_tokens,
+            breaker_timeouts: 3,
+            max_itl_ms: args.max_itl_ms,
+            max_ttft_ms: args.max_ttft_ms,
+            greedy_prefix: args.greedy_prefix,
+        },
+        seed,
+        cases: args.cases,
+        property_cases: args.property_cases,
+        max_steps: args.max_steps,
+        time_budget: args.time_budget,
+        ready_timeout: args.ready_timeout,
+        only: args.only.clone(),
+        rerun: rerun_command(seed),
+    };
+    eprintln!("afd-conformance: seed {seed}");
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let progress = |phase: &str| spinner.set_message(format!("checking: {phase}"));
+    let report = run(options, &progress).await;
+    spinner.finish_and_clear();
+    let report = report?;
+    print!("{}", report::human::render(&report, args.verbose));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report::json::render(&report))?;
+        write_atomically(path, &text)?;
+    }
+    if let Some(path) = &args.junit {
+        write_atomically(path, &report::junit::render(&report))?;
+    }
+    Ok(exit_code(&report))
+}
+
+fn exit_code(report: &Report) -> u8 {
+    u8::try_from(report.exit_code()).unwrap_or(2)
+}
+
+/// Writes `text` to a temporary file beside `path`, then renames it over `path`.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let temp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&temp, text).with_context(|| format!("writing {}", temp.display()))?;
+    std::fs::rename(&temp, path).with_context(|| {
+        let _ = std::fs::remove_file(&temp);
+        format!("moving {} to {}", temp.display(), path.display())
+    })?;
+    Ok(())
+}
+
+async fn up_command(args: UpArgs) -> Result<u8> {
+    let twin_bin = match args.twin_bin.clone().or_else(twin_next_to_current_exe) {
+        Some(path) => path,
+        None => bail!(
+            "no afd-twin next to this executable; build it (cargo build -p afd-conformance --bin afd-twin) or pass --twin-bin"
+        ),
+    };
+    let mut attention_faults = Vec::new();
+    let mut ffn_faults = Vec::new();
+    for fault in &args.fault {
+        match fault.split_once(':') {
+            Some(("attention", name)) => attention_faults.push(name.to_owned()),
+            Some(("ffn", name)) => ffn_faults.push(name.to_owned()),
+            Some((role, _)) => bail!("--fault {fault}: role '{role}' is neither attention nor ffn"),
+            None => {
+                attention_faults.push(fault.clone());
+                ffn_faults.push(fault.clone());
+            }
+        }
+    }
+    let mut env = BTreeMap::new();
+    for pair in &args.env {
+        let Some((name, value)) = pair.split_once('=') else {
+            bail!("--env {pair}: expected NAME=VALUE");
+        };
+        env.insert(name.to_owned(), value.to_owned());
+    }
+    let mut twin_args = vec!["--time-scale".to_owned(), args.time_scale.to_string()];
+    twin_args.extend(args.twin_arg.iter().cloned());
+    let options = UpOptions {
+        recipe: args.recipe.clone(),
+        twin_bin,
+        log_dir: args.log_dir.clone(),
+        rules: args.rules,
+        twin_args,
+        attention_faults,
+        ffn_faults,
+        free_ports: args.free_ports,
+        ready_timeout: args.ready_timeout,
+        env,
+    };
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    spinner.set_message("starting the twin pair");
+    let pair = Pair::start(&options).await;
+    spinner.finish_and_clear();
+    let mut pair = pair?;
+    println!("twin pair up ({})", pair.origin);
+    println!(
+        "  attention {}  log {}",
+        pair.attention_url,
+        pair.attention_log.display()
+    );
+    println!(
+        "  ffn       {}  log {}",
+        pair.ffn_url,
+        pair.ffn_log.display()
+    );
+    let deployment = if args.free_ports {
+        // The recipe names the old ports; hand the suite the command lines the twins really got.
+        format!(
+            "--attention-args {} --ffn-args {}",
+            shell_quote(&command_line(&pair.attention)),
+            shell_quote(&command_line(&pair.ffn))
+        )
+    } else {
+        format!(
+            "--recipe {}",
+            shell_quote(&args.recipe.display().to_string())
+        )
+    };
+    println!(
+        "check it with:\n  afd-conformance run {deployment} --rules {} --attention-url {} --ffn-url {} --attention-log {} --ffn-log {}",
+        args.rules,
+        pair.attention_url,
+        pair.ffn_url,
+        shell_quote(&pair.attention_log.display().to_string()),
+        shell_quote(&pair.ffn_log.display().to_string()),
+    );
+    println!("Ctrl-C (or SIGTERM) stops the pair.");
+    let _ = std::io::stdout().flush();
+    // The twins lead their own process groups, so a signal to this process does not reach them: catch
+    // the usual ones and stop the pair before exiting.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+            _ = hangup.recv() => break,
+            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                let exited = pair.exited();
+                if let Some((role, status)) = exited.first() {
+                    eprintln!("afd-conformance: the {role} twin exited with {status}; stopping the pair");
+                    pair.stop().await;
+                    return Ok(1);
+                }
+            }
+        }
+    }
+    for (role, status) in pair.stop().await {
+        match status {
+            Some(status) => println!("{role} twin stopped: {status}"),
+            None => println!("{role} twin killed"),
+        }
+    }
+    Ok(0)
+}

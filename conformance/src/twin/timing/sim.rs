@@ -1,0 +1,271 @@
+//! The product [`StepSource`]: the simulator's live engine (`afd_sim::live::LiveEngine`), the same
+//! `cluster.rs` model `afd-sim predict` runs, stepped by the twin's engine loop in real time.
+//!
+//! The adapter keeps the twin in charge of routing: every request is submitted pinned to the engine the
+//! twin's router (and its routing faults) chose, so the simulator's own DP balancer never runs. It maps
+//! the twin's request ids to the simulator's and back, and converts between the twin's `Duration`s and
+//! `SimTime`. [`SimPricing`] picks what the steps are priced with: the model behind the served path and
+//! the GPU, by the same defaults as `afd-sim predict`. Nothing here sleeps or reads a clock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use afd_sim::cluster::{ClusterError, ModelOptions};
+use afd_sim::deployment::{Deployment, RoleConfig};
+use afd_sim::live::{LiveEngine, LiveRequest};
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::cost::CostModel;
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::scheduler::RequestId as SimRequestId;
+use afd_sim::rng::Seed;
+use afd_sim::serving::{ServingConfig, ServingConfigError};
+use afd_sim::time::SimTime;
+use afd_sim::topology::Role;
+use afd_traces::model_config::ModelConfig;
+
+use crate::twin::launch::LaunchedRole;
+use crate::twin::timing::{Rejection, RequestId, StepOutcome, StepSource, TimedRequest};
+
+/// The model `afd-sim predict` prices by default, used when the served model is not recognised.
+pub const DEFAULT_MODEL: &str = "deepseek-v2-lite";
+
+/// What the simulated pair is priced with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimPricing {
+    pub model: ModelArch,
+    /// How `model` was chosen, for the start-up log.
+    pub model_source: ModelSource,
+    pub gpu: GpuKind,
+}
+
+/// Where the priced model came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSource {
+    /// `<model>/config.json`.
+    ConfigFile(String),
+    /// A config shipped with afd-traces, matched by the model path's last component.
+    Shipped(String),
+    /// Neither: [`DEFAULT_MODEL`], with the reason.
+    Default(String),
+}
+
+impl std::fmt::Display for ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSource::ConfigFile(path) => write!(f, "from {path}"),
+            ModelSource::Shipped(name) => write!(f, "the shipped config of {name}"),
+            ModelSource::Default(why) => {
+                write!(
+                    f,
+                    "the shipped config of {DEFAULT_MODEL}, the default ({why})"
+                )
+            }
+        }
+    }
+}
+
+impl SimPricing {
+    /// Prices `model` (the served path or name) on `gpu`: the architecture in `<model>/config.json` when
+    /// it is one the simulator models, else the shipped config whose name is the path's last component
+    /// (`/models/DeepSeek-V2-Lite` → `deepseek-v2-lite`), else [`DEFAULT_MODEL`]. Costs are the GPU's
+    /// datasheet roofline, as `afd-sim predict` prices without `--calibration`.
+    pub fn new(model: &str, gpu: GpuKind) -> SimPricing {
+        let (model, model_source) = resolve_model(model);
+        SimPricing {
+            model,
+            model_source,
+            gpu,
+        }
+    }
+
+    /// The cost model for a configuration's layout.
+    pub fn cost(&self, config: &ServingConfig) -> CostModel {
+        CostModel::roofline(&self.model, self.gpu, config.cost_layout())
+    }
+}
+
+fn resolve_model(model: &str) -> (ModelArch, ModelSource) {
+    let path = Path::new(model);
+    let config_path = path.join("config.json");
+    let mut why = "no config.json and no shipped config of that name".to_owned();
+    if let Ok(text) = std::fs::read_to_string(&config_path) {
+        match ModelConfig::from_json(&text) {
+            Ok(config) => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(model);
+                return (
+                    ModelArch::from_config(name, config),
+                    ModelSource::ConfigFile(config_path.display().to_string()),
+                );
+            }
+            Err(err) => why = format!("{}: {err}", config_path.display()),
+        }
+    }
+    // Named as `afd-sim predict --model NAME` names it, which is how calibration tables match it.
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    if let Some(Ok(arch)) = ModelArch::builtin(&name) {
+        return (arch, ModelSource::Shipped(name));
+    }
+    (
+        ModelArch::builtin(DEFAULT_MODEL)
+            .expect("the default model is shipped")
+            .expect("the shipped config is valid"),
+        ModelSource::Default(why),
+    )
+}
+
+/// Why the simulated pair cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SimSourceError {
+    #[error("the peer's vllm serve words: {0}")]
+    PeerArgs(String),
+    #[error("the simulator cannot model this pair: {0}")]
+    Serving(#[from] ServingConfigError),
+    #[error("the simulator cannot model this pair: {0}")]
+    Cluster(#[from] ClusterError),
+    #[error(
+        "the model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV cache ({kv_tokens}) of an Attention engine on {gpu}; try increasing --gpu-memory-utilization or decreasing --max-model-len"
+    )]
+    KvCache {
+        max_model_len: u32,
+        kv_tokens: u64,
+        gpu: &'static str,
+    },
+}
+
+/// The live engine behind a twin, with the id maps.
+#[derive(Debug)]
+pub struct SimSource {
+    engine: LiveEngine,
+    /// Requests the engine holds, both ways. Invariant: the two maps are inverse.
+    sim_of: BTreeMap<RequestId, SimRequestId>,
+    twin_of: BTreeMap<SimRequestId, RequestId>,
+}
+
+impl SimSource {
+    /// The simulated pair for this twin and its peer (`peer_args`/`peer_env`: the peer's `vllm serve`
+    /// words as exchanged at the rendezvous), seeded with the twin's `--seed`. `max_model_len` is the
+    /// context length the twin enforces (`--max-model-len`, else the priced model's); like vLLM, a pair
+    /// whose KV cache cannot hold one request that long is refused.
+    pub fn for_pair(
+        local: &LaunchedRole,
+        peer_args: &[String],
+        peer_env: &BTreeMap<String, String>,
+        pricing: &SimPricing,
+    ) -> Result<SimSource, SimSourceError> {
+        let peer = RoleConfig::from_serve_args_with_env(peer_args, peer_env).map_err(|err| {
+            SimSourceError::PeerArgs(
+                err.errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.location.render("args"), e.message))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        let (attention, ffn) = match local.role {
+            Role::Attention => (local.config.clone(), peer),
+            Role::Ffn => (peer, local.config.clone()),
+        };
+        let deployment = Deployment::new(attention, ffn, local.rules);
+        let mut config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
+        config.max_model_len = Some(
+            config
+                .max_model_len
+                .unwrap_or(pricing.model.max_position_embeddings()),
+        );
+        let engine = LiveEngine::new(
+            &config,
+            pricing.cost(&config),
+            ModelOptions::default(),
+            Seed(local.seed),
+        )?;
+        let source = SimSource::new(engine);
+        if u64::from(source.max_model_len()) > source.kv_tokens_per_engine() {
+            return Err(SimSourceError::KvCache {
+                max_model_len: source.max_model_len(),
+                kv_tokens: source.kv_tokens_per_engine(),
+                gpu: pricing.gpu.as_str(),
+            });
+        }
+        Ok(source)
+    }
+
+    pub fn new(engine: LiveEngine) -> SimSource {
+        SimSource {
+            engine,
+            sim_of: BTreeMap::new(),
+            twin_of: BTreeMap::new(),
+        }
+    }
+
+    /// The longest request (prompt plus output) the engine accepts.
+    pub fn max_model_len(&self) -> u32 {
+        self.engine.max_model_len()
+    }
+
+    pub fn kv_tokens_per_engine(&self) -> u64 {
+        self.engine.kv_tokens_per_engine()
+    }
+
+    fn forget(&mut self, sim: SimRequestId) -> Option<RequestId> {
+        let twin = self.twin_of.remove(&sim)?;
+        self.sim_of.remove(&twin);
+        Some(twin)
+    }
+}
+
+impl StepSource for SimSource {
+    fn n_engines(&self) -> u32 {
+        self.engine.engines()
+    }
+
+    fn submit(&mut self, request: TimedRequest) -> Result<(), Rejection> {
+        let sim = self.engine.submit(LiveRequest {
+            input_tokens: request.prompt_tokens.max(1),
+            output_tokens: request.output_tokens.max(1),
+            // Pinned: the twin's router (and its faults) decided the engine.
+            data_parallel_rank: Some(request.engine),
+        })?;
+        self.sim_of.insert(request.id, sim);
+        self.twin_of.insert(sim, request.id);
+        Ok(())
+    }
+
+    fn abort(&mut self, id: RequestId) {
+        if let Some(sim) = self.sim_of.get(&id).copied() {
+            self.engine.abort(sim);
+            self.forget(sim);
+        }
+    }
+
+    fn next_step(&mut self, now: Duration) -> Option<StepOutcome> {
+        let now = SimTime::from_ns(u64::try_from(now.as_nanos()).unwrap_or(u64::MAX));
+        let step = self.engine.next_step(now)?;
+        let twin = |ids: &mut dyn Iterator<Item = SimRequestId>| -> Vec<RequestId> {
+            ids.filter_map(|sim| self.twin_of.get(&sim).copied())
+                .collect()
+        };
+        let scheduled = twin(&mut step.scheduled.iter().copied());
+        let preempted = twin(&mut step.preempted.iter().copied());
+        let emitted = twin(&mut step.tokens.iter().map(|t| t.request));
+        for &sim in &step.finished {
+            self.forget(sim);
+        }
+        Some(StepOutcome {
+            start: Duration::from_nanos(step.start.as_ns()),
+            duration: Duration::from_nanos(step.duration.as_ns()),
+            scheduled,
+            emitted,
+            preempted,
+            tokens_per_engine: step.tokens_per_engine,
+            stages: step.stages,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

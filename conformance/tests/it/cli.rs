@@ -1,0 +1,248 @@
+//! The `afd-conformance` binary: exit codes, errors that name the bad input, the catalog listing, and
+//! report files from a real run against a twin pair.
+
+use std::process::{Command, Output};
+
+use crate::junit_schema;
+use crate::suite::start;
+
+fn conformance(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_afd-conformance"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[track_caller]
+fn fails_with(args: &[&str], needle: &str) {
+    let out = conformance(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in:\n{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{args:?} printed a partial report");
+}
+
+#[test]
+fn list_prints_the_catalog_and_its_counts() {
+    let out = conformance(&["list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(text.contains("routing.request-conservation") && text.contains("afd.port-range"));
+    assert!(
+        text.trim_end()
+            .ends_with("invariants (62 static, 35 live, 4 stateful)"),
+        "{text}"
+    );
+    let out = conformance(&["list", "--json", "--kind", "stateful"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["count"], 4);
+    fails_with(
+        &["list", "--kind", "nope"],
+        "--kind nope: expected static, live or stateful",
+    );
+}
+
+#[test]
+fn bad_input_exits_2_naming_what_was_wrong() {
+    fails_with(&["run"], "no Attention URL");
+    fails_with(
+        &["run", "--attention-url", "ftp://x"],
+        "invalid URL 'ftp://x': expected http://HOST:PORT",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--time-budget",
+            "5x",
+        ],
+        "'5x' is not a duration",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--only",
+            "bogus",
+        ],
+        "--only 'bogus' names no invariant",
+    );
+    fails_with(
+        &["run", "--recipe", "/nonexistent/recipe.sh"],
+        "cannot read recipe /nonexistent/recipe.sh",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-args",
+            "vllm serve m --port x",
+            "--ffn-args",
+            "vllm serve m",
+        ],
+        "--attention-args",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--load-rate",
+            "0",
+        ],
+        "--load-rate 0",
+    );
+    fails_with(&["run", "--rules", "v9"], "unknown rule set 'v9'");
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--time-budget",
+            "1e20s",
+        ],
+        "is not a duration between 0 and 10^9 s",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--attention-dp",
+            "0",
+        ],
+        "--attention-dp must be at least 1",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--max-itl-ms=-3",
+        ],
+        "--max-itl-ms must be a positive number",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--greedy-prefix",
+            "2",
+        ],
+        "--greedy-prefix 2 must lie in 0..1",
+    );
+    fails_with(
+        &[
+            "up",
+            "/nonexistent/recipe.sh",
+            "--twin-bin",
+            env!("CARGO_BIN_EXE_afd-twin"),
+        ],
+        "cannot read recipe",
+    );
+    let recipe = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(recipe.path(), "vllm serve $(whoami)\n").expect("write");
+    let path = recipe.path().to_str().expect("UTF-8 path");
+    fails_with(&["run", "--recipe", path], path);
+}
+
+#[test]
+fn an_unreachable_pair_still_writes_reports_and_exits_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
+    let out = conformance(&[
+        "run",
+        "--attention-url",
+        "http://127.0.0.1:1",
+        "--attention-dp",
+        "1",
+        "--ready-timeout",
+        "300ms",
+        "--json",
+        json.to_str().expect("UTF-8"),
+        "--junit",
+        junit.to_str().expect("UTF-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("COULD NOT RUN"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
+    assert_eq!(report["exit_code"], 2);
+    junit_schema::validate(&std::fs::read_to_string(&junit).expect("junit")).expect("valid JUnit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_against_the_seed_pair_exits_0_with_valid_reports() {
+    let (pair, logs) = start(crate::suite::SEED, &[], &[]).await;
+    let json = logs.path().join("report.json");
+    let junit = logs.path().join("report.xml");
+    let out = tokio::task::spawn_blocking({
+        let args: Vec<String> = [
+            "run",
+            "--attention-url",
+            &pair.attention_url,
+            "--ffn-url",
+            &pair.ffn_url,
+            "--attention-log",
+            pair.attention_log.to_str().expect("UTF-8"),
+            "--ffn-log",
+            pair.ffn_log.to_str().expect("UTF-8"),
+            "--attention-dp",
+            "1",
+            "--seed",
+            "3",
+            "--cases",
+            "4",
+            "--requests",
+            "16",
+            "--load-rate",
+            "inf",
+            "--json",
+            json.to_str().expect("UTF-8"),
+            "--junit",
+            junit.to_str().expect("UTF-8"),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        move || {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            conformance(&refs)
+        }
+    })
+    .await
+    .expect("joined");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("result: ok."), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("seed 3"));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
+    assert_eq!(report["seed"], 3);
+    assert!(
+        report["rerun"]
+            .as_str()
+            .expect("rerun")
+            .ends_with("--seed 3")
+    );
+    let summary = junit_schema::validate(&std::fs::read_to_string(&junit).expect("junit"))
+        .expect("valid JUnit");
+    assert_eq!(summary.failures, 0);
+    assert_eq!(
+        summary.tests,
+        report["counts"]["total"].as_u64().expect("count") as usize
+    );
+    pair.stop().await;
+}
