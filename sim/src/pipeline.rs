@@ -148,6 +148,9 @@ pub struct HostCosts {
     pub p2p: u64,
     pub collective: u64,
     pub ffn_compute: u64,
+    /// Kernels of an Attention compute op and of an FFN compute op (the issue is spread over them).
+    pub attention_kernels: u64,
+    pub ffn_kernels: u64,
 }
 
 /// Device costs of one step, nanoseconds. Buffers are reused between steps.
@@ -354,6 +357,36 @@ fn start_op(
     }
     *won |= *host > stream.max(ready);
     stream.max(*host)
+}
+
+/// Issues a compute op of `kernels` kernels on a host timeline (in eager mode `issue` host time,
+/// spread evenly over them) and runs it on its stream, where each kernel starts once it is issued
+/// and the one before it has ended. With kernels of equal length the op starts after its first
+/// kernel's issue and ends no earlier than its last kernel's issue plus that kernel's share of
+/// `duration`: a slow host stretches the op, it does not delay all of it. Returns `(begin, end)`;
+/// `won` records whether the host issue shaped it (the periodic shortcut needs to know).
+#[inline]
+fn run_compute(
+    host: &mut u64,
+    stream: u64,
+    eager: bool,
+    issue: u64,
+    kernels: u64,
+    duration: u64,
+    won: &mut bool,
+) -> (u64, u64) {
+    if !eager {
+        *won |= *host > stream;
+        let begin = stream.max(*host);
+        return (begin, begin + duration);
+    }
+    let kernels = kernels.max(1);
+    let first_issued = *host + issue / kernels;
+    *host += issue;
+    let begin = stream.max(first_issued);
+    let last_kernel = *host + duration / kernels;
+    *won |= first_issued > stream || last_kernel > begin + duration;
+    (begin, (begin + duration).max(last_kernel))
 }
 
 /// Records a span when a sink is attached.
@@ -594,17 +627,18 @@ fn attention_stage(
             let (busy, extra) = (costs.recv_busy[s][a], &costs.recv_extra[s][a]);
             recv_on_attention(lanes, a, s, eager, host.p2p, busy, extra, layer - 1, sink);
         }
-        let begin = start_op(
+        let duration = compute[layout.engine_of(a)];
+        let (begin, end) = run_compute(
             &mut lanes.host[a],
             lanes.stream[a],
-            0,
             eager,
             host.attention_compute,
+            host.attention_kernels,
+            duration,
             &mut lanes.attention_host_won,
         );
-        let end = begin + compute[layout.engine_of(a)];
         lanes.stream[a] = end;
-        lanes.attention_busy[a] += end - begin;
+        lanes.attention_busy[a] += duration;
         record(
             sink,
             Track::Attention(a),
@@ -724,7 +758,17 @@ fn ffn_stage(
             record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
         }
         if pre > 0 {
-            ffn_compute(lanes, f, pre, eager, host.ffn_compute, layer, s, sink);
+            ffn_compute(
+                lanes,
+                f,
+                pre,
+                eager,
+                host.ffn_compute,
+                host.ffn_kernels,
+                layer,
+                s,
+                sink,
+            );
         }
     }
     let collective = layout.collective(layer);
@@ -741,7 +785,17 @@ fn ffn_stage(
         );
     }
     for (f, &post) in post.iter().enumerate() {
-        ffn_compute(lanes, f, post, eager, host.ffn_compute, layer, s, sink);
+        ffn_compute(
+            lanes,
+            f,
+            post,
+            eager,
+            host.ffn_compute,
+            host.ffn_kernels,
+            layer,
+            s,
+            sink,
+        );
     }
     match collective {
         FfnCollective::None => {}
@@ -855,19 +909,20 @@ fn ffn_compute(
     duration: u64,
     eager: bool,
     issue: u64,
+    kernels: u64,
     layer: usize,
     s: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
-    let begin = start_op(
+    let (begin, end) = run_compute(
         &mut lanes.fhost[f],
         lanes.fstream[f],
-        0,
         eager,
         issue,
+        kernels,
+        duration,
         &mut lanes.ffn_host_won,
     );
-    let end = begin + duration;
     lanes.fstream[f] = end;
     lanes.ffn_busy[f] += duration;
     record(

@@ -327,6 +327,8 @@ pub fn price_step(
             .eager_host(OpClass::AllReduce, kernels.collective)
             .as_ns(),
         ffn_compute: moe_issue,
+        attention_kernels: u64::from(kernels.attention_proj + kernels.attention_decode),
+        ffn_kernels: u64::from(kernels.moe_layer()),
     };
 }
 
