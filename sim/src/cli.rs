@@ -8,6 +8,8 @@ pub(crate) mod check;
 mod inputs;
 mod output;
 mod predict;
+mod profiles;
+mod replay;
 mod rules;
 mod sweep;
 mod topology;
@@ -35,6 +37,7 @@ Examples:
   afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
   afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
   afd-sim rules --rules v0.26
+  afd-sim replay-pipeline traces/data/pipeline/h200x2-deepseek-v2-lite.json
   afd-sim sweep --gpus 16 --tpot-slo 50 --out results.csv --svg frontier.svg";
 
 #[derive(Subcommand, Debug)]
@@ -47,6 +50,9 @@ enum Command {
     Topology(topology::TopologyArgs),
     /// List the rules `check` applies, with their ids, severities and afd-spec sources.
     Rules(rules::RulesArgs),
+    /// Simulate every configuration of `afd-probe pipeline` results and compare with the measured
+    /// step times.
+    ReplayPipeline(replay::ReplayArgs),
     /// Search the deployments of a GPU budget, simulating each, and report the Pareto frontier.
     Sweep(Box<sweep::SweepArgs>),
     /// Join the shard CSVs of one sweep into the result a single run gives.
@@ -66,6 +72,7 @@ pub(crate) fn run() -> ExitCode {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Topology(args)) => topology::run(&args),
         Some(Command::Rules(args)) => rules::run(&args),
+        Some(Command::ReplayPipeline(args)) => replay::run(&args),
         Some(Command::Sweep(args)) => sweep::run(&args),
         Some(Command::SweepMerge(args)) => sweep::merge_shards(&args),
         None => match Cli::parse_from(["afd-sim", "predict"]).command {

@@ -23,12 +23,16 @@
 //! traffic; the all-to-all is priced by `CostModel::all_to_all_rows` like the FFN's in AFD.
 
 use crate::model::arch::ModelArch;
-use crate::model::cost::{CostModel, OpClass};
+use crate::model::cost::CostModel;
 use crate::model::routing::RoutingPools;
 use crate::model::scheduler::EngineBatch;
-use crate::pipeline::StepTiming;
+use crate::pipeline::{HostCosts, StepTiming, run_compute};
+use crate::pricing::{
+    StepScope, attention_block_ns, ffn_parts, host_costs, lm_head_ns, routed_launch_ns,
+    with_composition,
+};
 use crate::serving::ServingConfig;
-use crate::step::{AttentionWork, StepShape};
+use crate::step::StepShape;
 use crate::time::SimDuration;
 
 /// Weight bytes one GPU of a colocated deployment holds: attention, dense MLPs, routers and shared
@@ -70,8 +74,10 @@ struct Prices {
     attention: [Vec<u64>; 2],
     attention_reduce: [Vec<u64>; 2],
     router: [Vec<u64>; 2],
-    /// Shared experts plus the MoE kernels' launch gaps.
+    /// Dispatch kernels plus the shared experts.
     shared: [Vec<u64>; 2],
+    /// Measured overhead of a whole MoE layer over its parts (signed).
+    composition: [Vec<i64>; 2],
     dense: [Vec<u64>; 2],
     /// TP all-reduce after a dense MLP, or after the experts without expert parallelism.
     reduce: [Vec<u64>; 2],
@@ -80,12 +86,9 @@ struct Prices {
     /// Routed experts: `[(stage · moe_layers + moe) · gpus + gpu]` with expert parallelism,
     /// `[(stage · dp + engine) · moe_layers + moe]` without.
     routed: Vec<SimDuration>,
+    routed_launch: u64,
     lm_head: Vec<u64>,
-    host_step: u64,
-    graph_launch: u64,
-    issue_attention: u64,
-    issue_collective: u64,
-    issue_moe: u64,
+    host: HostCosts,
 }
 
 /// Per-GPU timelines of the step being run.
@@ -148,8 +151,7 @@ impl ColocatedModel {
         routing: Option<&mut RoutingPools>,
     ) {
         let tp = self.tp as u32;
-        let kernels = cost.kernels();
-        let gap = cost.graph_kernel_gap().as_ns();
+        let eager = !shape.graph;
         let prices = &mut self.prices;
         let mut totals = [(0u32, 0u32); 2];
         let mut max_rows_per_gpu = [0u32; 2];
@@ -164,28 +166,26 @@ impl ColocatedModel {
             ] {
                 v.clear();
             }
+            prices.composition[s].clear();
         }
         for s in 0..shape.stages {
             for e in 0..self.dp {
                 let work = &shape.work[s][e];
-                prices.attention[s].push(
-                    attention_block(cost, work).as_ns() + u64::from(kernels.attention_layer) * gap,
-                );
+                prices.attention[s].push(attention_block_ns(cost, work, eager));
                 prices.attention_reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
-                // Sequence-parallel MoE: each TP rank routes its slice of the engine's rows.
+                let parts = ffn_parts(cost, work.rows, eager);
+                prices.router[s].push(parts.router);
+                prices.shared[s].push(parts.shared);
+                prices.dense[s].push(parts.dense);
+                prices.composition[s].push(parts.composition);
+                prices.reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
+                // Sequence-parallel MoE: each TP rank dispatches its slice of the engine's rows.
                 let per_gpu = if self.expert_parallel {
                     work.rows.div_ceil(tp)
                 } else {
                     work.rows
                 };
                 max_rows_per_gpu[s] = max_rows_per_gpu[s].max(per_gpu);
-                prices.router[s].push(cost.router(per_gpu).as_ns());
-                prices.shared[s].push(
-                    cost.shared_experts(work.rows).as_ns() + u64::from(kernels.moe_layer) * gap,
-                );
-                prices.dense[s]
-                    .push(cost.dense_mlp(work.rows).as_ns() + u64::from(kernels.dense_layer) * gap);
-                prices.reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
                 let real = work.real.min(work.rows);
                 totals[s].0 += real;
                 totals[s].1 += work.rows - real;
@@ -198,6 +198,7 @@ impl ColocatedModel {
             };
         }
         prices.routed.clear();
+        prices.routed_launch = routed_launch_ns(cost, eager);
         if self.moe_layers > 0 {
             let routing = routing.expect("MoE layers have routing pools");
             let price = |active, tpe| cost.routed_experts(active, tpe);
@@ -221,26 +222,14 @@ impl ColocatedModel {
         }
         prices.lm_head.clear();
         for &sampled in &shape.sampled {
-            prices
-                .lm_head
-                .push(cost.lm_head(sampled).as_ns() + u64::from(kernels.lm_head) * gap);
+            prices.lm_head.push(lm_head_ns(cost, sampled, eager));
         }
         let scheduled = batches
             .iter()
             .map(|b| b.items.len() as u32)
             .max()
             .unwrap_or(0);
-        prices.host_step = cost.step_host(scheduled).as_ns();
-        prices.graph_launch = cost.graph_launch().as_ns();
-        prices.issue_attention = cost
-            .eager_host(OpClass::AttentionProj, kernels.attention_layer)
-            .as_ns();
-        prices.issue_collective = cost
-            .eager_host(OpClass::AllReduce, kernels.collective)
-            .as_ns();
-        prices.issue_moe = cost
-            .eager_host(OpClass::MoeRoutedExperts, kernels.moe_layer)
-            .as_ns();
+        prices.host = host_costs(cost, StepScope::Serving { scheduled });
     }
 
     fn routed_at(&self, s: usize, moe: usize, gpu: usize) -> u64 {
@@ -249,14 +238,14 @@ impl ColocatedModel {
         } else {
             (s * self.dp + self.engine_of(gpu)) * self.moe_layers + moe
         };
-        self.prices.routed[index].as_ns()
+        self.prices.routed[index].as_ns() + self.prices.routed_launch
     }
 
     fn sweep(&mut self, shape: &StepShape, start: u64, timing: &mut StepTiming) {
         let n = self.gpus;
         let stages = shape.stages;
         let eager = !shape.graph;
-        let forward_start = start + self.prices.host_step;
+        let forward_start = start + self.prices.host.step;
         timing.forward_start = forward_start;
         timing.shortcut_layers = 0;
         for busy in [
@@ -270,7 +259,7 @@ impl ColocatedModel {
         let host_start = if eager {
             forward_start
         } else {
-            forward_start + self.prices.graph_launch
+            forward_start + self.prices.host.graph_launch
         };
         let lanes = &mut self.lanes;
         let [ready_0, ready_1] = &mut lanes.ready;
@@ -307,13 +296,14 @@ impl ColocatedModel {
             let e = self.engine_of(g);
             let lanes = &mut self.lanes;
             let ready = (0..stages).map(|s| lanes.ready[s][g]).max().unwrap_or(0);
-            let begin = issue(
+            let host = &self.prices.host;
+            let (begin, finish) = compute(
                 &mut lanes.host[g],
                 lanes.compute[g].max(ready),
                 eager,
-                self.prices.issue_attention,
+                (host.attention_compute, host.attention_kernels),
+                self.prices.lm_head[e],
             );
-            let finish = begin + self.prices.lm_head[e];
             timing.attention_busy[g] += finish - begin;
             end = end.max(finish);
         }
@@ -324,23 +314,25 @@ impl ColocatedModel {
     fn attention(&mut self, s: usize, eager: bool, timing: &mut StepTiming) {
         let lanes = &mut self.lanes;
         let prices = &self.prices;
+        let host = &prices.host;
         for g in 0..self.gpus {
             let e = g / self.tp;
-            let begin = issue(
+            let (begin, end) = compute(
                 &mut lanes.host[g],
                 lanes.compute[g].max(lanes.ready[s][g]),
                 eager,
-                prices.issue_attention,
+                (host.attention_compute, host.attention_kernels),
+                prices.attention[s][e],
             );
-            lanes.compute[g] = begin + prices.attention[s][e];
-            timing.attention_busy[g] += prices.attention[s][e];
+            lanes.compute[g] = end;
+            timing.attention_busy[g] += end - begin;
         }
         tp_all_reduce(
             lanes,
             self.tp,
             &prices.attention_reduce[s],
             eager,
-            prices.issue_collective,
+            host.collective,
             &mut timing.attention_busy,
         );
     }
@@ -349,23 +341,25 @@ impl ColocatedModel {
     fn dense_mlp(&mut self, s: usize, eager: bool, timing: &mut StepTiming) {
         let lanes = &mut self.lanes;
         let prices = &self.prices;
+        let host = &prices.host;
         for g in 0..self.gpus {
             let e = g / self.tp;
-            let begin = issue(
+            let (begin, end) = compute(
                 &mut lanes.host[g],
                 lanes.compute[g],
                 eager,
-                prices.issue_moe,
+                (host.ffn_compute, host.ffn_kernels),
+                prices.dense[s][e],
             );
-            lanes.compute[g] = begin + prices.dense[s][e];
-            timing.ffn_busy[g] += prices.dense[s][e];
+            lanes.compute[g] = end;
+            timing.ffn_busy[g] += end - begin;
         }
         tp_all_reduce(
             lanes,
             self.tp,
             &prices.reduce[s],
             eager,
-            prices.issue_collective,
+            host.collective,
             &mut timing.ffn_busy,
         );
         for g in 0..self.gpus {
@@ -380,21 +374,22 @@ impl ColocatedModel {
         let mut begin = 0;
         for g in 0..self.gpus {
             let e = g / self.tp;
-            let router = issue(
+            // The router's issue is counted with the experts' (one MoE issue per layer).
+            let (router, end) = compute(
                 &mut lanes.host[g],
                 lanes.compute[g],
                 eager,
-                prices.issue_moe,
+                (0, 1),
+                prices.router[s][e],
             );
-            lanes.compute[g] = router + prices.router[s][e];
-            timing.ffn_busy[g] += prices.router[s][e];
-            if eager {
-                lanes.host[g] += prices.issue_collective;
-            }
-            begin = begin
-                .max(lanes.compute[g])
-                .max(lanes.comm[g])
-                .max(lanes.host[g]);
+            lanes.compute[g] = end;
+            timing.ffn_busy[g] += end - router;
+            begin = begin.max(issue(
+                &mut lanes.host[g],
+                lanes.compute[g].max(lanes.comm[g]),
+                eager,
+                prices.host.collective,
+            ));
         }
         let end = begin + prices.all_to_all[s];
         for g in 0..self.gpus {
@@ -413,28 +408,31 @@ impl ColocatedModel {
             let routed = self.routed_at(s, moe, g);
             let lanes = &mut self.lanes;
             let prices = &self.prices;
-            let (input, extra) = if self.expert_parallel {
+            let (input, router) = if self.expert_parallel {
                 (lanes.dispatched[s], 0)
             } else {
                 (lanes.compute[g], prices.router[s][e])
             };
-            let begin = issue(
+            let duration = with_composition(
+                router + routed + prices.shared[s][e],
+                prices.composition[s][e],
+            );
+            let (begin, end) = compute(
                 &mut lanes.host[g],
                 lanes.compute[g].max(input),
                 eager,
-                prices.issue_moe,
+                (prices.host.ffn_compute, prices.host.ffn_kernels),
+                duration,
             );
-            let duration = extra + routed + prices.shared[s][e];
-            lanes.compute[g] = begin + duration;
-            timing.ffn_busy[g] += duration;
+            lanes.compute[g] = end;
+            timing.ffn_busy[g] += end - begin;
             if self.expert_parallel {
-                if eager {
-                    lanes.host[g] += prices.issue_collective;
-                }
-                begin_combine = begin_combine
-                    .max(lanes.compute[g])
-                    .max(lanes.comm[g])
-                    .max(lanes.host[g]);
+                begin_combine = begin_combine.max(issue(
+                    &mut lanes.host[g],
+                    lanes.compute[g].max(lanes.comm[g]),
+                    eager,
+                    prices.host.collective,
+                ));
             }
         }
         let lanes = &mut self.lanes;
@@ -453,7 +451,7 @@ impl ColocatedModel {
             self.tp,
             &prices.reduce[s],
             eager,
-            prices.issue_collective,
+            prices.host.collective,
             &mut timing.ffn_busy,
         );
         for g in 0..self.gpus {
@@ -462,18 +460,23 @@ impl ColocatedModel {
     }
 }
 
-/// The attention block of one ubatch on one engine, priced as the AFD pair prices it.
-fn attention_block(cost: &CostModel, work: &AttentionWork) -> SimDuration {
-    let mut compute = cost.attention_proj(work.rows)
-        + cost.attention_decode(work.decode_seqs, work.decode_context);
-    for &(tokens, context) in &work.prefill {
-        compute += cost.attention_prefill(tokens, context);
-    }
-    compute
+/// A compute op on a GPU's stream free at `free`: issued on its host timeline (`issue` host time
+/// over `kernels` kernels when eager), as the AFD pipeline runs its compute ops
+/// (`pipeline::run_compute`). Returns `(begin, end)`.
+#[inline]
+fn compute(
+    host: &mut u64,
+    free: u64,
+    eager: bool,
+    (issue, kernels): (u64, u64),
+    duration: u64,
+) -> (u64, u64) {
+    let mut won = false;
+    run_compute(host, free, eager, issue, kernels, duration, &mut won)
 }
 
-/// Issues an op on a GPU's host timeline (paying `cost` when eager) and returns when it starts on a
-/// stream that is free at `free`.
+/// Issues a collective on a GPU's host timeline (paying `cost` when eager) and returns when it can
+/// start on a stream free at `free`.
 #[inline]
 fn issue(host: &mut u64, free: u64, eager: bool, cost: u64) -> u64 {
     if eager {

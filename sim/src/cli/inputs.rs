@@ -14,9 +14,10 @@ use afd_sim::model::workload::{
     trace_workload,
 };
 use afd_sim::rng::Seed;
-use afd_traces::calibration::CalibrationProfile;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
 use afd_traces::workload::{TraceFormat, read_trace_file};
+
+use crate::cli::profiles::CostSource;
 
 /// Model, GPU, calibration and expert routing.
 #[derive(Args, Debug, Clone)]
@@ -28,12 +29,23 @@ pub(crate) struct HardwareArgs {
         help_heading = "Model and hardware"
     )]
     pub(crate) model: String,
-    /// GPU datasheet for the roofline: h200, h100, h800, h20, a100, l4, l20.
+    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20
+    /// (datasheet roofline).
     #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
     pub(crate) gpu: String,
-    /// Calibration profile written by `afd-probe calibrate`.
+    /// Calibration profile written by `afd-probe` (repeatable: merged in order, the first wins a
+    /// table both have; default: the GPU's built-in profiles).
+    #[arg(
+        long,
+        value_name = "PROFILE.json",
+        num_args = 1,
+        conflicts_with = "roofline",
+        help_heading = "Model and hardware"
+    )]
+    pub(crate) calibration: Option<Vec<PathBuf>>,
+    /// Price everything from the GPU's datasheet roofline, ignoring any built-in profile.
     #[arg(long, help_heading = "Model and hardware")]
-    pub(crate) calibration: Option<PathBuf>,
+    pub(crate) roofline: bool,
     /// Expert popularity: `uniform` or `power-law:EXPONENT` (e.g. power-law:1.2).
     #[arg(long, default_value = "uniform", help_heading = "Model and hardware")]
     pub(crate) routing: String,
@@ -89,16 +101,14 @@ impl HardwareArgs {
         })
     }
 
-    /// `--calibration` read and parsed, with the name it is reported under.
-    pub(crate) fn calibration(&self) -> anyhow::Result<Option<(CalibrationProfile, String)>> {
-        let Some(path) = &self.calibration else {
-            return Ok(None);
-        };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading calibration profile {}", path.display()))?;
-        let profile = CalibrationProfile::from_json(&text)
-            .with_context(|| format!("calibration profile {}", path.display()))?;
-        Ok(Some((profile, path.display().to_string())))
+    /// Where the costs come from: `--calibration` files, `--roofline`, or the GPU's built-in
+    /// profiles.
+    pub(crate) fn cost_source(&self) -> CostSource<'_> {
+        match (&self.calibration, self.roofline) {
+            (Some(paths), _) => CostSource::Files(paths),
+            (None, true) => CostSource::Roofline,
+            (None, false) => CostSource::Default,
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use afd_sim::time::{SimDuration, SimTime};
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
 use crate::cli::output::{csv_bytes, emit, write_atomically};
+use crate::cli::profiles::cost_model;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -42,8 +43,9 @@ does; a deployment that breaks a rule exits 2 with the findings), or else the se
 2a2f_graph_dbo_dp1tp2 (both roles DP1 TP2 with expert parallelism, max-num-seqs 64,
 max-num-batched-tokens 64, DBO thresholds 2/12, FULL_DECODE_ONLY with capture size 64). Each
 deployment flag then overrides one setting, with vllm serve's flag names.
-Costs come from --calibration where it has a table, otherwise from the GPU's datasheet roofline;
-the report says which source priced each operation class.";
+Costs come from --calibration, else the GPU's built-in profile (h200: the committed afd-probe
+calibration of 2 x H200, traces/data/calibration/), else the GPU's datasheet roofline; the roofline
+also prices what a profile lacks, and the report says which source priced each operation class.";
 
 /// Simulate a deployment serving a workload (`vllm bench serve` semantics).
 #[derive(Args, Debug, Clone)]
@@ -197,13 +199,7 @@ impl Inputs {
             ffn_tp: config.ffn.tp,
             expert_parallel: config.ffn.expert_parallel,
         };
-        let cost = match args.hardware.calibration()? {
-            None => CostModel::roofline(&model, config.gpu, layout),
-            Some((profile, name)) => {
-                CostModel::calibrated(&model, config.gpu, layout, &profile, &name)
-                    .with_context(|| format!("calibration profile {name}"))?
-            }
-        };
+        let cost = cost_model(&args.hardware.cost_source(), &model, config.gpu, layout)?;
         let seed = Seed(args.seed);
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);

@@ -31,6 +31,7 @@ use afd_traces::sweep::{SweepRow, SweepSummary, read_sweep_csv, write_sweep_csv}
 use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
 use crate::cli::output::{emit, table, write_atomically};
 use crate::cli::parse_rule_set;
+use crate::cli::profiles::load_profile;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -161,17 +162,17 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let model = read_model(&args.hardware.model)?;
     let gpu = args.hardware.gpu()?;
     let popularity = parse_routing(&args.hardware.routing)?;
-    let calibration = args.hardware.calibration()?;
-    if let Some((profile, name)) = &calibration {
-        // Every candidate prices from the profile; refuse a bad one before anything runs.
+    // Every candidate prices from the same profiles; refuse bad ones before anything runs.
+    let calibration = load_profile(&args.hardware.cost_source(), gpu)?;
+    if let Some(loaded) = &calibration {
         let layout = CostLayout {
             attention_tp: 1,
             ffn_dp: 1,
             ffn_tp: 1,
             expert_parallel: true,
         };
-        CostModel::calibrated(&model, gpu, layout, profile, name)
-            .with_context(|| format!("calibration profile {name}"))?;
+        CostModel::calibrated(&model, gpu, layout, &loaded.profile, &loaded.name)
+            .with_context(|| format!("calibration profile {}", loaded.name))?;
     }
     let seed = Seed(args.seed);
     let (workload, dataset) = args.workload.workload(seed)?;
@@ -228,7 +229,9 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let plan = plan(&dimensions, &context);
     let inputs = Inputs {
         model: &model,
-        calibration: calibration.as_ref().map(|(p, n)| (p, n.as_str())),
+        calibration: calibration
+            .as_ref()
+            .map(|loaded| (&loaded.profile, loaded.name.as_str())),
         workload: &workload,
         dataset: &dataset,
         options,

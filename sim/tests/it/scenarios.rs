@@ -43,8 +43,8 @@ fn one_by_one_eager() -> ServingConfig {
 #[test]
 fn one_layer_one_request_times_follow_from_the_profile() {
     // Flat tables: every operation costs the same at any size, launches are free.
-    let (h, p, proj, prefill, decode, router, experts, shared, lm) =
-        (100.0, 10.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 8.0);
+    let (h, p, proj, prefill, decode, router, dispatch, experts, shared, lm) =
+        (100.0, 10.0, 40.0, 50.0, 30.0, 5.0, 3.0, 60.0, 20.0, 8.0);
     let tables = vec![
         flat("p2p.one_way", &[("graph", "false")], &["bytes"], p),
         flat("attention.proj", &[], &["tokens"], proj),
@@ -52,6 +52,7 @@ fn one_layer_one_request_times_follow_from_the_profile() {
         flat("attention.mla_decode", &[], &["batch", "context"], decode),
         flat("attention.lm_head", &[], &["tokens"], lm),
         flat("moe.router", &[], &["tokens"], router),
+        flat("moe.dispatch", &[], &["tokens"], dispatch),
         flat(
             "moe.routed_experts",
             &[],
@@ -86,11 +87,12 @@ fn one_layer_one_request_times_follow_from_the_profile() {
     .unwrap();
     let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
     let row = &request_rows(&result, &workload)[0];
-    // Prefill step: host, two control sends, projections + prefill, A→F, router + experts + shared,
-    // F→A, LM head.
-    let ttft = h + 2.0 * p + proj + prefill + p + router + experts + shared + p + lm;
+    // Prefill step: host, two control sends, projections + prefill, A→F, router + dispatch + experts
+    // + shared, F→A, LM head.
+    let moe = router + dispatch + experts + shared;
+    let ttft = h + 2.0 * p + proj + prefill + p + moe + p + lm;
     // Decode step: the same with decode attention instead of prefill.
-    let tpot = h + 2.0 * p + proj + decode + p + router + experts + shared + p + lm;
+    let tpot = h + 2.0 * p + proj + decode + p + moe + p + lm;
     assert_eq!(row.ttft_ms, Some(ttft / 1e3));
     assert_eq!(row.e2el_ms, Some((ttft + tpot) / 1e3));
     let report = build_report(
@@ -267,14 +269,15 @@ fn colocated_baseline_times_follow_from_the_profile() {
     // Two GPUs, DP2 x TP1 with expert parallelism: each runs attention, the router, the
     // all-to-all dispatch, its experts plus the shared experts, and the combine; the idle engine
     // runs a one-row dummy batch, so both GPUs wait for each other at every all-to-all.
-    let (h, proj, prefill, decode, router, experts, shared, a2a, lm) =
-        (100.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 7.0, 8.0);
+    let (h, proj, prefill, decode, router, dispatch, experts, shared, a2a, lm) =
+        (100.0, 40.0, 50.0, 30.0, 5.0, 3.0, 60.0, 20.0, 7.0, 8.0);
     let tables = flat_costs(&[
         ("attention.proj", proj),
         ("attention.prefill", prefill),
         ("attention.mla_decode", decode),
         ("attention.lm_head", lm),
         ("moe.router", router),
+        ("moe.dispatch", dispatch),
         ("moe.routed_experts", experts),
         ("moe.shared_experts", shared),
         ("nccl.all_to_all@ranks=2", a2a),
@@ -309,7 +312,7 @@ fn colocated_baseline_times_follow_from_the_profile() {
     .unwrap();
     let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
     let row = &request_rows(&result, &workload)[0];
-    let moe = router + a2a + experts + shared + a2a;
+    let moe = router + a2a + dispatch + experts + shared + a2a;
     let ttft = h + proj + prefill + moe + lm;
     let tpot = h + proj + decode + moe + lm;
     assert_eq!(row.ttft_ms, Some(ttft / 1e3));
@@ -337,14 +340,15 @@ fn colocated_baseline_times_follow_from_the_profile() {
 fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
     // DP1 x TP2 with DBO: a decode step of 4 requests splits 2/2. Flat tables make each ubatch's
     // op cost what the whole batch's would, so only the schedule differs from the serial step.
-    let (h, proj, decode, reduce, router, experts, shared, a2a, lm) =
-        (100.0, 10.0, 30.0, 5.0, 5.0, 60.0, 20.0, 30.0, 8.0);
+    let (h, proj, decode, reduce, router, dispatch, experts, shared, a2a, lm) =
+        (100.0, 10.0, 30.0, 5.0, 5.0, 0.0, 60.0, 20.0, 30.0, 8.0);
     let tables = flat_costs(&[
         ("attention.proj", proj),
         ("attention.prefill", 50.0),
         ("attention.mla_decode", decode),
         ("attention.lm_head", lm),
         ("moe.router", router),
+        ("moe.dispatch", dispatch),
         ("moe.routed_experts", experts),
         ("moe.shared_experts", shared),
         ("nccl.all_to_all@ranks=2", a2a),
