@@ -65,7 +65,7 @@ impl SimDuration {
             return SimDuration(0);
         }
         // The cast saturates at u64::MAX for absurdly large values, which the bounds then report.
-        SimDuration((us * 1e3).round() as u64)
+        SimDuration(round_half_away(us * 1e3) as u64)
     }
 
     /// Rounds a non-negative float of seconds to the nearest nanosecond; NaN and negatives give 0.
@@ -137,6 +137,26 @@ impl fmt::Display for SimTime {
 impl fmt::Display for SimDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:.3}ms", self.0 as f64 / 1e6)
+    }
+}
+
+/// `x.round()` (half away from zero) for a value about to be cast to an integer, without a libm
+/// call: truncation and one comparison, exact for every float (only the sign of a zero result may
+/// differ, which no integer cast sees). Hot pricing code rounds every duration.
+#[inline]
+pub fn round_half_away(x: f64) -> f64 {
+    // Beyond 2^52 every float is an integer (and NaN and infinities round to themselves).
+    if x.abs() >= 4_503_599_627_370_496.0 || x.is_nan() {
+        return x;
+    }
+    let whole = x as i64 as f64;
+    let fraction = x - whole;
+    if fraction >= 0.5 {
+        whole + 1.0
+    } else if fraction <= -0.5 {
+        whole - 1.0
+    } else {
+        whole
     }
 }
 

@@ -207,10 +207,107 @@ pub struct CostModel {
     usage: [Cell<ClassUsage>; OpClass::ALL.len()],
     // Memo cache of hand-offs by row count; exact keys only.
     memo_p2p: RefCell<Vec<Option<MemoTransfer>>>,
+    /// Prices by operation and integer arguments, with the usage each recorded.
+    memo: RefCell<PriceMemo>,
 }
 
 /// A memoised transfer and the lookup that priced it (to count memo hits by source).
 type MemoTransfer = (TransferCost, Option<Lookup>);
+
+/// The operations whose prices are memoised by their integer arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum PricedOp {
+    NcclBusyRows,
+    HandoffWaitExtra,
+    FanInOccupancy,
+    AllReduceRows,
+    AllToAllRows,
+    Router,
+    MoeDispatch,
+    MoeCompositionNs,
+    SharedExperts,
+    DenseMlp,
+    AttentionProj,
+    AttentionDecode,
+    AttentionPrefill,
+    LmHead,
+    EagerHost,
+    StepHost,
+}
+
+/// A memoised price.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Priced {
+    Duration(SimDuration),
+    Maybe(Option<SimDuration>),
+    Signed(i64),
+    Curve(WaitCurve),
+}
+
+/// What one priced call added to the usage counters, replayed on every memo hit so the report's
+/// counts are those of uncached calls. At most [`UsageDelta::CAPACITY`] classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct UsageDelta {
+    len: u8,
+    items: [(u8, ClassUsage); UsageDelta::CAPACITY],
+}
+
+impl UsageDelta {
+    const CAPACITY: usize = 3;
+}
+
+/// Prices by `(operation, argument, argument)`. Pricing is a pure function of the model, the
+/// layout and the profile, so a memoised price is exactly the uncached one.
+#[derive(Debug, Default)]
+struct PriceMemo {
+    entries: PriceTable,
+}
+
+#[expect(
+    clippy::disallowed_types,
+    reason = "a lookup table of prices; it is never iterated"
+)]
+type PriceTable = std::collections::HashMap<(PricedOp, u64, u64), (Priced, UsageDelta), BuildMix>;
+
+/// A fast hasher for small integer keys (lookups only).
+#[derive(Clone, Copy, Debug, Default)]
+struct BuildMix;
+
+impl std::hash::BuildHasher for BuildMix {
+    type Hasher = Mix;
+
+    fn build_hasher(&self) -> Mix {
+        Mix(0)
+    }
+}
+
+/// Multiply-rotate mixing of the words written.
+#[derive(Debug)]
+struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.write_u64(u64::from(value));
+    }
+
+    fn write_isize(&mut self, value: isize) {
+        self.write_u64(value as u64);
+    }
+}
 
 /// The calibrated tables this model can use, already made interpolable.
 #[derive(Debug, Default)]
@@ -260,6 +357,7 @@ impl CostModel {
             calibration: None,
             usage: Default::default(),
             memo_p2p: RefCell::new(Vec::new()),
+            memo: RefCell::new(PriceMemo::default()),
         }
     }
 
@@ -286,6 +384,9 @@ impl CostModel {
     /// Replaces the efficiency factors and launch costs (tests and what-if studies).
     pub fn with_efficiency(mut self, efficiency: Efficiency) -> CostModel {
         self.efficiency = efficiency;
+        // Prices made with the old factors no longer hold.
+        self.memo_p2p.get_mut().clear();
+        self.memo.get_mut().entries.clear();
         self
     }
 
@@ -343,6 +444,46 @@ impl CostModel {
         };
         cell.set(usage);
         out
+    }
+
+    /// The price `key` names: from the memo (replaying the usage it recorded), or from `price`
+    /// (remembered with the usage it recorded).
+    fn memoised(&self, key: (PricedOp, u64, u64), price: impl FnOnce() -> Priced) -> Priced {
+        if let Some(&(value, delta)) = self.memo.borrow().entries.get(&key) {
+            for &(class, add) in &delta.items[..delta.len as usize] {
+                let cell = &self.usage[class as usize];
+                let mut usage = cell.get();
+                usage.calibrated += add.calibrated;
+                usage.roofline += add.roofline;
+                usage.out_of_range += add.out_of_range;
+                cell.set(usage);
+            }
+            return value;
+        }
+        let before: [ClassUsage; OpClass::ALL.len()] = std::array::from_fn(|i| self.usage[i].get());
+        let value = price();
+        let mut delta = UsageDelta::default();
+        for (i, before) in before.iter().enumerate() {
+            let after = self.usage[i].get();
+            if after == *before {
+                continue;
+            }
+            if delta.len as usize == UsageDelta::CAPACITY {
+                // Too many classes to replay: price this one afresh every time.
+                return value;
+            }
+            delta.items[delta.len as usize] = (
+                i as u8,
+                ClassUsage {
+                    calibrated: after.calibrated - before.calibrated,
+                    roofline: after.roofline - before.roofline,
+                    out_of_range: after.out_of_range - before.out_of_range,
+                },
+            );
+            delta.len += 1;
+        }
+        self.memo.borrow_mut().entries.insert(key, (value, delta));
+        value
     }
 
     fn calibration(&self) -> Option<&Calibrated> {
@@ -433,6 +574,15 @@ impl CostModel {
     /// one-way operations in a graph (`p2p.one_way`, `graph=true`), where each rank runs one NCCL
     /// kernel per operation. `None` without that table.
     pub fn nccl_busy_rows(&self, rows: u32) -> Option<SimDuration> {
+        let key = (PricedOp::NcclBusyRows, u64::from(rows), 0);
+        match self.memoised(key, || Priced::Maybe(self.nccl_busy_rows_priced(rows))) {
+            Priced::Maybe(value) => value,
+            other => unreachable!("{other:?} memoised for nccl_busy_rows"),
+        }
+    }
+
+    /// [`CostModel::nccl_busy_rows`] without the memo.
+    fn nccl_busy_rows_priced(&self, rows: u32) -> Option<SimDuration> {
         let bytes = f64::from(rows) * self.model.row_bytes() as f64;
         self.calibration()
             .and_then(|c| c.p2p_graph.as_ref())
@@ -445,6 +595,15 @@ impl CostModel {
     /// `p2p.handoff` the receiver waits for the peer's compute (`work_us`) and one leg, and each
     /// longer compute adds to the leg (on 2 × H200: +0.5 µs after 22 µs, +4 µs after 165 µs).
     pub fn handoff_wait_extra(&self, rows: u32) -> WaitCurve {
+        let key = (PricedOp::HandoffWaitExtra, u64::from(rows), 0);
+        match self.memoised(key, || Priced::Curve(self.handoff_wait_extra_priced(rows))) {
+            Priced::Curve(value) => value,
+            other => unreachable!("{other:?} memoised for handoff_wait_extra"),
+        }
+    }
+
+    /// [`CostModel::handoff_wait_extra`] without the memo.
+    fn handoff_wait_extra_priced(&self, rows: u32) -> WaitCurve {
         let mut out = WaitCurve::default();
         let Some(handoff) = self.calibration().map(|c| &c.handoff) else {
             return out;
@@ -468,6 +627,21 @@ impl CostModel {
     /// at once (afd-spec fan-in): from `p2p.fan_in` when measured for this sender count, else the
     /// one-way occupancy (the port then serialises the senders).
     pub fn fan_in_occupancy(&self, rows: u32, senders: u32) -> SimDuration {
+        let key = (
+            PricedOp::FanInOccupancy,
+            u64::from(rows),
+            u64::from(senders),
+        );
+        match self.memoised(key, || {
+            Priced::Duration(self.fan_in_occupancy_priced(rows, senders))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for fan_in_occupancy"),
+        }
+    }
+
+    /// [`CostModel::fan_in_occupancy`] without the memo.
+    fn fan_in_occupancy_priced(&self, rows: u32, senders: u32) -> SimDuration {
         let single = self.transfer_rows(rows);
         if senders <= 1 {
             return single.occupancy;
@@ -492,6 +666,17 @@ impl CostModel {
     /// Ring all-reduce of `rows` rows over `ranks` GPUs (Attention TP after `o_proj`; FFN TP after
     /// the experts, afd-spec §3.7).
     pub fn all_reduce_rows(&self, rows: u32, ranks: u32) -> SimDuration {
+        let key = (PricedOp::AllReduceRows, u64::from(rows), u64::from(ranks));
+        match self.memoised(key, || {
+            Priced::Duration(self.all_reduce_rows_priced(rows, ranks))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for all_reduce_rows"),
+        }
+    }
+
+    /// [`CostModel::all_reduce_rows`] without the memo.
+    fn all_reduce_rows_priced(&self, rows: u32, ranks: u32) -> SimDuration {
         if ranks <= 1 {
             return SimDuration::ZERO;
         }
@@ -513,6 +698,17 @@ impl CostModel {
 
     /// All-to-all of `rows` rows per rank over `ranks` GPUs (FFN DP + EP dispatch or combine).
     pub fn all_to_all_rows(&self, rows: u32, ranks: u32) -> SimDuration {
+        let key = (PricedOp::AllToAllRows, u64::from(rows), u64::from(ranks));
+        match self.memoised(key, || {
+            Priced::Duration(self.all_to_all_rows_priced(rows, ranks))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for all_to_all_rows"),
+        }
+    }
+
+    /// [`CostModel::all_to_all_rows`] without the memo.
+    fn all_to_all_rows_priced(&self, rows: u32, ranks: u32) -> SimDuration {
         if ranks <= 1 {
             return SimDuration::ZERO;
         }
@@ -533,6 +729,15 @@ impl CostModel {
 
     /// Router (gate GEMM + top-k) of one MoE layer over `tokens` rows.
     pub fn router(&self, tokens: u32) -> SimDuration {
+        let key = (PricedOp::Router, u64::from(tokens), 0);
+        match self.memoised(key, || Priced::Duration(self.router_priced(tokens))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for router"),
+        }
+    }
+
+    /// [`CostModel::router`] without the memo.
+    fn router_priced(&self, tokens: u32) -> SimDuration {
         let lookup = self
             .calibration()
             .and_then(|c| c.router.as_ref().map(|curve| curve.at(f64::from(tokens))));
@@ -551,6 +756,15 @@ impl CostModel {
     /// Token gather before the routed experts and the weighted combine after them, over `tokens`
     /// rows of one FFN rank (`moe.dispatch`).
     pub fn moe_dispatch(&self, tokens: u32) -> SimDuration {
+        let key = (PricedOp::MoeDispatch, u64::from(tokens), 0);
+        match self.memoised(key, || Priced::Duration(self.moe_dispatch_priced(tokens))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for moe_dispatch"),
+        }
+    }
+
+    /// [`CostModel::moe_dispatch`] without the memo.
+    fn moe_dispatch_priced(&self, tokens: u32) -> SimDuration {
         let lookup = self
             .calibration()
             .and_then(|c| c.dispatch.as_ref().map(|curve| curve.at(f64::from(tokens))));
@@ -570,6 +784,17 @@ impl CostModel {
     /// timed back to back with themselves; in a layer they follow one another and the router's
     /// and dispatch's small working sets are no longer warm in L2. Zero without the table.
     pub fn moe_composition_ns(&self, tokens: u32) -> i64 {
+        let key = (PricedOp::MoeCompositionNs, u64::from(tokens), 0);
+        match self.memoised(key, || {
+            Priced::Signed(self.moe_composition_ns_priced(tokens))
+        }) {
+            Priced::Signed(value) => value,
+            other => unreachable!("{other:?} memoised for moe_composition_ns"),
+        }
+    }
+
+    /// [`CostModel::moe_composition_ns`] without the memo.
+    fn moe_composition_ns_priced(&self, tokens: u32) -> i64 {
         let lookup = self.calibration().and_then(|c| {
             c.composition
                 .as_ref()
@@ -578,7 +803,7 @@ impl CostModel {
         match lookup {
             Some(found) => {
                 self.record(OpClass::MoeLayer, Some(found));
-                (found.value_us * 1e3).round() as i64
+                crate::time::round_half_away(found.value_us * 1e3) as i64
             }
             None => 0,
         }
@@ -617,6 +842,15 @@ impl CostModel {
 
     /// Fused shared-expert MLP over `tokens` rows, TP-sharded over the FFN TP group.
     pub fn shared_experts(&self, tokens: u32) -> SimDuration {
+        let key = (PricedOp::SharedExperts, u64::from(tokens), 0);
+        match self.memoised(key, || Priced::Duration(self.shared_experts_priced(tokens))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for shared_experts"),
+        }
+    }
+
+    /// [`CostModel::shared_experts`] without the memo.
+    fn shared_experts_priced(&self, tokens: u32) -> SimDuration {
         if self.model.shared_expert_params() == 0 || !self.model.has_moe() {
             return SimDuration::ZERO;
         }
@@ -636,6 +870,15 @@ impl CostModel {
 
     /// Dense MLP of the first layers over `tokens` rows, TP-sharded (afd-spec §3.2: FFN owns it).
     pub fn dense_mlp(&self, tokens: u32) -> SimDuration {
+        let key = (PricedOp::DenseMlp, u64::from(tokens), 0);
+        match self.memoised(key, || Priced::Duration(self.dense_mlp_priced(tokens))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for dense_mlp"),
+        }
+    }
+
+    /// [`CostModel::dense_mlp`] without the memo.
+    fn dense_mlp_priced(&self, tokens: u32) -> SimDuration {
         let tp = f64::from(self.layout.ffn_tp.max(1));
         let lookup = self
             .calibration()
@@ -661,6 +904,15 @@ impl CostModel {
 
     /// One layer's Attention-side projections and norms over `tokens` rows on one Attention rank.
     pub fn attention_proj(&self, tokens: u32) -> SimDuration {
+        let key = (PricedOp::AttentionProj, u64::from(tokens), 0);
+        match self.memoised(key, || Priced::Duration(self.attention_proj_priced(tokens))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for attention_proj"),
+        }
+    }
+
+    /// [`CostModel::attention_proj`] without the memo.
+    fn attention_proj_priced(&self, tokens: u32) -> SimDuration {
         let tp = f64::from(self.layout.attention_tp.max(1));
         let lookup = self
             .calibration()
@@ -678,6 +930,17 @@ impl CostModel {
     /// One layer's decode attention over `batch` sequences whose contexts sum to `context_sum`
     /// tokens. MLA reads the whole latent cache on every TP rank; only the heads are split.
     pub fn attention_decode(&self, batch: u32, context_sum: u64) -> SimDuration {
+        let key = (PricedOp::AttentionDecode, u64::from(batch), context_sum);
+        match self.memoised(key, || {
+            Priced::Duration(self.attention_decode_priced(batch, context_sum))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for attention_decode"),
+        }
+    }
+
+    /// [`CostModel::attention_decode`] without the memo.
+    fn attention_decode_priced(&self, batch: u32, context_sum: u64) -> SimDuration {
         if batch == 0 {
             return SimDuration::ZERO;
         }
@@ -702,6 +965,21 @@ impl CostModel {
 
     /// One layer's prefill attention for a chunk of `tokens` tokens on top of `context` cached ones.
     pub fn attention_prefill(&self, tokens: u32, context: u32) -> SimDuration {
+        let key = (
+            PricedOp::AttentionPrefill,
+            u64::from(tokens),
+            u64::from(context),
+        );
+        match self.memoised(key, || {
+            Priced::Duration(self.attention_prefill_priced(tokens, context))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for attention_prefill"),
+        }
+    }
+
+    /// [`CostModel::attention_prefill`] without the memo.
+    fn attention_prefill_priced(&self, tokens: u32, context: u32) -> SimDuration {
         if tokens == 0 {
             return SimDuration::ZERO;
         }
@@ -727,6 +1005,15 @@ impl CostModel {
 
     /// LM head and sampling for `rows` sampled sequences on one Attention rank (vocab-parallel).
     pub fn lm_head(&self, rows: u32) -> SimDuration {
+        let key = (PricedOp::LmHead, u64::from(rows), 0);
+        match self.memoised(key, || Priced::Duration(self.lm_head_priced(rows))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for lm_head"),
+        }
+    }
+
+    /// [`CostModel::lm_head`] without the memo.
+    fn lm_head_priced(&self, rows: u32) -> SimDuration {
         let lookup = self.calibration().and_then(|c| {
             c.lm_head
                 .as_ref()
@@ -747,6 +1034,17 @@ impl CostModel {
     /// Host time to issue an operation of `kernels` kernels in eager mode; `class` selects a
     /// measured `derived.host_us` when the profile has one for that operation.
     pub fn eager_host(&self, class: OpClass, kernels: u32) -> SimDuration {
+        let key = (PricedOp::EagerHost, class as u64, u64::from(kernels));
+        match self.memoised(key, || {
+            Priced::Duration(self.eager_host_priced(class, kernels))
+        }) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for eager_host"),
+        }
+    }
+
+    /// [`CostModel::eager_host`] without the memo.
+    fn eager_host_priced(&self, class: OpClass, kernels: u32) -> SimDuration {
         if let Some(us) = self.calibration().and_then(|c| c.host_us[class.index()]) {
             self.record(
                 OpClass::LaunchEager,
@@ -797,6 +1095,15 @@ impl CostModel {
 
     /// Host time of one engine step outside the forward pass, for `requests` scheduled requests.
     pub fn step_host(&self, requests: u32) -> SimDuration {
+        let key = (PricedOp::StepHost, u64::from(requests), 0);
+        match self.memoised(key, || Priced::Duration(self.step_host_priced(requests))) {
+            Priced::Duration(value) => value,
+            other => unreachable!("{other:?} memoised for step_host"),
+        }
+    }
+
+    /// [`CostModel::step_host`] without the memo.
+    fn step_host_priced(&self, requests: u32) -> SimDuration {
         let lookup = self.calibration().and_then(|c| {
             c.host_step
                 .as_ref()

@@ -25,3 +25,33 @@ fn huge_integer_spans_saturate() {
     assert_eq!(SimDuration::from_us(u64::MAX / 2).as_ns(), u64::MAX);
     assert_eq!(SimDuration::from_ms(u64::MAX / 2).as_ns(), u64::MAX);
 }
+
+proptest::proptest! {
+    /// The libm-free rounding agrees with `f64::round` on every float an integer cast would see.
+    #[test]
+    fn round_half_away_is_f64_round(bits in proptest::num::u64::ANY, small in -1e7f64..1e7) {
+        for x in [f64::from_bits(bits), small, small.trunc() + 0.5, small.trunc() - 0.5] {
+            let (ours, std) = (round_half_away(x), x.round());
+            proptest::prop_assert!(
+                ours == std || (ours.is_nan() && std.is_nan()),
+                "{x:e}: {ours:e} vs {std:e}"
+            );
+            proptest::prop_assert_eq!(ours as i64, std as i64);
+            proptest::prop_assert_eq!(ours as u64, std as u64);
+        }
+    }
+}
+
+#[test]
+fn round_half_away_rounds_halves_away_from_zero() {
+    for (x, rounded) in [
+        (0.5, 1.0),
+        (-0.5, -1.0),
+        (2.5, 3.0),
+        (0.499_999_999_999_999_94, 0.0),
+        (1e300, 1e300),
+        (4_503_599_627_370_495.5, 4_503_599_627_370_496.0),
+    ] {
+        assert_eq!(round_half_away(x), rounded, "{x:e}");
+    }
+}
