@@ -404,3 +404,85 @@ fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
     assert_eq!(c1_end, 260.0);
     assert_eq!(last_step_us(dbo), (2, h + c1_end + lm));
 }
+
+/// The built-in H200 profiles merged, as `--gpu h200` prices.
+fn h200_profile() -> afd_traces::calibration::CalibrationProfile {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/calibration");
+    let read = |name: &str| {
+        let text = std::fs::read_to_string(root.join(name)).expect("the profiles are committed");
+        afd_traces::calibration::CalibrationProfile::from_json(&text)
+            .expect("the committed profiles are valid")
+    };
+    afd_sim::model::cost::merge_profiles([
+        read("h200x2-deepseek-v2-lite.json"),
+        read("h200x2-handoff.json"),
+    ])
+    .expect("two profiles merge into one")
+}
+
+/// Whole runs with the layer memo (the default) and with the reference sweep give the same report,
+/// on roofline and measured costs, graphs and eager steps, DBO, TP all-reduces and all-to-alls,
+/// DP engines and fan-in (only the diagnostic count of layers taken from the memo differs).
+#[test]
+fn the_layer_memo_gives_the_reference_runs() {
+    let model = ModelArch::deepseek_v2_lite();
+    let h200 = h200_profile();
+    let layout = |dp, tp, expert_parallel| RoleLayout {
+        dp,
+        tp,
+        expert_parallel,
+    };
+    let mut configs = Vec::new();
+    configs.push(ServingConfig::seed_recipe());
+    let mut dp = ServingConfig::seed_recipe();
+    dp.attention = layout(4, 1, false);
+    dp.ffn = layout(2, 1, true);
+    dp.graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![1, 2, 4, 8, 16],
+    };
+    configs.push(dp);
+    let mut eager = ServingConfig::seed_recipe();
+    eager.attention = layout(3, 1, false);
+    eager.ffn = layout(1, 2, false);
+    eager.dbo = None;
+    eager.graph = GraphMode::Eager;
+    configs.push(eager);
+    let mut wide = ServingConfig::seed_recipe();
+    wide.attention = layout(2, 2, false);
+    wide.ffn = layout(1, 4, true);
+    configs.push(wide);
+    let w = workload(24, 300, 24, Some(30.0), Some(12), 9);
+    for config in &configs {
+        for calibrated in [false, true] {
+            let run = |memo: bool| {
+                let mut options = RunOptions::new(Seed(9));
+                options.model.layer_memo = memo;
+                let cost = if calibrated {
+                    CostModel::calibrated(&model, config.gpu, layout_of(config), &h200, "h200")
+                        .unwrap()
+                } else {
+                    crate::support::roofline(config, &model)
+                };
+                let result = afd_sim::engine::run(config, cost, &w, &options).unwrap();
+                let mut report = build_report(
+                    &result,
+                    &ReportContext {
+                        config,
+                        workload: &w,
+                        seed: Seed(9),
+                        dataset: "random",
+                    },
+                );
+                let taken = report.steps.shortcut_layers;
+                report.steps.shortcut_layers = 0;
+                (report.to_json(), taken)
+            };
+            let (reference, _) = run(false);
+            let (memoised, taken) = run(true);
+            assert_eq!(reference, memoised, "{config:?} calibrated {calibrated}");
+            if !calibrated {
+                assert!(taken > 0, "{config:?}: the memo took no layer");
+            }
+        }
+    }
+}
