@@ -22,8 +22,7 @@ use crate::model::scheduler::{
 };
 use crate::model::workload::{ExpertPopularity, ExpertSampler};
 use crate::pipeline::{
-    FfnCollective, LayerMemo, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming,
-    Sweep, run_step, run_step_memo,
+    FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
 };
 use crate::pricing::{PriceScratch, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
@@ -39,9 +38,6 @@ pub struct ModelOptions {
     pub popularity: ExpertPopularity,
     /// Use the periodic shortcut in the layer sweep (exact; off only to test it).
     pub periodic_shortcut: bool,
-    /// Take layers from the layer memo (`pipeline/memo.rs`; exact; off only to test it). Steps that
-    /// record a timeline always run the reference sweep.
-    pub layer_memo: bool,
 }
 
 impl Default for ModelOptions {
@@ -49,7 +45,6 @@ impl Default for ModelOptions {
         ModelOptions {
             popularity: ExpertPopularity::Uniform,
             periodic_shortcut: true,
-            layer_memo: true,
         }
     }
 }
@@ -152,7 +147,6 @@ pub struct Cluster {
     layout: PipelineLayout,
     state: PipelineState,
     sweep: Sweep,
-    memo: LayerMemo,
     engines: Vec<EngineScheduler>,
     batches: Vec<EngineBatch>,
     requests: Vec<RequestState>,
@@ -297,7 +291,6 @@ impl Cluster {
             layout,
             cost,
             sweep: Sweep::new(),
-            memo: LayerMemo::new(),
             engines,
             batches: vec![EngineBatch::default(); engine_count],
             requests: Vec::new(),
@@ -445,27 +438,16 @@ impl Cluster {
             );
         } else {
             self.price();
-            if sink.is_none() && self.options.layer_memo && self.memo.should_try() {
-                run_step_memo(
-                    &self.layout,
-                    &self.costs,
-                    &mut self.state,
-                    start_ns,
-                    &mut self.memo,
-                    &mut self.timing,
-                );
-            } else {
-                run_step(
-                    &self.layout,
-                    &self.costs,
-                    &mut self.state,
-                    start_ns,
-                    &mut self.sweep,
-                    &mut self.timing,
-                    sink,
-                    self.options.periodic_shortcut,
-                );
-            }
+            run_step(
+                &self.layout,
+                &self.costs,
+                &mut self.state,
+                start_ns,
+                &mut self.sweep,
+                &mut self.timing,
+                sink,
+                self.options.periodic_shortcut,
+            );
         }
         self.in_step = true;
         self.step_start = start_ns;

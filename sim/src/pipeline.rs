@@ -26,10 +26,6 @@
 //! advance exactly by λ each; the sweep jumps over them. `shortcut_matches_full_sweep` proves the
 //! equality on generated steps.
 
-mod memo;
-
-pub use memo::{LayerMemo, run_step_memo};
-
 /// How the FFN ranks of a MoE layer exchange tokens (afd-spec §3.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FfnCollective {
@@ -118,15 +114,6 @@ impl WaitCurve {
         }
     }
 
-    /// The curve as plain words (its length, then its points), for exact comparison.
-    pub(crate) fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        std::iter::once(u64::from(self.len)).chain(
-            self.points[..self.len as usize]
-                .iter()
-                .flat_map(|&(w, v)| [w, v]),
-        )
-    }
-
     /// The value after waiting `wait`.
     #[inline]
     pub fn at(&self, wait: u64) -> u64 {
@@ -141,8 +128,7 @@ impl WaitCurve {
             let ((w0, v0), (w1, v1)) = (pair[0], pair[1]);
             if wait <= w1 {
                 let t = (wait - w0) as f64 / (w1 - w0) as f64;
-                return crate::time::round_half_away(v0 as f64 + t * (v1 as f64 - v0 as f64))
-                    as u64;
+                return (v0 as f64 + t * (v1 as f64 - v0 as f64)).round() as u64;
             }
         }
         points[points.len() - 1].1
@@ -299,23 +285,17 @@ pub struct StepTiming {
 /// Scratch buffers of the sweep, reused between steps.
 #[derive(Clone, Debug, Default)]
 pub struct Sweep {
-    buffers: LaneBuffers,
-    previous_device: Vec<u64>,
-    device: Vec<u64>,
-    previous_host: Vec<u64>,
-    busy_before: Vec<u64>,
-    busy_now: Vec<u64>,
-}
-
-/// The per-rank times [`Lanes`] views.
-#[derive(Clone, Debug, Default)]
-struct LaneBuffers {
     stream: Vec<u64>,
     host: Vec<u64>,
     fstream: Vec<u64>,
     fhost: Vec<u64>,
     to_ffn: Vec<u64>,
     to_attention: [Vec<u64>; 2],
+    previous_device: Vec<u64>,
+    device: Vec<u64>,
+    previous_host: Vec<u64>,
+    busy_before: Vec<u64>,
+    busy_now: Vec<u64>,
 }
 
 impl Sweep {
@@ -449,15 +429,75 @@ pub fn run_step(
     shortcut: bool,
 ) {
     let a_n = layout.attention_ranks;
+    let f_n = layout.ffn_ranks;
     let stages = costs.stages;
     let shortcut = shortcut && sink.is_none();
-    let forward_start = begin(layout, costs, state, start, &mut sweep.buffers, timing);
-    let PipelineState {
-        ffn_ready,
-        port_free,
-    } = state;
-    let mut lanes = Lanes::new(&mut sweep.buffers, port_free, timing);
-    control_payload(layout, costs, ffn_ready, &mut lanes, &mut sink);
+    let host = &costs.host;
+    let attention_eager = !costs.attention_graph;
+    let forward_start = start + host.step;
+    timing.forward_start = forward_start;
+    timing.shortcut_layers = 0;
+    reset(&mut timing.attention_busy, a_n, 0);
+    reset(&mut timing.ffn_busy, f_n, 0);
+    reset(&mut timing.link_busy, f_n, 0);
+    reset(&mut sweep.stream, a_n, forward_start);
+    reset(&mut sweep.host, a_n, forward_start);
+    reset(&mut sweep.to_ffn, a_n, 0);
+    for s in 0..2 {
+        reset(&mut sweep.to_attention[s], a_n, 0);
+    }
+    reset(&mut sweep.fstream, f_n, 0);
+    reset(&mut sweep.fhost, f_n, 0);
+
+    let [to_attention_0, to_attention_1] = &mut sweep.to_attention;
+    let mut lanes = Lanes {
+        stream: &mut sweep.stream,
+        host: &mut sweep.host,
+        fstream: &mut sweep.fstream,
+        fhost: &mut sweep.fhost,
+        to_ffn: &mut sweep.to_ffn,
+        to_attention: [to_attention_0, to_attention_1],
+        port_free: &mut state.port_free,
+        attention_busy: &mut timing.attention_busy,
+        ffn_busy: &mut timing.ffn_busy,
+        link_busy: &mut timing.link_busy,
+        attention_host_won: false,
+        ffn_host_won: false,
+    };
+
+    // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
+    // host outside any graph. The FFN host, synchronised on its previous step (§6.2), starts the
+    // step once the payload has arrived.
+    for f in 0..f_n {
+        let a = f;
+        lanes.host[a] += 2 * host.p2p;
+        let begin = lanes.stream[a].max(lanes.host[a]);
+        let end = begin + costs.control;
+        lanes.stream[a] = end;
+        record(
+            &mut sink,
+            Track::Attention(a),
+            SpanKind::Control,
+            0,
+            0,
+            begin,
+            end,
+        );
+        let ready = state.ffn_ready[f];
+        let started = ready.max(end) + host.ffn_loop;
+        lanes.fstream[f] = ready;
+        lanes.fhost[f] = if costs.ffn_graph {
+            started + host.graph_launch
+        } else {
+            started
+        };
+    }
+    if costs.attention_graph {
+        for h in lanes.host.iter_mut() {
+            *h += host.graph_launch;
+        }
+    }
+
     let mut skipped = 0u32;
     let mut layer = 0;
     while layer < layout.layers {
@@ -474,7 +514,25 @@ pub fn run_step(
             snapshot_hosts(&lanes, &mut sweep.previous_host);
             snapshot_busy(&lanes, &mut sweep.busy_before);
         }
-        run_layer(layout, costs, &mut lanes, layer, &mut sink);
+        for s in 0..stages {
+            attention_stage(layout, costs, &mut lanes, layer, s, &mut sink);
+            ffn_stage(layout, costs, &mut lanes, layer, s, &mut sink);
+            if stages == 1 {
+                for a in 0..a_n {
+                    recv_on_attention(
+                        &mut lanes,
+                        a,
+                        0,
+                        attention_eager,
+                        host.p2p,
+                        costs.recv_busy[0][a],
+                        &costs.recv_extra[0][a],
+                        layer,
+                        &mut sink,
+                    );
+                }
+            }
+        }
         if run > 0 {
             snapshot_device(&lanes, stages, &mut sweep.device);
             if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device)
@@ -500,165 +558,11 @@ pub fn run_step(
         }
         layer += 1;
     }
-    let end = finish(
-        layout,
-        costs,
-        ffn_ready,
-        &mut lanes,
-        forward_start,
-        &mut sink,
-    );
-    timing.shortcut_layers = skipped;
-    timing.end = end;
-}
-
-/// Resets the sweep's lanes and the step's busy counters for a step starting at `start`; returns
-/// when the forward pass starts.
-fn begin(
-    layout: &PipelineLayout,
-    costs: &StepCosts,
-    state: &PipelineState,
-    start: u64,
-    sweep: &mut LaneBuffers,
-    timing: &mut StepTiming,
-) -> u64 {
-    let a_n = layout.attention_ranks;
-    let f_n = layout.ffn_ranks;
-    debug_assert_eq!(state.ffn_ready.len(), f_n, "state of another layout");
-    let forward_start = start + costs.host.step;
-    timing.forward_start = forward_start;
-    timing.shortcut_layers = 0;
-    reset(&mut timing.attention_busy, a_n, 0);
-    reset(&mut timing.ffn_busy, f_n, 0);
-    reset(&mut timing.link_busy, f_n, 0);
-    reset(&mut sweep.stream, a_n, forward_start);
-    reset(&mut sweep.host, a_n, forward_start);
-    reset(&mut sweep.to_ffn, a_n, 0);
-    for s in 0..2 {
-        reset(&mut sweep.to_attention[s], a_n, 0);
-    }
-    reset(&mut sweep.fstream, f_n, 0);
-    reset(&mut sweep.fhost, f_n, 0);
-    forward_start
-}
-
-impl<'a> Lanes<'a> {
-    fn new(
-        sweep: &'a mut LaneBuffers,
-        port_free: &'a mut [u64],
-        timing: &'a mut StepTiming,
-    ) -> Self {
-        let [to_attention_0, to_attention_1] = &mut sweep.to_attention;
-        Lanes {
-            stream: &mut sweep.stream,
-            host: &mut sweep.host,
-            fstream: &mut sweep.fstream,
-            fhost: &mut sweep.fhost,
-            to_ffn: &mut sweep.to_ffn,
-            to_attention: [to_attention_0, to_attention_1],
-            port_free,
-            attention_busy: &mut timing.attention_busy,
-            ffn_busy: &mut timing.ffn_busy,
-            link_busy: &mut timing.link_busy,
-            attention_host_won: false,
-            ffn_host_won: false,
-        }
-    }
-}
-
-/// The control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by
-/// the host outside any graph. The FFN host, synchronised on its previous step (§6.2), starts the
-/// step once the payload has arrived. Then the graphs are launched.
-fn control_payload(
-    layout: &PipelineLayout,
-    costs: &StepCosts,
-    ffn_ready: &[u64],
-    lanes: &mut Lanes<'_>,
-    sink: &mut Option<&mut SpanSink>,
-) {
-    let host = &costs.host;
-    for (f, &ready) in ffn_ready.iter().enumerate().take(layout.ffn_ranks) {
-        let a = f;
-        lanes.host[a] += 2 * host.p2p;
-        let begin = lanes.stream[a].max(lanes.host[a]);
-        let end = begin + costs.control;
-        lanes.stream[a] = end;
-        record(
-            sink,
-            Track::Attention(a),
-            SpanKind::Control,
-            0,
-            0,
-            begin,
-            end,
-        );
-        let started = ready.max(end) + host.ffn_loop;
-        lanes.fstream[f] = ready;
-        lanes.fhost[f] = if costs.ffn_graph {
-            started + host.graph_launch
-        } else {
-            started
-        };
-    }
-    if costs.attention_graph {
-        for h in lanes.host.iter_mut() {
-            *h += host.graph_launch;
-        }
-    }
-}
-
-/// One layer of every stage: Attention side, FFN side and (without DBO) the receive back.
-#[inline]
-fn run_layer(
-    layout: &PipelineLayout,
-    costs: &StepCosts,
-    lanes: &mut Lanes<'_>,
-    layer: usize,
-    sink: &mut Option<&mut SpanSink>,
-) {
-    let stages = costs.stages;
-    let attention_eager = !costs.attention_graph;
-    for s in 0..stages {
-        attention_stage(layout, costs, lanes, layer, s, sink);
-        ffn_stage(layout, costs, lanes, layer, s, sink);
-        if stages == 1 {
-            for a in 0..layout.attention_ranks {
-                recv_on_attention(
-                    lanes,
-                    a,
-                    0,
-                    attention_eager,
-                    costs.host.p2p,
-                    costs.recv_busy[0][a],
-                    &costs.recv_extra[0][a],
-                    layer,
-                    sink,
-                );
-            }
-        }
-    }
-}
-
-/// After the last layer: the receives of both ubatches (with DBO), the LM head, and the FFN hosts'
-/// synchronisation (§6.2). Each FFN port's free time is raised to the earliest its subgroup could
-/// send again (a value no later send can notice), so equivalent steps leave equal states. Returns
-/// when the step ends.
-fn finish(
-    layout: &PipelineLayout,
-    costs: &StepCosts,
-    ffn_ready: &mut [u64],
-    lanes: &mut Lanes<'_>,
-    forward_start: u64,
-    sink: &mut Option<&mut SpanSink>,
-) -> u64 {
-    let host = &costs.host;
-    let attention_eager = !costs.attention_graph;
-    let a_n = layout.attention_ranks;
-    if costs.stages == 2 {
+    if stages == 2 {
         for s in 0..2 {
             for a in 0..a_n {
                 recv_on_attention(
-                    lanes,
+                    &mut lanes,
                     a,
                     s,
                     attention_eager,
@@ -666,7 +570,7 @@ fn finish(
                     costs.recv_busy[s][a],
                     &costs.recv_extra[s][a],
                     layout.layers - 1,
-                    sink,
+                    &mut sink,
                 );
             }
         }
@@ -685,7 +589,7 @@ fn finish(
         let finish = begin + lm_head;
         lanes.attention_busy[a] += finish - begin;
         record(
-            sink,
+            &mut sink,
             Track::Attention(a),
             SpanKind::LmHead,
             layout.layers,
@@ -695,27 +599,12 @@ fn finish(
         );
         end = end.max(finish);
     }
-    raise_ports(layout, lanes);
-    for (ready, (&stream, &host)) in ffn_ready
-        .iter_mut()
-        .zip(lanes.fstream.iter().zip(lanes.fhost.iter()))
-    {
+    for f in 0..f_n {
         // The FFN host synchronises on its stream after the step (§6.2).
-        *ready = stream.max(host);
+        state.ffn_ready[f] = lanes.fstream[f].max(lanes.fhost[f]);
     }
-    end
-}
-
-/// Raises each FFN port's free time to the earliest stream time of its subgroup's Attention ranks:
-/// every later send to that port starts no earlier, so the port's own earlier time can no longer
-/// matter (exact).
-#[inline]
-fn raise_ports(layout: &PipelineLayout, lanes: &mut Lanes<'_>) {
-    for (f, block) in layout.blocks.iter().enumerate() {
-        if let Some(earliest) = block.iter().map(|&a| lanes.stream[a]).min() {
-            lanes.port_free[f] = lanes.port_free[f].max(earliest);
-        }
-    }
+    timing.shortcut_layers = skipped;
+    timing.end = end;
 }
 
 /// Attention side of one (layer, stage): `R_s(L-1)` (with DBO), `A_s(L)`, the TP all-reduce and

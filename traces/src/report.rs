@@ -146,8 +146,7 @@ pub struct StepSummary {
     pub preemptions: u64,
     /// Sends larger than NCCL's default 4 MiB buffer (modelled as buffered anyway).
     pub oversized_messages: u64,
-    /// Layers the layer sweep did not recompute: skipped by the periodic shortcut or taken from the
-    /// layer memo (both exact; a diagnostic of the simulator's speed, not of the deployment).
+    /// Layers the periodic shortcut skipped (exact).
     pub shortcut_layers: u64,
 }
 
