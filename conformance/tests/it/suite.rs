@@ -26,7 +26,8 @@ pub(crate) const MISMATCHED: &str = "broken/cross.rank-counts-match.sh";
 /// places it), written next to the logs by [`start_with`].
 pub(crate) const FFN_PORT: &str = "seed with a dedicated FFN port";
 
-fn recipe(name: &str, dir: &std::path::Path) -> PathBuf {
+/// The path of recipe fixture `name` ([`FFN_PORT`] is written into `dir`).
+pub(crate) fn recipe(name: &str, dir: &std::path::Path) -> PathBuf {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sim/tests/fixtures/recipes");
     if name != FFN_PORT {
         return fixtures.join(name);
