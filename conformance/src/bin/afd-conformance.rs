@@ -147,6 +147,10 @@ struct RunArgs {
     /// Objective for the median time to first token (ms); timing.ttft is skipped without it.
     #[arg(long)]
     max_ttft_ms: Option<f64>,
+    /// Largest relative difference (0.25 = 25 %) between the open-loop load's mean TTFT and TPOT and
+    /// what afd-sim predicts for it; timing.simulator is skipped without it (an afd-twin pair only).
+    #[arg(long, value_name = "FRACTION")]
+    max_sim_deviation: Option<f64>,
     /// Least common-prefix fraction of greedy text across load when the server is not batch-invariant.
     #[arg(long, default_value_t = 0.5)]
     greedy_prefix: f64,
@@ -399,6 +403,12 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             bail!("{flag} must be a positive number of milliseconds");
         }
     }
+    if args
+        .max_sim_deviation
+        .is_some_and(|v| !v.is_finite() || v <= 0.0)
+    {
+        bail!("--max-sim-deviation must be a positive fraction (0.25 allows 25 %)");
+    }
     if args.load_rate.is_nan() || args.load_rate <= 0.0 {
         bail!(
             "--load-rate {} must be a positive number of requests per second (or inf)",
@@ -430,6 +440,7 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             breaker_timeouts: 3,
             max_itl_ms: args.max_itl_ms,
             max_ttft_ms: args.max_ttft_ms,
+            max_sim_deviation: args.max_sim_deviation,
             greedy_prefix: args.greedy_prefix,
         },
         seed,

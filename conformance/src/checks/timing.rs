@@ -1,5 +1,6 @@
 //! Token timing against service-level objectives: the median time to first token and inter-token latency
-//! of lone streams, compared with `--max-ttft-ms` and `--max-itl-ms`.
+//! of lone streams, compared with `--max-ttft-ms` and `--max-itl-ms`; and, through
+//! [`crate::checks::simulator`], the open-loop load's latencies against `afd-sim`'s prediction.
 //!
 //! Times are taken at the client from the arrival of each text chunk (`vllm bench serve`'s TTFT and ITL);
 //! without an objective the invariants are skipped, since a pair's speed is not a property of the
@@ -29,6 +30,16 @@ pub fn median(values: &mut [f64]) -> Option<f64> {
 
 /// The timing phase.
 pub async fn check(session: &Session) -> Outcomes {
+    let mut out = objectives(session).await;
+    out.push((
+        crate::checks::simulator::ID,
+        crate::checks::simulator::check(session).await,
+    ));
+    out
+}
+
+/// `timing.itl` and `timing.ttft`.
+async fn objectives(session: &Session) -> Outcomes {
     let (itl_slo, ttft_slo) = (session.settings.max_itl_ms, session.settings.max_ttft_ms);
     if itl_slo.is_none() && ttft_slo.is_none() {
         return vec![
