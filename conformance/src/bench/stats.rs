@@ -57,7 +57,8 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
 }
 
-fn mean(values: &[f64]) -> f64 {
+/// The arithmetic mean; 0 for none.
+pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
         0.0
     } else {

@@ -20,7 +20,7 @@ use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_sim::time::SimTime;
 
-use crate::bench::stats::{Metric, samples_ms};
+use crate::bench::stats::{Metric, mean, samples_ms};
 use crate::bench::{BenchResult, random_requests};
 use crate::checks::Session;
 use crate::report::Outcome;
@@ -175,13 +175,12 @@ pub fn workload(load: &BenchResult, time_scale: f64) -> Result<Workload, String>
 
 /// Mean TTFT and TPOT the client measured, as `vllm bench serve` defines them, in simulated ms.
 pub fn measured(load: &BenchResult, time_scale: f64) -> Latencies {
-    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64 / time_scale;
     let ttft = samples_ms(load, Metric::Ttft);
     let tpot = samples_ms(load, Metric::Tpot);
     Latencies {
         n: ttft.len(),
-        ttft_ms: if ttft.is_empty() { 0.0 } else { mean(&ttft) },
-        tpot_ms: (!tpot.is_empty()).then(|| mean(&tpot)),
+        ttft_ms: mean(&ttft) / time_scale,
+        tpot_ms: (!tpot.is_empty()).then(|| mean(&tpot) / time_scale),
     }
 }
 

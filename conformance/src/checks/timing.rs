@@ -8,25 +8,12 @@
 
 use std::time::Duration;
 
+use crate::bench::stats::percentile;
 use crate::checks::{Api, Outcomes, RequestSpec, Session, StreamView};
 use crate::report::Outcome;
 
 /// Lone streams measured.
 pub const STREAMS: usize = 3;
-
-/// The median of `values` (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    })
-}
 
 /// The timing phase.
 pub async fn check(session: &Session) -> Outcomes {
@@ -75,14 +62,18 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-fn judge(what: &str, samples: &mut [f64], slo: Option<f64>, flag: &str) -> Outcome {
+/// The median of `samples` against the objective `slo` (ms) of `flag`.
+pub(crate) fn judge(what: &str, samples: &mut [f64], slo: Option<f64>, flag: &str) -> Outcome {
     let Some(slo) = slo else {
         return Outcome::skipped(format!("no {flag} given"));
     };
     let n = samples.len();
-    let Some(median) = median(samples) else {
+    if n == 0 {
         return Outcome::indeterminate(format!("no {what} sample (no stream completed)"));
-    };
+    }
+    samples.sort_by(f64::total_cmp);
+    // numpy's linear median: the mean of the middle two for an even count.
+    let median = percentile(samples, 50.0);
     let max = samples.iter().copied().fold(0.0, f64::max);
     if median <= slo {
         Outcome::pass(format!(
