@@ -154,6 +154,7 @@ enum Mode {
     PingPong,
     Bidirectional,
     FanIn,
+    Handoff,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -201,6 +202,9 @@ struct P2pArgs {
     collectives: Vec<CollectiveArg>,
     #[arg(long, default_value = "8:256M")]
     collective_sizes: String,
+    /// Bytes the compute kernel of the handoff mode writes before each send (a list; K, M, G).
+    #[arg(long, default_value = "4K,256M")]
+    handoff_work: String,
     /// Eager (off), graph-captured (on) or both.
     #[arg(long, value_enum, default_value = "both")]
     graph: Switch,
@@ -532,6 +536,7 @@ fn p2p_spec(args: &P2pArgs, layout: RankLayout) -> anyhow::Result<P2pSpec> {
             Mode::PingPong => P2pMode::PingPong,
             Mode::Bidirectional => P2pMode::Bidirectional,
             Mode::FanIn => P2pMode::FanIn,
+            Mode::Handoff => P2pMode::Handoff,
         })
         .collect();
     modes.sort_unstable();
@@ -558,6 +563,7 @@ fn p2p_spec(args: &P2pArgs, layout: RankLayout) -> anyhow::Result<P2pSpec> {
         graph_modes: args.graph.modes(),
         warmup: args.warmup,
         iters: args.iters,
+        handoff_work: list("--handoff-work", &args.handoff_work, 4, 4 << 30)?,
     })
 }
 
@@ -728,6 +734,7 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
             ],
             collectives: vec![CollectiveArg::AllReduce, CollectiveArg::AllToAll],
             collective_sizes: pick("8:256M", "8:1M"),
+            handoff_work: "4K".to_owned(),
             graph: Switch::Both,
             gpus: args.gpus.clone(),
             warmup: 5,

@@ -60,6 +60,10 @@ pub enum P2pMode {
     Bidirectional,
     /// Ranks 1..=r send to rank 0 at once.
     FanIn,
+    /// Ping-pong with a compute kernel before each send: rank 0 computes, sends and receives; rank
+    /// 1 receives, computes and sends back. Time per leg, the compute excluded: what a dependent
+    /// hand-off between compute kernels costs (a layer's A→F→A round trip).
+    Handoff,
 }
 
 impl P2pMode {
@@ -70,6 +74,7 @@ impl P2pMode {
             P2pMode::PingPong => "p2p.ping_pong",
             P2pMode::Bidirectional => "p2p.bidirectional",
             P2pMode::FanIn => "p2p.fan_in",
+            P2pMode::Handoff => "p2p.handoff",
         }
     }
 }
@@ -103,6 +108,8 @@ pub struct P2pSpec {
     pub graph_modes: Vec<bool>,
     pub warmup: usize,
     pub iters: usize,
+    /// Bytes the compute kernel of `Handoff` writes, one table per entry.
+    pub handoff_work: Vec<u64>,
 }
 
 /// The `hbm` probe.

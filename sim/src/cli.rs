@@ -7,6 +7,8 @@
 pub(crate) mod check;
 mod output;
 mod predict;
+mod profiles;
+mod replay;
 mod rules;
 mod topology;
 
@@ -32,7 +34,8 @@ Examples:
   afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
   afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
-  afd-sim rules --rules v0.26";
+  afd-sim rules --rules v0.26
+  afd-sim replay-pipeline traces/data/pipeline/h200x2-deepseek-v2-lite.json";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -44,6 +47,9 @@ enum Command {
     Topology(topology::TopologyArgs),
     /// List the rules `check` applies, with their ids, severities and afd-spec sources.
     Rules(rules::RulesArgs),
+    /// Simulate every configuration of `afd-probe pipeline` results and compare with the measured
+    /// step times.
+    ReplayPipeline(replay::ReplayArgs),
 }
 
 /// Parses `v0.26` / `latest` for `--rules`.
@@ -59,6 +65,7 @@ pub(crate) fn run() -> ExitCode {
         Some(Command::Check(args)) => check::run(&args),
         Some(Command::Topology(args)) => topology::run(&args),
         Some(Command::Rules(args)) => rules::run(&args),
+        Some(Command::ReplayPipeline(args)) => replay::run(&args),
         None => match Cli::parse_from(["afd-sim", "predict"]).command {
             Some(Command::Predict(args)) => predict::run(&args),
             _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),

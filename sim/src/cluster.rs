@@ -11,7 +11,7 @@
 use rand::RngExt;
 
 use crate::model::arch::ModelArch;
-use crate::model::cost::{CostModel, OpClass};
+use crate::model::cost::CostModel;
 use crate::model::kv_cache::{KvCache, capacity_blocks};
 use crate::model::router::DpRouter;
 use crate::model::routing::RoutingPools;
@@ -22,6 +22,7 @@ use crate::model::workload::{ExpertPopularity, ExpertSampler};
 use crate::pipeline::{
     FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
 };
+use crate::pricing::{PriceScratch, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
@@ -129,31 +130,6 @@ pub struct ClusterTotals {
     pub preemptions: u64,
     pub shortcut_layers: u64,
     pub oversized_messages: u64,
-}
-
-/// Per-stage, per-FFN-rank buffers of `Cluster::price`, reused between steps.
-#[derive(Debug, Default)]
-struct PriceScratch {
-    rows_f: [Vec<u32>; 2],
-    real_f: [Vec<u32>; 2],
-    dense: [Vec<u64>; 2],
-    router: [Vec<u64>; 2],
-    shared: [Vec<u64>; 2],
-}
-
-impl PriceScratch {
-    fn reset(&mut self, ffn_ranks: usize) {
-        for s in 0..2 {
-            for v in [&mut self.rows_f[s], &mut self.real_f[s]] {
-                v.clear();
-                v.resize(ffn_ranks, 0);
-            }
-            for v in [&mut self.dense[s], &mut self.router[s], &mut self.shared[s]] {
-                v.clear();
-                v.resize(ffn_ranks, 0);
-            }
-        }
-    }
 }
 
 /// NCCL's default buffer; sends larger than this are no longer fully buffered [inferred; counted].
@@ -552,202 +528,57 @@ impl Cluster {
         last.transfer_busy_ns = l_busy;
     }
 
-    /// Fills `self.costs` for `self.shape`.
+    /// Fills `self.costs` for `self.shape`, drawing one sampled routing per (stage, MoE layer).
     fn price(&mut self) {
-        let shape = &self.shape;
         let layout = &self.layout;
-        let cost = &self.cost;
-        let costs = &mut self.costs;
-        let stages = shape.stages;
-        let engines = layout.engines();
-        let a_n = layout.attention_ranks;
-        let f_n = layout.ffn_ranks;
-        let kernels = cost.kernels();
-        let gap = cost.graph_kernel_gap().as_ns();
-        costs.stages = stages;
-        costs.attention_graph = shape.graph;
-        costs.ffn_graph = shape.ffn_graph;
-        for s in 0..2 {
-            costs.attention_compute[s].clear();
-            costs.attention_all_reduce[s].clear();
-            costs.send_occupancy[s].clear();
-            costs.send_latency[s].clear();
-            costs.send_back[s].clear();
-        }
-        for s in 0..stages {
-            for e in 0..engines {
-                let work = &shape.work[s][e];
-                let mut compute = cost.attention_proj(work.rows)
-                    + cost.attention_decode(work.decode_seqs, work.decode_context);
-                for &(tokens, context) in &work.prefill {
-                    compute += cost.attention_prefill(tokens, context);
-                }
-                costs.attention_compute[s]
-                    .push(compute.as_ns() + u64::from(kernels.attention_layer) * gap);
-                costs.attention_all_reduce[s].push(
-                    cost.all_reduce_rows(work.rows, layout.attention_tp as u32)
-                        .as_ns(),
-                );
-            }
-            for a in 0..a_n {
-                let rows = shape.rows(s, layout.engine_of(a));
-                let senders = layout.blocks[layout.subgroup_of[a]].len() as u32;
-                let transfer = cost.transfer_rows(rows, shape.graph);
-                costs.send_occupancy[s]
-                    .push(cost.fan_in_occupancy(rows, senders, shape.graph).as_ns());
-                costs.send_latency[s].push(transfer.latency.as_ns());
-                let back = cost.transfer_rows(rows, shape.ffn_graph);
-                costs.send_back[s].push(back.total().as_ns());
-            }
-        }
-
-        // FFN rows per rank and stage.
-        let scratch = &mut self.scratch;
-        scratch.reset(f_n);
-        let PriceScratch {
-            rows_f,
-            real_f,
-            dense,
-            router,
-            shared,
-        } = scratch;
-        for s in 0..stages {
-            for f in 0..f_n {
-                for &a in &layout.blocks[f] {
-                    let work = &shape.work[s][layout.engine_of(a)];
-                    rows_f[s][f] += work.rows;
-                    real_f[s][f] += work.real.min(work.rows);
-                }
-            }
-        }
-        let layers = layout.layers;
-        let slots = layers * stages;
-        costs.ffn_pre.clear();
-        costs.ffn_pre.resize(slots * f_n, 0);
-        costs.ffn_post.clear();
-        costs.ffn_post.resize(slots * f_n, 0);
-        costs.ffn_collective_1.clear();
-        costs.ffn_collective_1.resize(slots, 0);
-        costs.ffn_collective_2.clear();
-        costs.ffn_collective_2.resize(slots, 0);
-        let ffn_tp = layout.ffn_tp as u32;
+        let stages = self.shape.stages;
         let ep = self.config.ffn.expert_parallel;
-        let moe_gap = u64::from(kernels.moe_layer) * gap;
-        let dense_gap = u64::from(kernels.dense_layer) * gap;
-        // Per-stage constants: dense MLP, router, shared experts and collectives depend on rows only.
-        let mut reduce = [0u64; 2];
-        let mut a2a = [0u64; 2];
-        for s in 0..stages {
-            for f in 0..f_n {
-                dense[s][f] = cost.dense_mlp(rows_f[s][f]).as_ns() + dense_gap;
-                router[s][f] = cost.router(rows_f[s][f]).as_ns();
-                shared[s][f] = cost.shared_experts(rows_f[s][f]).as_ns();
-            }
-            let max_rows = rows_f[s].iter().copied().max().unwrap_or(1);
-            reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
-            a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
-        }
-        // Routed-expert time per (stage, MoE layer, FFN rank), one sampled routing per layer.
         let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
-        let routed = &mut self.routed;
-        routed.clear();
-        if moe_layers > 0 {
-            let routing = self
-                .routing
-                .as_mut()
-                .expect("MoE layers have routing pools");
-            let price = |active, tpe| cost.routed_experts(active, tpe);
-            for s in 0..stages {
-                if ep {
-                    let (mut real, mut total) = (0, 0);
-                    for g in 0..f_n / layout.ffn_tp {
-                        real += real_f[s][g * layout.ffn_tp];
-                        total += rows_f[s][g * layout.ffn_tp];
-                    }
-                    routing.pick_many(real, total - real, moe_layers, price, routed);
-                } else {
-                    // Every FFN rank routes its own rows over all experts: picks are rank-major
-                    // here and read back as `[f][layer]`.
-                    for f in 0..f_n {
-                        let real = real_f[s][f];
-                        routing.pick_many(real, rows_f[s][f] - real, moe_layers, price, routed);
-                    }
-                }
-            }
-        }
-        let routed_at = |s: usize, moe: usize, f: usize| -> u64 {
-            let index = if ep {
-                (s * moe_layers + moe) * f_n + f
-            } else {
-                (s * f_n + f) * moe_layers + moe
-            };
-            routed[index].as_ns()
-        };
-        let mut moe = 0;
-        for layer in 0..layers {
-            for s in 0..stages {
-                let slot = layer * stages + s;
-                if layout.dense[layer] {
-                    costs.ffn_post[slot * f_n..(slot + 1) * f_n].copy_from_slice(&dense[s]);
-                    costs.ffn_collective_2[slot] = reduce[s];
-                    continue;
-                }
-                match layout.moe_collective {
-                    FfnCollective::AllToAll => {
-                        for f in 0..f_n {
-                            costs.ffn_pre[slot * f_n + f] = router[s][f];
-                            costs.ffn_post[slot * f_n + f] =
-                                routed_at(s, moe, f) + shared[s][f] + moe_gap;
-                        }
-                        costs.ffn_collective_1[slot] = a2a[s];
-                        costs.ffn_collective_2[slot] = a2a[s];
-                    }
-                    FfnCollective::AllReduce | FfnCollective::None => {
-                        for f in 0..f_n {
-                            costs.ffn_post[slot * f_n + f] =
-                                router[s][f] + routed_at(s, moe, f) + shared[s][f] + moe_gap;
-                        }
-                        if layout.moe_collective == FfnCollective::AllReduce {
-                            costs.ffn_collective_2[slot] = reduce[s];
-                        }
-                    }
-                }
-            }
-            if !layout.dense[layer] {
-                moe += 1;
-            }
-        }
-        costs.lm_head.clear();
-        for e in 0..engines {
-            costs
-                .lm_head
-                .push(cost.lm_head(shape.sampled[e]).as_ns() + u64::from(kernels.lm_head) * gap);
-        }
-        // Control payload: an 8-byte size then ~135–210 bytes of JSON (afd-spec §3.4).
-        let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
-        costs.control = cost.transfer_bytes(8, false).total().as_ns()
-            + cost.transfer_bytes(json, false).total().as_ns();
         let scheduled = self
             .batches
             .iter()
             .map(|b| b.items.len() as u32)
             .max()
             .unwrap_or(0);
-        costs.host = crate::pipeline::HostCosts {
-            step: cost.step_host(scheduled).as_ns(),
-            ffn_loop: cost.ffn_loop_host().as_ns(),
-            graph_launch: cost.graph_launch().as_ns(),
-            attention_compute: cost
-                .eager_host(OpClass::AttentionProj, kernels.attention_layer)
-                .as_ns(),
-            p2p: cost.eager_host(OpClass::P2p, kernels.p2p).as_ns(),
-            collective: cost
-                .eager_host(OpClass::AllReduce, kernels.collective)
-                .as_ns(),
-            ffn_compute: cost
-                .eager_host(OpClass::MoeRoutedExperts, kernels.moe_layer)
-                .as_ns(),
-        };
+        let cost = &self.cost;
+        let routing = &mut self.routing;
+        price_step(
+            cost,
+            layout,
+            ep,
+            &self.shape,
+            StepScope::Serving { scheduled },
+            &mut self.scratch,
+            &mut self.routed,
+            |ffn, routed| {
+                let routing = routing.as_mut().expect("MoE layers have routing pools");
+                let price = |active, tpe| cost.routed_experts(active, tpe);
+                for s in 0..stages {
+                    if ep {
+                        let (mut real, mut total) = (0, 0);
+                        for g in 0..layout.ffn_ranks / layout.ffn_tp {
+                            real += ffn.real[s][g * layout.ffn_tp];
+                            total += ffn.rows[s][g * layout.ffn_tp];
+                        }
+                        routing.pick_many(real, total - real, moe_layers, price, routed);
+                    } else {
+                        // Every FFN rank routes its own rows over all experts: picks are rank-major
+                        // here, as `routed_index` reads them.
+                        for f in 0..layout.ffn_ranks {
+                            let real = ffn.real[s][f];
+                            routing.pick_many(
+                                real,
+                                ffn.rows[s][f] - real,
+                                moe_layers,
+                                price,
+                                routed,
+                            );
+                        }
+                    }
+                }
+            },
+            &mut self.costs,
+        );
     }
 
     /// Internal consistency: KV accounting of every engine.

@@ -55,6 +55,22 @@ pub struct PipelineLayout {
 }
 
 impl PipelineLayout {
+    /// One Attention rank and one FFN rank without tensor parallelism (as `afd-probe pipeline`
+    /// runs them); `dense[l]`: layer `l` runs the dense MLP.
+    pub fn single_pair(dense: Vec<bool>) -> PipelineLayout {
+        PipelineLayout {
+            attention_ranks: 1,
+            attention_tp: 1,
+            ffn_ranks: 1,
+            ffn_tp: 1,
+            layers: dense.len(),
+            subgroup_of: vec![0],
+            blocks: vec![vec![0]],
+            dense,
+            moe_collective: FfnCollective::None,
+        }
+    }
+
     pub fn engines(&self) -> usize {
         self.attention_ranks / self.attention_tp
     }
@@ -77,6 +93,48 @@ impl PipelineLayout {
     }
 }
 
+/// A non-decreasing piecewise-linear function of how long a receiver waited, nanoseconds: zero
+/// before its first point, constant after its last. At most [`WaitCurve::CAPACITY`] points, held
+/// inline so pricing a step allocates nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitCurve {
+    len: u8,
+    points: [(u64, u64); WaitCurve::CAPACITY],
+}
+
+impl WaitCurve {
+    pub const CAPACITY: usize = 4;
+
+    /// Appends `(wait, value)`; waits must increase. Points beyond the capacity are dropped.
+    pub fn push(&mut self, wait: u64, value: u64) {
+        let len = self.len as usize;
+        if len < Self::CAPACITY && (len == 0 || wait > self.points[len - 1].0) {
+            self.points[len] = (wait, value);
+            self.len += 1;
+        }
+    }
+
+    /// The value after waiting `wait`.
+    #[inline]
+    pub fn at(&self, wait: u64) -> u64 {
+        let points = &self.points[..self.len as usize];
+        let Some(&(first_wait, first)) = points.first() else {
+            return 0;
+        };
+        if wait <= first_wait {
+            return if wait == first_wait { first } else { 0 };
+        }
+        for pair in points.windows(2) {
+            let ((w0, v0), (w1, v1)) = (pair[0], pair[1]);
+            if wait <= w1 {
+                let t = (wait - w0) as f64 / (w1 - w0) as f64;
+                return (v0 as f64 + t * (v1 as f64 - v0 as f64)).round() as u64;
+            }
+        }
+        points[points.len() - 1].1
+    }
+}
+
 /// Host-side launch costs of a step, nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostCosts {
@@ -90,6 +148,9 @@ pub struct HostCosts {
     pub p2p: u64,
     pub collective: u64,
     pub ffn_compute: u64,
+    /// Kernels of an Attention compute op and of an FFN compute op (the issue is spread over them).
+    pub attention_kernels: u64,
+    pub ffn_kernels: u64,
 }
 
 /// Device costs of one step, nanoseconds. Buffers are reused between steps.
@@ -102,18 +163,32 @@ pub struct StepCosts {
     pub attention_compute: [Vec<u64>; 2],
     /// `[stage][engine]` attention TP all-reduce per layer (0 without TP).
     pub attention_all_reduce: [Vec<u64>; 2],
-    /// `[stage][attention rank]` A→F port occupancy and latency.
+    /// `[stage][attention rank]` A→F port occupancy and latency: the data arrives at the FFN
+    /// `occupancy + latency` after the port is free and the send has started.
     pub send_occupancy: [Vec<u64>; 2],
     pub send_latency: [Vec<u64>; 2],
-    /// `[stage][attention rank]` F→A send time on the FFN stream.
+    /// `[stage][attention rank]` how long the A→F send holds the Attention rank's stream; also at
+    /// least until its data has left the port.
+    pub send_busy: [Vec<u64>; 2],
+    /// `[stage][attention rank]` F→A hand-off: the rows arrive this long after the FFN's send starts.
     pub send_back: [Vec<u64>; 2],
+    /// `[stage][attention rank]` how long that F→A send holds the FFN stream.
+    pub send_back_busy: [Vec<u64>; 2],
+    /// `[stage][attention rank]` how much later a receive of that rank's rows completes after its
+    /// rank waited for them, by the wait (both directions).
+    pub recv_extra: [Vec<WaitCurve>; 2],
+    /// `[stage][attention rank]` the least time a receive of that rank's rows holds its stream (on
+    /// the FFN and on the Attention rank) when the data is already there; it ends at
+    /// `max(start + recv_busy, arrival)`.
+    pub recv_busy: [Vec<u64>; 2],
     /// `[(layer * stages + stage) * ffn_ranks + f]` FFN compute before and after the dispatch.
     pub ffn_pre: Vec<u64>,
     pub ffn_post: Vec<u64>,
     /// `[layer * stages + stage]` collective times (dispatch; combine or all-reduce).
     pub ffn_collective_1: Vec<u64>,
     pub ffn_collective_2: Vec<u64>,
-    /// `[engine]` LM head and sampling.
+    /// `[engine]` LM head and sampling; empty when the step ends after the last layer (a forward
+    /// pass as `afd-probe pipeline` times it).
     pub lm_head: Vec<u64>,
     /// Control payload transfer (two small sends).
     pub control: u64,
@@ -284,6 +359,36 @@ fn start_op(
     stream.max(*host)
 }
 
+/// Issues a compute op of `kernels` kernels on a host timeline (in eager mode `issue` host time,
+/// spread evenly over them) and runs it on its stream, where each kernel starts once it is issued
+/// and the one before it has ended. With kernels of equal length the op starts after its first
+/// kernel's issue and ends no earlier than its last kernel's issue plus that kernel's share of
+/// `duration`: a slow host stretches the op, it does not delay all of it. Returns `(begin, end)`;
+/// `won` records whether the host issue shaped it (the periodic shortcut needs to know).
+#[inline]
+fn run_compute(
+    host: &mut u64,
+    stream: u64,
+    eager: bool,
+    issue: u64,
+    kernels: u64,
+    duration: u64,
+    won: &mut bool,
+) -> (u64, u64) {
+    if !eager {
+        *won |= *host > stream;
+        let begin = stream.max(*host);
+        return (begin, begin + duration);
+    }
+    let kernels = kernels.max(1);
+    let first_issued = *host + issue / kernels;
+    *host += issue;
+    let begin = stream.max(first_issued);
+    let last_kernel = *host + duration / kernels;
+    *won |= first_issued > stream || last_kernel > begin + duration;
+    (begin, (begin + duration).max(last_kernel))
+}
+
 /// Records a span when a sink is attached.
 #[inline]
 fn record(
@@ -420,6 +525,8 @@ pub fn run_step(
                         0,
                         attention_eager,
                         host.p2p,
+                        costs.recv_busy[0][a],
+                        &costs.recv_extra[0][a],
                         layer,
                         &mut sink,
                     );
@@ -460,6 +567,8 @@ pub fn run_step(
                     s,
                     attention_eager,
                     host.p2p,
+                    costs.recv_busy[s][a],
+                    &costs.recv_extra[s][a],
                     layout.layers - 1,
                     &mut sink,
                 );
@@ -468,12 +577,16 @@ pub fn run_step(
     }
     let mut end = forward_start;
     for a in 0..a_n {
-        let e = layout.engine_of(a);
+        // A forward pass without LM head ends when its last receive has completed.
+        let Some(&lm_head) = costs.lm_head.get(layout.engine_of(a)) else {
+            end = end.max(lanes.stream[a]);
+            continue;
+        };
         if attention_eager {
             lanes.host[a] += host.attention_compute;
         }
         let begin = lanes.stream[a].max(lanes.host[a]);
-        let finish = begin + costs.lm_head[e];
+        let finish = begin + lm_head;
         lanes.attention_busy[a] += finish - begin;
         record(
             &mut sink,
@@ -511,19 +624,21 @@ fn attention_stage(
     let a_n = layout.attention_ranks;
     for a in 0..a_n {
         if costs.stages == 2 && layer > 0 {
-            recv_on_attention(lanes, a, s, eager, host.p2p, layer - 1, sink);
+            let (busy, extra) = (costs.recv_busy[s][a], &costs.recv_extra[s][a]);
+            recv_on_attention(lanes, a, s, eager, host.p2p, busy, extra, layer - 1, sink);
         }
-        let begin = start_op(
+        let duration = compute[layout.engine_of(a)];
+        let (begin, end) = run_compute(
             &mut lanes.host[a],
             lanes.stream[a],
-            0,
             eager,
             host.attention_compute,
+            host.attention_kernels,
+            duration,
             &mut lanes.attention_host_won,
         );
-        let end = begin + compute[layout.engine_of(a)];
         lanes.stream[a] = end;
-        lanes.attention_busy[a] += end - begin;
+        lanes.attention_busy[a] += duration;
         record(
             sink,
             Track::Attention(a),
@@ -564,6 +679,7 @@ fn attention_stage(
     }
     let occupancy = &costs.send_occupancy[s];
     let latency = &costs.send_latency[s];
+    let busy = &costs.send_busy[s];
     for a in 0..a_n {
         let f = layout.subgroup_of[a];
         let begin = start_op(
@@ -574,11 +690,13 @@ fn attention_stage(
             host.p2p,
             &mut lanes.attention_host_won,
         );
-        // Transfers into one FFN rank share its inbound port (fan-in); the send ends on arrival.
+        // Transfers into one FFN rank share its inbound port (fan-in). Sends are buffered: the
+        // send holds the stream for its own time and until its data has left the port.
         let port = begin.max(lanes.port_free[f]);
         lanes.port_free[f] = port + occupancy[a];
         let arrival = port + occupancy[a] + latency[a];
-        lanes.stream[a] = arrival;
+        let end = (begin + busy[a]).max(port + occupancy[a]);
+        lanes.stream[a] = end;
         lanes.to_ffn[a] = arrival;
         lanes.link_busy[f] += occupancy[a] + latency[a];
         record(
@@ -588,7 +706,7 @@ fn attention_stage(
             layer,
             s,
             begin,
-            arrival,
+            end,
         );
         record(
             sink,
@@ -630,12 +748,27 @@ fn ffn_stage(
                 host.p2p,
                 &mut lanes.ffn_host_won,
             );
-            let end = begin.max(arrival);
+            let end = recv_end(
+                begin,
+                arrival,
+                costs.recv_busy[s][a],
+                &costs.recv_extra[s][a],
+            );
             lanes.fstream[f] = end;
             record(sink, Track::Ffn(f), SpanKind::FfnRecv, layer, s, begin, end);
         }
         if pre > 0 {
-            ffn_compute(lanes, f, pre, eager, host.ffn_compute, layer, s, sink);
+            ffn_compute(
+                lanes,
+                f,
+                pre,
+                eager,
+                host.ffn_compute,
+                host.ffn_kernels,
+                layer,
+                s,
+                sink,
+            );
         }
     }
     let collective = layout.collective(layer);
@@ -652,7 +785,17 @@ fn ffn_stage(
         );
     }
     for (f, &post) in post.iter().enumerate() {
-        ffn_compute(lanes, f, post, eager, host.ffn_compute, layer, s, sink);
+        ffn_compute(
+            lanes,
+            f,
+            post,
+            eager,
+            host.ffn_compute,
+            host.ffn_kernels,
+            layer,
+            s,
+            sink,
+        );
     }
     match collective {
         FfnCollective::None => {}
@@ -685,6 +828,7 @@ fn ffn_stage(
         }
     }
     let back = &costs.send_back[s];
+    let busy = &costs.send_back_busy[s];
     for f in 0..f_n {
         for &a in &layout.blocks[f] {
             let begin = start_op(
@@ -695,10 +839,11 @@ fn ffn_stage(
                 host.p2p,
                 &mut lanes.ffn_host_won,
             );
-            let end = begin + back[a];
+            let end = begin + busy[a];
+            let arrival = begin + back[a];
             lanes.fstream[f] = end;
-            lanes.to_attention[s][a] = end;
-            lanes.link_busy[f] += end - begin;
+            lanes.to_attention[s][a] = arrival;
+            lanes.link_busy[f] += back[a];
             record(sink, Track::Ffn(f), SpanKind::FfnSend, layer, s, begin, end);
             record(
                 sink,
@@ -707,12 +852,21 @@ fn ffn_stage(
                 layer,
                 s,
                 begin,
-                end,
+                arrival,
             );
         }
     }
 }
 
+/// When a receive that started at `begin` completes: after its own time when the data is already
+/// there, else at the data's arrival plus what its rank's wait adds to the hand-off.
+#[inline]
+fn recv_end(begin: u64, arrival: u64, busy: u64, extra: &WaitCurve) -> u64 {
+    let waited = arrival.saturating_sub(begin);
+    (begin + busy).max(arrival + extra.at(waited))
+}
+
+#[expect(clippy::too_many_arguments, reason = "one op of the sweep")]
 #[inline]
 fn recv_on_attention(
     lanes: &mut Lanes<'_>,
@@ -720,6 +874,8 @@ fn recv_on_attention(
     s: usize,
     eager: bool,
     p2p_issue: u64,
+    busy: u64,
+    extra: &WaitCurve,
     layer: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
@@ -732,7 +888,7 @@ fn recv_on_attention(
         p2p_issue,
         &mut lanes.attention_host_won,
     );
-    let end = begin.max(arrival);
+    let end = recv_end(begin, arrival, busy, extra);
     lanes.stream[a] = end;
     record(
         sink,
@@ -753,19 +909,20 @@ fn ffn_compute(
     duration: u64,
     eager: bool,
     issue: u64,
+    kernels: u64,
     layer: usize,
     s: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
-    let begin = start_op(
+    let (begin, end) = run_compute(
         &mut lanes.fhost[f],
         lanes.fstream[f],
-        0,
         eager,
         issue,
+        kernels,
+        duration,
         &mut lanes.ffn_host_won,
     );
-    let end = begin + duration;
     lanes.fstream[f] = end;
     lanes.ffn_busy[f] += duration;
     record(

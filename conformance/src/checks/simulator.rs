@@ -83,12 +83,18 @@ pub async fn check(session: &Session) -> Outcome {
             return Outcome::indeterminate(format!("afd-sim cannot model the deployment: {err}"));
         }
     };
+    let cost = match pricing.cost(&config) {
+        Ok(cost) => cost,
+        Err(err) => {
+            return Outcome::indeterminate(format!("afd-sim cannot price the deployment: {err}"));
+        }
+    };
     let load = match session.open_loop().await {
         Ok(load) => load,
         Err(err) => return Outcome::indeterminate(err.clone()),
     };
     let prediction = workload(load, timing.time_scale).and_then(|workload| {
-        let predicted = predict(&config, pricing.cost(&config), &workload, timing.seed)?;
+        let predicted = predict(&config, cost, &workload, timing.seed)?;
         Ok((workload, predicted))
     });
     let (workload, predicted) = match prediction {

@@ -255,6 +255,9 @@ async fn simulator_timing(ffn_faults: &[&str], seed: u64) -> afd_conformance::re
     let mut options = options(&pair, seed);
     options.only = vec!["timing.simulator".to_owned()];
     options.settings.max_sim_deviation = Some(0.5);
+    // Spread arrivals, as the nightly load has them: a burst sent at once reaches the twin over a few
+    // milliseconds of client work, split across prefill steps the simulator's burst shares.
+    options.settings.load_rate = 20.0;
     let report = run(options, &|_| {}).await.expect("the run starts");
     pair.stop().await;
     report.result("timing.simulator").expect("reported").clone()

@@ -1,7 +1,12 @@
-//! `p2p`: NCCL send/recv between GPUs (one-way, ping-pong, both directions, fan-in) and the FFN-side
-//! collectives (all-reduce, all-to-all), eager and graph-captured, nccl-tests style: every size warmed
-//! before timing, CUDA events around each operation on every rank, the slowest rank per iteration,
-//! random data checked after timing.
+//! `p2p`: NCCL send/recv between GPUs (one-way, ping-pong, both directions, fan-in, and hand-offs
+//! between compute kernels) and the FFN-side collectives (all-reduce, all-to-all), eager and
+//! graph-captured, nccl-tests style: every size warmed before timing, CUDA events around each
+//! operation on every rank, the slowest rank per iteration, random data checked after timing.
+//!
+//! A hand-off is a ping-pong with one compute kernel (`fill_u32` over `work` bytes) before each send,
+//! as in a layer of the AFD pipeline: rank 0 computes, sends, receives; rank 1 receives, computes,
+//! sends back. The same kernel alone is timed first in the same mode; the hand-off table is the time
+//! per leg with that kernel's time taken out.
 
 use std::time::{Duration, Instant};
 
@@ -22,9 +27,18 @@ enum Pattern {
     OneWay,
     PingPong,
     Bidirectional,
-    FanIn { senders: usize },
+    FanIn {
+        senders: usize,
+    },
     AllReduce,
     AllToAll,
+    /// The compute kernel of `Handoff` alone, on both ranks at once (no NCCL).
+    Work {
+        work: u64,
+    },
+    Handoff {
+        work: u64,
+    },
 }
 
 impl Pattern {
@@ -36,12 +50,18 @@ impl Pattern {
             Pattern::FanIn { .. } => P2pMode::FanIn.op(),
             Pattern::AllReduce => Collective::AllReduce.op(),
             Pattern::AllToAll => Collective::AllToAll.op(),
+            Pattern::Work { .. } => "p2p.handoff_work",
+            Pattern::Handoff { .. } => P2pMode::Handoff.op(),
         }
     }
 
     fn participates(self, rank: usize) -> bool {
         match self {
-            Pattern::OneWay | Pattern::PingPong | Pattern::Bidirectional => rank < 2,
+            Pattern::OneWay
+            | Pattern::PingPong
+            | Pattern::Bidirectional
+            | Pattern::Work { .. }
+            | Pattern::Handoff { .. } => rank < 2,
             Pattern::FanIn { senders } => rank <= senders,
             Pattern::AllReduce | Pattern::AllToAll => true,
         }
@@ -50,8 +70,9 @@ impl Pattern {
     /// NCCL calls one rank issues per operation.
     fn calls(self, world: usize) -> usize {
         match self {
+            Pattern::Work { .. } => 0,
             Pattern::OneWay | Pattern::AllReduce => 1,
-            Pattern::PingPong | Pattern::Bidirectional => 2,
+            Pattern::PingPong | Pattern::Bidirectional | Pattern::Handoff { .. } => 2,
             Pattern::FanIn { senders } => senders,
             Pattern::AllToAll => 2 * world,
         }
@@ -89,6 +110,12 @@ fn plan(spec: &P2pSpec, world: usize) -> Vec<Series> {
                     patterns.push(Pattern::FanIn { senders });
                 }
             }
+            P2pMode::Handoff => {
+                for &work in &spec.handoff_work {
+                    patterns.push(Pattern::Work { work });
+                    patterns.push(Pattern::Handoff { work });
+                }
+            }
         }
     }
     let mut series = Vec::new();
@@ -97,7 +124,11 @@ fn plan(spec: &P2pSpec, world: usize) -> Vec<Series> {
             series.push(Series {
                 pattern,
                 graph,
-                sizes: spec.sizes.clone(),
+                // The compute kernel alone moves no message: one size.
+                sizes: match pattern {
+                    Pattern::Work { .. } => vec![8],
+                    _ => spec.sizes.clone(),
+                },
             });
         }
     }
@@ -148,6 +179,8 @@ struct Buffers {
     send: super::gpu::Buffer,
     recv: super::gpu::Buffer,
     wrong: super::gpu::Buffer,
+    /// What the hand-off's compute kernel writes.
+    work: super::gpu::Buffer,
 }
 
 /// Runs the probe on every rank; rank 0 returns the tables.
@@ -194,6 +227,15 @@ fn rank_body(spec: &P2pSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeError> {
         send: gpu.alloc(max_size, "send buffer")?,
         recv: gpu.alloc(max_size * max_senders, "receive buffer")?,
         wrong: gpu.alloc(8, "check counter")?,
+        work: gpu.alloc(
+            spec.handoff_work
+                .iter()
+                .copied()
+                .filter(|_| spec.modes.contains(&P2pMode::Handoff))
+                .max()
+                .unwrap_or(4) as usize,
+            "hand-off compute buffer",
+        )?,
     };
     // Random data from the start: nothing is ever timed on zeros.
     kernels.fill_u32(
@@ -274,7 +316,7 @@ fn rank_body(spec: &P2pSpec, setup: &RankSetup) -> Result<Vec<u8>, ProbeError> {
                 ctx.wait("timed operations")?;
                 (events.elapsed_us(iters)?, host)
             };
-            let legs = if s.pattern == Pattern::PingPong {
+            let legs = if matches!(s.pattern, Pattern::PingPong | Pattern::Handoff { .. }) {
                 2.0
             } else {
                 1.0
@@ -360,6 +402,26 @@ impl RankCtx<'_> {
                     Ok(())
                 }
             }
+            Pattern::Work { work } => {
+                if self.rank < 2 {
+                    self.kernels.fill_u32(s, b.work.ptr, work / 4, bytes)
+                } else {
+                    Ok(())
+                }
+            }
+            Pattern::Handoff { work } => match self.rank {
+                0 => {
+                    self.kernels.fill_u32(s, b.work.ptr, work / 4, bytes)?;
+                    c.send(b.send.ptr, n, Dtype::U8, 1, s)?;
+                    c.recv(b.recv.ptr, n, Dtype::U8, 1, s)
+                }
+                1 => {
+                    c.recv(b.recv.ptr, n, Dtype::U8, 0, s)?;
+                    self.kernels.fill_u32(s, b.work.ptr, work / 4, bytes)?;
+                    c.send(b.send.ptr, n, Dtype::U8, 0, s)
+                }
+                _ => Ok(()),
+            },
             Pattern::AllReduce => c.all_reduce_f32(b.recv.ptr, n / 4, s),
             Pattern::AllToAll => {
                 let per_peer = n / self.world / 4 * 4;
@@ -391,11 +453,12 @@ impl RankCtx<'_> {
                     k.check_u32(s, b.recv.ptr, words, seed(0, bytes), 0, b.wrong.ptr)?;
                 }
             }
-            Pattern::PingPong | Pattern::Bidirectional => {
+            Pattern::PingPong | Pattern::Bidirectional | Pattern::Handoff { .. } => {
                 if self.rank < 2 {
                     k.check_u32(s, b.recv.ptr, words, seed(peer, bytes), 0, b.wrong.ptr)?;
                 }
             }
+            Pattern::Work { .. } => {}
             Pattern::FanIn { senders } => {
                 if self.rank == 0 {
                     for i in 1..=senders {
@@ -444,6 +507,8 @@ fn assemble(
 ) -> Result<Measured, ProbeError> {
     let mut measured = Measured::default();
     let mut cursor = 0usize;
+    // Median time of each hand-off compute kernel alone, by (work bytes, graph).
+    let mut work_us: Vec<((u64, bool), f64)> = Vec::new();
     for s in plan(spec, world) {
         let mut points = Vec::new();
         for &bytes in &s.sizes {
@@ -474,38 +539,60 @@ fn assemble(
                     detail: format!("{wrong} received words differ from what was sent"),
                 });
             }
-            let samples = crate::stats::max_over_ranks(&samples_by_rank);
+            let mut samples = crate::stats::max_over_ranks(&samples_by_rank);
             let host = crate::stats::max_over_ranks(&host_by_rank);
+            let mut extra = Vec::new();
+            match s.pattern {
+                Pattern::Work { work } => {
+                    let median = crate::stats::median(&samples).unwrap_or(f64::NAN);
+                    work_us.push(((work, s.graph), median));
+                }
+                Pattern::Handoff { work } => {
+                    // Each leg ran the compute kernel once: take its time alone out.
+                    let alone = work_us
+                        .iter()
+                        .find(|(key, _)| *key == (work, s.graph))
+                        .map_or(0.0, |(_, us)| *us);
+                    extra.push(("work_us", alone));
+                    extra.push((
+                        "leg_with_work_us",
+                        crate::stats::median(&samples).unwrap_or(f64::NAN),
+                    ));
+                    samples = samples.iter().map(|t| (t - alone).max(0.0)).collect();
+                }
+                _ => {}
+            }
             let median = crate::stats::median(&samples).unwrap_or(f64::NAN);
             let (moved, factor) = s.pattern.bandwidth(bytes, world);
             let algbw = moved / (median * 1e3);
-            points.push(point(
-                vec![bytes as f64],
-                samples,
-                derived(&[
-                    ("algbw_gbps", algbw),
-                    ("busbw_gbps", algbw * factor),
-                    (
-                        // Eager: host time to enqueue one operation. Graph: host time of one replay
-                        // launch (of `ops_per_graph` operations), which is not a per-operation cost.
-                        if s.graph { "replay_host_us" } else { "host_us" },
-                        crate::stats::median(&host).unwrap_or(f64::NAN),
-                    ),
-                    ("kernels", s.pattern.calls(world) as f64),
-                    (
-                        "ops_per_graph",
-                        if s.graph {
-                            ops_per_graph(bytes) as f64
-                        } else {
-                            0.0
-                        },
-                    ),
-                ]),
-            )?);
+            let mut figures = extra;
+            figures.extend([
+                ("algbw_gbps", algbw),
+                ("busbw_gbps", algbw * factor),
+                (
+                    // Eager: host time to enqueue one operation. Graph: host time of one replay
+                    // launch (of `ops_per_graph` operations), which is not a per-operation cost.
+                    if s.graph { "replay_host_us" } else { "host_us" },
+                    crate::stats::median(&host).unwrap_or(f64::NAN),
+                ),
+                ("kernels", s.pattern.calls(world) as f64),
+                (
+                    "ops_per_graph",
+                    if s.graph {
+                        ops_per_graph(bytes) as f64
+                    } else {
+                        0.0
+                    },
+                ),
+            ]);
+            points.push(point(vec![bytes as f64], samples, derived(&figures))?);
         }
         let mut variant = vec![("graph", s.graph.to_string())];
         match s.pattern {
             Pattern::FanIn { senders } => variant.push(("senders", senders.to_string())),
+            Pattern::Work { work } | Pattern::Handoff { work } => {
+                variant.push(("work_bytes", work.to_string()));
+            }
             Pattern::AllReduce | Pattern::AllToAll => variant.push(("ranks", world.to_string())),
             _ => {}
         }

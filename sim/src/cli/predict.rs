@@ -23,12 +23,12 @@ use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, time
 use afd_sim::rng::Seed;
 use afd_sim::serving::{DboConfig, GraphMode, ServingConfig};
 use afd_sim::time::{SimDuration, SimTime};
-use afd_traces::calibration::CalibrationProfile;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
 use afd_traces::workload::{TraceFormat, read_trace_file};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::output::{csv_bytes, emit, write_atomically};
+use crate::cli::profiles::{CostSource, cost_model};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -49,8 +49,9 @@ does; a deployment that breaks a rule exits 2 with the findings), or else the se
 2a2f_graph_dbo_dp1tp2 (both roles DP1 TP2 with expert parallelism, max-num-seqs 64,
 max-num-batched-tokens 64, DBO thresholds 2/12, FULL_DECODE_ONLY with capture size 64). Each
 deployment flag then overrides one setting, with vllm serve's flag names.
-Costs come from --calibration where it has a table, otherwise from the GPU's datasheet roofline;
-the report says which source priced each operation class.";
+Costs come from --calibration, else the GPU's built-in profile (h200: the committed afd-probe
+calibration of 2 x H200, traces/data/calibration/), else the GPU's datasheet roofline; the roofline
+also prices what a profile lacks, and the report says which source priced each operation class.";
 
 /// Simulate a deployment serving a workload (`vllm bench serve` semantics).
 #[derive(Args, Debug, Clone)]
@@ -105,12 +106,23 @@ pub(crate) struct PredictArgs {
         help_heading = "Model and hardware"
     )]
     pub(crate) model: String,
-    /// GPU datasheet for the roofline: h200, h100, h800, h20, a100, l4, l20.
+    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20
+    /// (datasheet roofline).
     #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
     pub(crate) gpu: String,
-    /// Calibration profile written by `afd-probe calibrate`.
+    /// Calibration profile written by `afd-probe` (repeatable: merged in order, the first wins a
+    /// table both have; default: the GPU's built-in profiles).
+    #[arg(
+        long,
+        value_name = "PROFILE.json",
+        num_args = 1,
+        conflicts_with = "roofline",
+        help_heading = "Model and hardware"
+    )]
+    pub(crate) calibration: Option<Vec<PathBuf>>,
+    /// Price everything from the GPU's datasheet roofline, ignoring any built-in profile.
     #[arg(long, help_heading = "Model and hardware")]
-    pub(crate) calibration: Option<PathBuf>,
+    pub(crate) roofline: bool,
     /// Expert popularity: `uniform` or `power-law:EXPONENT` (e.g. power-law:1.2).
     #[arg(long, default_value = "uniform", help_heading = "Model and hardware")]
     pub(crate) routing: String,
@@ -253,23 +265,12 @@ impl Inputs {
             ffn_tp: config.ffn.tp,
             expert_parallel: config.ffn.expert_parallel,
         };
-        let cost = match &args.calibration {
-            None => CostModel::roofline(&model, config.gpu, layout),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading calibration profile {}", path.display()))?;
-                let profile = CalibrationProfile::from_json(&text)
-                    .with_context(|| format!("calibration profile {}", path.display()))?;
-                CostModel::calibrated(
-                    &model,
-                    config.gpu,
-                    layout,
-                    &profile,
-                    &path.display().to_string(),
-                )
-                .with_context(|| format!("calibration profile {}", path.display()))?
-            }
+        let source = match (&args.calibration, args.roofline) {
+            (Some(paths), _) => CostSource::Files(paths),
+            (None, true) => CostSource::Roofline,
+            (None, false) => CostSource::Default,
         };
+        let cost = cost_model(&source, &model, config.gpu, layout)?;
         let seed = Seed(args.seed);
         let arrivals = parse_arrivals(&args.request_rate, args.burstiness)?;
         let max_concurrency = parse_concurrency(&args.max_concurrency)?;
@@ -390,7 +391,7 @@ fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, St
 }
 
 /// A shipped model name, or a config file.
-fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
+pub(crate) fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
     if let Some(builtin) = ModelArch::builtin(spec) {
         return builtin.with_context(|| format!("shipped model {spec}"));
     }

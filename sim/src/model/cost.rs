@@ -5,6 +5,13 @@
 //! tokens and rows. It counts, per operation class, how many queries each source priced and how
 //! many calibrated queries fell outside the measured range (clamped). It never schedules anything:
 //! the step pipeline (`pipeline.rs`) decides when each operation runs.
+//!
+//! Every compute price is the device time of the operation inside a CUDA graph, launch gaps between
+//! its kernels included: a profile's `samples_us` are replays of back-to-back repetitions, so they
+//! already hold those gaps; the roofline adds `kernels × graph_kernel_gap`. Eager launches add
+//! [`CostModel::eager_kernel_gap`] per kernel on the device (callers add it; `pricing.rs`), and host
+//! issue costs are separate ([`CostModel::eager_host`]). Transfers are priced as dependent hand-offs
+//! (`p2p.ping_pong`, per leg): in a step each transfer waits for the one before it.
 
 pub mod interp;
 
@@ -15,6 +22,7 @@ use afd_traces::calibration::{CalibrationProfile, CostTable};
 use crate::model::arch::ModelArch;
 use crate::model::cost::interp::{Curve, Grid, InterpError, Lookup};
 use crate::model::hardware::{Efficiency, GpuKind, GpuSpec};
+use crate::pipeline::WaitCurve;
 use crate::time::SimDuration;
 
 /// The classes of operations the report attributes to a cost source.
@@ -25,8 +33,13 @@ pub enum OpClass {
     AllReduce,
     AllToAll,
     MoeRouter,
+    /// Token gather before the routed experts and weighted combine after them.
+    MoeDispatch,
     MoeRoutedExperts,
     MoeSharedExperts,
+    /// What a whole measured MoE layer costs beyond the sum of its measured parts (`moe.layer`
+    /// minus its `parts_sum_us`).
+    MoeLayer,
     MlpDense,
     AttentionProj,
     AttentionMlaDecode,
@@ -41,13 +54,15 @@ pub enum OpClass {
 }
 
 impl OpClass {
-    pub const ALL: [OpClass; 14] = [
+    pub const ALL: [OpClass; 16] = [
         OpClass::P2p,
         OpClass::AllReduce,
         OpClass::AllToAll,
         OpClass::MoeRouter,
+        OpClass::MoeDispatch,
         OpClass::MoeRoutedExperts,
         OpClass::MoeSharedExperts,
+        OpClass::MoeLayer,
         OpClass::MlpDense,
         OpClass::AttentionProj,
         OpClass::AttentionMlaDecode,
@@ -65,8 +80,10 @@ impl OpClass {
             OpClass::AllReduce => "nccl.all_reduce",
             OpClass::AllToAll => "nccl.all_to_all",
             OpClass::MoeRouter => "moe.router",
+            OpClass::MoeDispatch => "moe.dispatch",
             OpClass::MoeRoutedExperts => "moe.routed_experts",
             OpClass::MoeSharedExperts => "moe.shared_experts",
+            OpClass::MoeLayer => "moe.layer",
             OpClass::MlpDense => "mlp.dense",
             OpClass::AttentionProj => "attention.proj",
             OpClass::AttentionMlaDecode => "attention.mla_decode",
@@ -134,12 +151,18 @@ pub enum CostError {
     },
 }
 
-/// Number of kernels (or NCCL calls) one operation issues; prices eager launch gaps and graph gaps.
+/// Number of kernels (or NCCL calls) one operation issues; prices launch gaps. A profile's
+/// `derived.kernels` replaces the default of the operation it measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelCounts {
-    pub attention_layer: u32,
-    pub moe_layer: u32,
-    pub dense_layer: u32,
+    pub attention_proj: u32,
+    pub attention_decode: u32,
+    pub attention_prefill: u32,
+    pub router: u32,
+    pub dispatch: u32,
+    pub routed: u32,
+    pub shared: u32,
+    pub dense: u32,
     pub p2p: u32,
     pub collective: u32,
     pub lm_head: u32,
@@ -147,17 +170,28 @@ pub struct KernelCounts {
 
 impl KernelCounts {
     /// Counts of a DeepSeek-style layer in vLLM eager mode [inferred from the module structure:
-    /// norms, q/kv projections, rotary, attention kernel and metadata, output projection; router,
-    /// top-k, grouped gate/up, activation, down, combine, shared MLP].
+    /// norms, q/kv projections, rotary, output projection (10) and the attention kernel with its
+    /// metadata (2); router and top-k (2), gather and combine (2), grouped gate/up, activation and
+    /// down with their index set-up (5), shared MLP (3); dense MLP (4)].
     pub const fn defaults() -> KernelCounts {
         KernelCounts {
-            attention_layer: 12,
-            moe_layer: 12,
-            dense_layer: 4,
+            attention_proj: 10,
+            attention_decode: 2,
+            attention_prefill: 3,
+            router: 2,
+            dispatch: 2,
+            routed: 5,
+            shared: 3,
+            dense: 4,
             p2p: 1,
             collective: 1,
             lm_head: 4,
         }
+    }
+
+    /// Kernels of one whole MoE layer (router, dispatch, routed and shared experts).
+    pub fn moe_layer(&self) -> u32 {
+        self.router + self.dispatch + self.routed + self.shared
     }
 }
 
@@ -171,7 +205,7 @@ pub struct CostModel {
     kernels: KernelCounts,
     calibration: Option<Calibrated>,
     usage: [Cell<ClassUsage>; OpClass::ALL.len()],
-    // Memo caches by row count; exact keys only.
+    // Memo cache of hand-offs by row count; exact keys only.
     memo_p2p: RefCell<Vec<Option<MemoTransfer>>>,
 }
 
@@ -184,12 +218,22 @@ struct Calibrated {
     name: String,
     p2p_eager: Option<Curve>,
     p2p_graph: Option<Curve>,
+    /// `p2p.ping_pong` in graph mode: one dependent leg between NCCL kernels.
+    p2p_ping_pong: Option<Curve>,
+    /// `p2p.handoff` in graph mode: one leg between compute kernels, per compute time before the
+    /// send (`derived.work_us`), in increasing order of it.
+    handoff: Vec<(f64, Curve)>,
     fan_in: Vec<(u32, Curve)>,
     all_reduce: Vec<(u32, Curve)>,
     all_to_all: Vec<(u32, Curve)>,
     router: Option<Curve>,
+    dispatch: Option<Curve>,
     routed: Option<Grid>,
     shared: Option<Curve>,
+    /// `moe.layer − parts_sum_us` over tokens, signed.
+    composition: Option<Curve>,
+    /// Routing of the table `composition` came from (a `uniform` table is preferred).
+    composition_routing: Option<String>,
     dense: Option<Curve>,
     proj: Option<Curve>,
     mla_decode: Option<Grid>,
@@ -198,7 +242,10 @@ struct Calibrated {
     launch_graph: Option<Curve>,
     host_step: Option<Curve>,
     lm_head: Option<Curve>,
+    /// Median `derived.host_us` of each class's table.
     host_us: [Option<f64>; OpClass::ALL.len()],
+    /// Extra device time per eagerly launched kernel, µs (see [`eager_gap_fit`]).
+    eager_gap_us: Option<f64>,
 }
 
 impl CostModel {
@@ -226,7 +273,13 @@ impl CostModel {
         source: &str,
     ) -> Result<CostModel, CostError> {
         let mut cost = CostModel::roofline(model, gpu, layout);
-        cost.calibration = Some(Calibrated::from_profile(model, layout, profile, source)?);
+        cost.calibration = Some(Calibrated::from_profile(
+            model,
+            layout,
+            profile,
+            source,
+            &mut cost.kernels,
+        )?);
         Ok(cost)
     }
 
@@ -296,13 +349,14 @@ impl CostModel {
         self.calibration.as_ref()
     }
 
-    /// Roofline time of an operation: the slower of compute and memory, never below its kernels'
-    /// floor.
+    /// Roofline time of an operation inside a graph: the slower of compute and memory, never below
+    /// its kernels' floor, plus one graph launch gap per kernel (what a measured replay includes).
     fn roofline_time(&self, flops: f64, bytes: f64, kernels: u32) -> SimDuration {
         let compute = flops / (self.spec.bf16_flops * self.efficiency.compute);
         let memory = bytes / (self.spec.hbm_bytes_per_s * self.efficiency.hbm);
         let floor = f64::from(kernels) * self.efficiency.kernel_floor_s;
-        SimDuration::from_secs_f64(compute.max(memory).max(floor))
+        let gaps = f64::from(kernels) * self.graph_kernel_gap().as_secs_f64();
+        SimDuration::from_secs_f64(compute.max(memory).max(floor) + gaps)
     }
 
     /// Bytes per activation element.
@@ -315,16 +369,22 @@ impl CostModel {
         self.model.weight_bytes() as f64
     }
 
-    /// One-way transfer of `rows` rows of hidden states (afd-spec §3.3), in graph or eager mode.
-    /// Memoised by `(rows, graph)`; a memo hit counts as a query of the source that priced it.
-    pub fn transfer_rows(&self, rows: u32, graph: bool) -> TransferCost {
-        let slot = rows as usize * 2 + usize::from(graph);
+    /// Hand-off of `rows` rows of hidden states (afd-spec §3.3) from one rank to the other: from the
+    /// start of the send until the receiver has them, as one leg of a dependent exchange between
+    /// compute kernels whose receiver has not waited long (`p2p.handoff` with the shortest compute,
+    /// graph mode; else `p2p.ping_pong` per leg; else the one-way tables). The same on the device in
+    /// graph and eager mode: the eager hand-off measures the same within 0.2 µs once its timing
+    /// events are accounted for (docs/fidelity.md); eager issue costs are the host's
+    /// ([`CostModel::eager_host`]).
+    /// Memoised by `rows`; a memo hit counts as a query of the source that priced it.
+    pub fn transfer_rows(&self, rows: u32) -> TransferCost {
+        let slot = rows as usize;
         if let Some(Some((cost, lookup))) = self.memo_p2p.borrow().get(slot) {
             self.record(OpClass::P2p, *lookup);
             return *cost;
         }
         let (cost, lookup) =
-            self.transfer_bytes_with_lookup(u64::from(rows) * self.model.row_bytes(), graph);
+            self.transfer_bytes_with_lookup(u64::from(rows) * self.model.row_bytes());
         let mut memo = self.memo_p2p.borrow_mut();
         if memo.len() <= slot {
             memo.resize(slot + 1, None);
@@ -333,22 +393,21 @@ impl CostModel {
         cost
     }
 
-    /// One-way NCCL send/recv of `bytes`.
-    pub fn transfer_bytes(&self, bytes: u64, graph: bool) -> TransferCost {
-        self.transfer_bytes_with_lookup(bytes, graph).0
+    /// Hand-off of `bytes` by one NCCL send/recv pair (see [`CostModel::transfer_rows`]).
+    pub fn transfer_bytes(&self, bytes: u64) -> TransferCost {
+        self.transfer_bytes_with_lookup(bytes).0
     }
 
-    fn transfer_bytes_with_lookup(
-        &self,
-        bytes: u64,
-        graph: bool,
-    ) -> (TransferCost, Option<Lookup>) {
+    fn transfer_bytes_with_lookup(&self, bytes: u64) -> (TransferCost, Option<Lookup>) {
+        // The eager one-way table is the last resort: its small messages time the two hosts'
+        // launch skew, not the link.
         let curve = self.calibration().and_then(|c| {
-            if graph {
-                c.p2p_graph.as_ref().or(c.p2p_eager.as_ref())
-            } else {
-                c.p2p_eager.as_ref().or(c.p2p_graph.as_ref())
-            }
+            c.handoff
+                .first()
+                .map(|(_, curve)| curve)
+                .or(c.p2p_ping_pong.as_ref())
+                .or(c.p2p_graph.as_ref())
+                .or(c.p2p_eager.as_ref())
         });
         let lookup = curve.map(|c| c.at(bytes as f64));
         let cost = match (self.record(OpClass::P2p, lookup), curve) {
@@ -369,11 +428,47 @@ impl CostModel {
         (cost, lookup)
     }
 
+    /// How long an NCCL send or receive of `rows` rows holds its stream when its peer is ready (a
+    /// send, or a receive whose data has already arrived): the per-operation time of back-to-back
+    /// one-way operations in a graph (`p2p.one_way`, `graph=true`), where each rank runs one NCCL
+    /// kernel per operation. `None` without that table.
+    pub fn nccl_busy_rows(&self, rows: u32) -> Option<SimDuration> {
+        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+        self.calibration()
+            .and_then(|c| c.p2p_graph.as_ref())
+            .map(|curve| SimDuration::from_us_f64(curve.at(bytes).value_us))
+    }
+
+    /// How much later than [`CostModel::transfer_rows`] a receive of `rows` rows completes after its
+    /// rank has waited for the data, as `(wait, extra)` points in increasing wait, nanoseconds
+    /// (empty without `p2p.handoff` tables). A hand-off whose receiver idled longer is slower: in
+    /// `p2p.handoff` the receiver waits for the peer's compute (`work_us`) and one leg, and each
+    /// longer compute adds to the leg (on 2 × H200: +0.5 µs after 22 µs, +4 µs after 165 µs).
+    pub fn handoff_wait_extra(&self, rows: u32) -> WaitCurve {
+        let mut out = WaitCurve::default();
+        let Some(handoff) = self.calibration().map(|c| &c.handoff) else {
+            return out;
+        };
+        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+        let Some((_, first)) = handoff.first() else {
+            return out;
+        };
+        let base = first.at(bytes).value_us;
+        for (work_us, curve) in handoff.iter().take(WaitCurve::CAPACITY) {
+            let leg = curve.at(bytes).value_us;
+            out.push(
+                SimDuration::from_us_f64(work_us + base).as_ns(),
+                SimDuration::from_us_f64((leg - base).max(0.0)).as_ns(),
+            );
+        }
+        out
+    }
+
     /// Port occupancy per sender when `senders` Attention ranks send `rows` rows each to one FFN rank
     /// at once (afd-spec fan-in): from `p2p.fan_in` when measured for this sender count, else the
     /// one-way occupancy (the port then serialises the senders).
-    pub fn fan_in_occupancy(&self, rows: u32, senders: u32, graph: bool) -> SimDuration {
-        let single = self.transfer_rows(rows, graph);
+    pub fn fan_in_occupancy(&self, rows: u32, senders: u32) -> SimDuration {
+        let single = self.transfer_rows(rows);
         if senders <= 1 {
             return single.occupancy;
         }
@@ -449,8 +544,44 @@ impl CostModel {
         self.roofline_time(
             2.0 * t * params,
             params * self.weight() + t * f64::from(self.model.hidden()) * self.dtype(),
-            2,
+            self.kernels.router,
         )
+    }
+
+    /// Token gather before the routed experts and the weighted combine after them, over `tokens`
+    /// rows of one FFN rank (`moe.dispatch`).
+    pub fn moe_dispatch(&self, tokens: u32) -> SimDuration {
+        let lookup = self
+            .calibration()
+            .and_then(|c| c.dispatch.as_ref().map(|curve| curve.at(f64::from(tokens))));
+        if let Some(us) = self.record(OpClass::MoeDispatch, lookup) {
+            return SimDuration::from_us_f64(us);
+        }
+        // Gather reads and writes `top_k` copies of each row; combine reads them and writes one.
+        let rows = f64::from(tokens) * f64::from(self.model.experts_per_token());
+        let bytes =
+            (3.0 * rows + f64::from(tokens)) * f64::from(self.model.hidden()) * self.dtype();
+        self.roofline_time(0.0, bytes, self.kernels.dispatch)
+    }
+
+    /// What a whole MoE layer over `tokens` rows costs beyond the sum of its parts, in signed
+    /// nanoseconds: `moe.layer` minus its `parts_sum_us` (router + dispatch + routed grid at the
+    /// layer's own routings + shared), both measured by the same probe run. The parts are each
+    /// timed back to back with themselves; in a layer they follow one another and the router's
+    /// and dispatch's small working sets are no longer warm in L2. Zero without the table.
+    pub fn moe_composition_ns(&self, tokens: u32) -> i64 {
+        let lookup = self.calibration().and_then(|c| {
+            c.composition
+                .as_ref()
+                .map(|curve| curve.at(f64::from(tokens)))
+        });
+        match lookup {
+            Some(found) => {
+                self.record(OpClass::MoeLayer, Some(found));
+                (found.value_us * 1e3).round() as i64
+            }
+            None => 0,
+        }
     }
 
     /// Routed experts of one FFN rank: `active` local experts, each padded to `tokens_per_expert`
@@ -480,7 +611,7 @@ impl CostModel {
         self.roofline_time(
             2.0 * f64::from(tokens_per_expert) * params,
             params * self.weight(),
-            self.kernels.moe_layer.saturating_sub(4),
+            self.kernels.routed,
         )
     }
 
@@ -496,7 +627,11 @@ impl CostModel {
         if let Some(us) = self.record(OpClass::MoeSharedExperts, lookup) {
             return SimDuration::from_us_f64(us / tp);
         }
-        self.mlp_roofline(self.model.shared_expert_params() as f64 / tp, tokens, 3)
+        self.mlp_roofline(
+            self.model.shared_expert_params() as f64 / tp,
+            tokens,
+            self.kernels.shared,
+        )
     }
 
     /// Dense MLP of the first layers over `tokens` rows, TP-sharded (afd-spec §3.2: FFN owns it).
@@ -511,7 +646,7 @@ impl CostModel {
         self.mlp_roofline(
             self.model.dense_mlp_params() as f64 / tp,
             tokens,
-            self.kernels.dense_layer,
+            self.kernels.dense,
         )
     }
 
@@ -536,7 +671,7 @@ impl CostModel {
         self.mlp_roofline(
             self.model.attention_params_per_layer() as f64 / tp,
             tokens,
-            self.kernels.attention_layer.saturating_sub(2),
+            self.kernels.attention_proj,
         )
     }
 
@@ -562,7 +697,7 @@ impl CostModel {
             * self
                 .model
                 .kv_bytes_per_token_layer(self.layout.attention_tp) as f64;
-        self.roofline_time(flops, bytes, 2)
+        self.roofline_time(flops, bytes, self.kernels.attention_decode)
     }
 
     /// One layer's prefill attention for a chunk of `tokens` tokens on top of `context` cached ones.
@@ -587,7 +722,7 @@ impl CostModel {
             * self
                 .model
                 .kv_bytes_per_token_layer(self.layout.attention_tp) as f64;
-        self.roofline_time(flops, bytes, 3)
+        self.roofline_time(flops, bytes, self.kernels.attention_prefill)
     }
 
     /// LM head and sampling for `rows` sampled sequences on one Attention rank (vocab-parallel).
@@ -648,8 +783,9 @@ impl CostModel {
         SimDuration::from_secs_f64(self.efficiency.graph_launch_s)
     }
 
-    /// Device gap between consecutive kernels: the slope of the measured `launch.graph` table
-    /// (replay time per extra kernel) when a profile has one, else the default.
+    /// Device gap between consecutive kernels of a graph, which roofline prices add per kernel: the
+    /// slope of the measured `launch.graph` table (replay time per extra kernel) when a profile has
+    /// one, else the default. Calibrated prices already contain it.
     pub fn graph_kernel_gap(&self) -> SimDuration {
         if let Some(curve) = self.calibration().and_then(|c| c.launch_graph.as_ref())
             && let Some(slope_us) = curve.slope_per_unit()
@@ -675,8 +811,29 @@ impl CostModel {
         )
     }
 
-    /// Host time of the FFN worker loop between steps (synchronise, receive the control payload).
+    /// Extra device time of one eagerly launched kernel over the same kernel in a graph, when the
+    /// host has queued it ahead: the slope of a robust line through `eager_us − samples_us` against
+    /// `kernels` over the profile's operations whose eager runs were device-bound (see
+    /// [`eager_gap_fit`]); the intercept, the event pair around each timed eager run, is left out.
+    /// Without such points, the default (`Efficiency::eager_kernel_gap_s`).
+    pub fn eager_kernel_gap(&self) -> SimDuration {
+        match self.calibration().and_then(|c| c.eager_gap_us) {
+            Some(us) => SimDuration::from_us_f64(us),
+            None => SimDuration::from_secs_f64(self.efficiency.eager_kernel_gap_s),
+        }
+    }
+
+    /// Host time of the FFN worker loop between steps once the control message has arrived: it
+    /// reads the 8-byte size and then the payload, each a receive and a copy to the host followed
+    /// by a synchronisation (afd-spec §3.4, §6.2). Calibrated: twice `launch.eager` at 2 kernels
+    /// (host time to launch two small operations until they have run); else the default.
     pub fn ffn_loop_host(&self) -> SimDuration {
+        let lookup = self
+            .calibration()
+            .and_then(|c| c.launch_eager.as_ref().map(|curve| curve.at(2.0)));
+        if let Some(us) = self.record(OpClass::LaunchEager, lookup) {
+            return SimDuration::from_us_f64(2.0 * us);
+        }
         SimDuration::from_secs_f64(self.efficiency.ffn_loop_host_s)
     }
 }
@@ -687,9 +844,11 @@ impl Calibrated {
         layout: CostLayout,
         profile: &CalibrationProfile,
         source: &str,
+        kernels: &mut KernelCounts,
     ) -> Result<Calibrated, CostError> {
         let mut out = Calibrated {
             name: source.to_owned(),
+            eager_gap_us: eager_gap_fit(profile),
             ..Calibrated::default()
         };
         let experts_local = model.has_moe().then(|| {
@@ -712,6 +871,24 @@ impl Calibrated {
                     Some("true") => out.p2p_graph = Some(curve("bytes")?),
                     _ => out.p2p_eager = Some(curve("bytes")?),
                 },
+                "p2p.ping_pong" => {
+                    if graph == Some("true") {
+                        out.p2p_ping_pong = Some(curve("bytes")?);
+                    }
+                }
+                "p2p.handoff" => {
+                    let work_us = table
+                        .points
+                        .first()
+                        .and_then(|p| p.derived.get("work_us").copied())
+                        .filter(|w| w.is_finite() && *w >= 0.0);
+                    if let (Some("true"), Some(work_us)) = (graph, work_us)
+                        && !out.handoff.iter().any(|(w, _)| *w == work_us)
+                    {
+                        out.handoff.push((work_us, curve("bytes")?));
+                        out.handoff.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    }
+                }
                 "p2p.fan_in" => {
                     if let Some(n) = count("senders") {
                         out.fan_in.push((n, curve("bytes")?));
@@ -728,10 +905,23 @@ impl Calibrated {
                     }
                 }
                 "moe.router" => out.router = Some(curve("tokens")?),
+                "moe.dispatch" => out.dispatch = Some(curve("tokens")?),
                 "moe.routed_experts" => {
                     let local = count("experts_local");
                     if local.is_none() || local == experts_local || out.routed.is_none() {
                         out.routed = Some(grid("active_experts", "tokens_per_expert")?);
+                    }
+                }
+                "moe.layer" => {
+                    // The composition overhead is taken from the uniform-routing table when there
+                    // is one; it prices the layer's kernels following one another, not routing.
+                    let routing = table.variant.get("routing").cloned();
+                    let better = out.composition.is_none()
+                        || (routing.as_deref() == Some("uniform")
+                            && out.composition_routing.as_deref() != Some("uniform"));
+                    if better && let Some(composition) = composition_of(index, table)? {
+                        out.composition = Some(composition);
+                        out.composition_routing = routing;
                     }
                 }
                 "moe.shared_experts" => out.shared = Some(curve("tokens")?),
@@ -752,13 +942,137 @@ impl Calibrated {
                     .filter_map(|p| p.derived.get("host_us").copied())
                     .filter(|v| v.is_finite() && *v >= 0.0)
                     .collect();
-                if !host.is_empty() {
-                    out.host_us[class.index()] = Some(host.iter().sum::<f64>() / host.len() as f64);
+                if let Some(median) = median(host) {
+                    out.host_us[class.index()] = Some(median);
+                }
+            }
+            if let Some(n) = table
+                .points
+                .first()
+                .and_then(|p| p.derived.get("kernels"))
+                .filter(|n| n.is_finite() && **n >= 1.0 && **n <= 1e4)
+            {
+                let n = *n as u32;
+                match table.op.as_str() {
+                    "attention.proj" => kernels.attention_proj = n,
+                    "attention.mla_decode" => kernels.attention_decode = n,
+                    "moe.router" => kernels.router = n,
+                    "moe.dispatch" => kernels.dispatch = n,
+                    "moe.routed_experts" => kernels.routed = n,
+                    "moe.shared_experts" => kernels.shared = n,
+                    "mlp.dense" => kernels.dense = n,
+                    _ => {}
                 }
             }
         }
         Ok(out)
     }
+}
+
+/// Merges profiles in order: a table whose `op` and `variant` an earlier profile already has is left
+/// out, so the first profile wins and later ones only add what it lacks. The provenance is the
+/// first profile's; `None` for no profiles.
+pub fn merge_profiles(
+    profiles: impl IntoIterator<Item = CalibrationProfile>,
+) -> Option<CalibrationProfile> {
+    let mut merged: Option<CalibrationProfile> = None;
+    for profile in profiles {
+        match &mut merged {
+            None => merged = Some(profile),
+            Some(merged) => {
+                for table in profile.tables {
+                    let known = merged
+                        .tables
+                        .iter()
+                        .any(|t| t.op == table.op && t.variant == table.variant);
+                    if !known {
+                        merged.tables.push(table);
+                    }
+                }
+            }
+        }
+    }
+    merged
+}
+
+/// The extra device time per eagerly launched kernel, µs, from every point of `profile` that
+/// carries `eager_us`, `host_us` and `kernels` and whose eager run was device-bound (`host_us` below
+/// the graph time `median_us`: the host enqueued each operation faster than the GPU ran it, so
+/// `eager_us` is device time). `eager_us − median_us = event pair + gap × kernels`; the gap is the
+/// Theil–Sen slope (median of pairwise slopes), robust to the noise of long operations. `None`
+/// without two distinct kernel counts.
+pub fn eager_gap_fit(profile: &CalibrationProfile) -> Option<f64> {
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for table in &profile.tables {
+        for point in &table.points {
+            let derived = |key: &str| point.derived.get(key).copied().filter(|v| v.is_finite());
+            let (Some(eager), Some(host), Some(kernels)) =
+                (derived("eager_us"), derived("host_us"), derived("kernels"))
+            else {
+                continue;
+            };
+            let graph = point.stats.median_us;
+            if kernels >= 1.0 && host < graph {
+                points.push((kernels, eager - graph));
+            }
+        }
+    }
+    let mut slopes = Vec::new();
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            if a.0 != b.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    median(slopes).map(|slope| slope.max(0.0))
+}
+
+/// Median of finite values (mean of the middle two for an even count); `None` when empty.
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    })
+}
+
+/// `moe.layer` minus its `derived.parts_sum_us` over tokens; `None` when no point has the parts.
+fn composition_of(index: usize, table: &CostTable) -> Result<Option<Curve>, CostError> {
+    if table.axes.len() != 1 || table.axes[0] != "tokens" {
+        return Err(CostError::Axes {
+            index,
+            op: table.op.clone(),
+            found: table.axes.clone(),
+            expected: vec!["tokens"],
+        });
+    }
+    let points: Vec<(f64, f64)> = table
+        .points
+        .iter()
+        .filter_map(|p| {
+            let parts = p.derived.get("parts_sum_us").copied()?;
+            parts
+                .is_finite()
+                .then(|| (p.at[0], p.stats.median_us - parts))
+        })
+        .collect();
+    if points.is_empty() {
+        return Ok(None);
+    }
+    Curve::new(points)
+        .map(Some)
+        .map_err(|problem| CostError::Table {
+            index,
+            op: table.op.clone(),
+            problem,
+        })
 }
 
 fn class_of_op(op: &str) -> Option<OpClass> {
@@ -767,6 +1081,7 @@ fn class_of_op(op: &str) -> Option<OpClass> {
         "nccl.all_reduce" => OpClass::AllReduce,
         "nccl.all_to_all" => OpClass::AllToAll,
         "moe.router" => OpClass::MoeRouter,
+        "moe.dispatch" => OpClass::MoeDispatch,
         "moe.routed_experts" => OpClass::MoeRoutedExperts,
         "moe.shared_experts" => OpClass::MoeSharedExperts,
         "mlp.dense" => OpClass::MlpDense,

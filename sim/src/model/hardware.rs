@@ -56,6 +56,9 @@ pub struct Efficiency {
     pub graph_launch_s: f64,
     /// Device-side gap between consecutive kernels inside a graph replay, seconds.
     pub graph_kernel_gap_s: f64,
+    /// Extra device-side gap of an eagerly launched kernel over the same kernel in a graph when the
+    /// host has queued it ahead, seconds.
+    pub eager_kernel_gap_s: f64,
     /// Host time of one engine step outside the forward pass (scheduler, input preparation,
     /// sampling, output processing), seconds; plus `step_host_per_request_s` per scheduled request.
     pub step_host_s: f64,
@@ -193,8 +196,10 @@ impl Efficiency {
     ///
     /// Launch costs: a PyTorch eager op costs a few µs of host time per kernel; CUDA-graph replay
     /// removes it and leaves ~1 µs gaps; an NCCL all-reduce of 1 KB is 0.5 µs in a graph vs 3.5 µs
-    /// eager (nccl #1984, sim-anchors §3). The step host time of a vLLM V1 engine is an assumption to
-    /// be replaced by a measured `host.step` table.
+    /// eager (nccl #1984, sim-anchors §3). Without a profile the device-side cost of an eager launch
+    /// over a graph's is unknown and taken as zero (a profile measures it: `eager_kernel_gap`). The
+    /// step host time of a vLLM V1 engine is an assumption to be replaced by a measured `host.step`
+    /// table.
     pub fn defaults() -> Efficiency {
         Efficiency {
             hbm: 0.8,
@@ -204,6 +209,7 @@ impl Efficiency {
             eager_host_per_kernel_s: 6e-6,
             graph_launch_s: 12e-6,
             graph_kernel_gap_s: 1e-6,
+            eager_kernel_gap_s: 0.0,
             step_host_s: 300e-6,
             step_host_per_request_s: 2e-6,
             ffn_loop_host_s: 30e-6,

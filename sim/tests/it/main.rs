@@ -1,8 +1,10 @@
 //! Integration tests of `afd-sim`: the binary on every recipe fixture and on the topology tables,
 //! property tests that feed random and mangled input to the deployment parsers, and whole
-//! `predict` runs through the public API and the binary.
+//! `predict` runs through the public API and the binary, and the fidelity check of the simulator
+//! against the committed H200 pipeline measurements.
 
 mod check_cli;
+mod fidelity;
 mod fixtures;
 mod golden;
 mod parsers;

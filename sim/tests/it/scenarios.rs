@@ -43,8 +43,8 @@ fn one_by_one_eager() -> ServingConfig {
 #[test]
 fn one_layer_one_request_times_follow_from_the_profile() {
     // Flat tables: every operation costs the same at any size, launches are free.
-    let (h, p, proj, prefill, decode, router, experts, shared, lm) =
-        (100.0, 10.0, 40.0, 50.0, 30.0, 5.0, 60.0, 20.0, 8.0);
+    let (h, p, proj, prefill, decode, router, dispatch, experts, shared, lm) =
+        (100.0, 10.0, 40.0, 50.0, 30.0, 5.0, 3.0, 60.0, 20.0, 8.0);
     let tables = vec![
         flat("p2p.one_way", &[("graph", "false")], &["bytes"], p),
         flat("attention.proj", &[], &["tokens"], proj),
@@ -52,6 +52,7 @@ fn one_layer_one_request_times_follow_from_the_profile() {
         flat("attention.mla_decode", &[], &["batch", "context"], decode),
         flat("attention.lm_head", &[], &["tokens"], lm),
         flat("moe.router", &[], &["tokens"], router),
+        flat("moe.dispatch", &[], &["tokens"], dispatch),
         flat(
             "moe.routed_experts",
             &[],
@@ -86,11 +87,12 @@ fn one_layer_one_request_times_follow_from_the_profile() {
     .unwrap();
     let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
     let row = &request_rows(&result, &workload)[0];
-    // Prefill step: host, two control sends, projections + prefill, A→F, router + experts + shared,
-    // F→A, LM head.
-    let ttft = h + 2.0 * p + proj + prefill + p + router + experts + shared + p + lm;
+    // Prefill step: host, two control sends, projections + prefill, A→F, router + dispatch + experts
+    // + shared, F→A, LM head.
+    let moe = router + dispatch + experts + shared;
+    let ttft = h + 2.0 * p + proj + prefill + p + moe + p + lm;
     // Decode step: the same with decode attention instead of prefill.
-    let tpot = h + 2.0 * p + proj + decode + p + router + experts + shared + p + lm;
+    let tpot = h + 2.0 * p + proj + decode + p + moe + p + lm;
     assert_eq!(row.ttft_ms, Some(ttft / 1e3));
     assert_eq!(row.e2el_ms, Some((ttft + tpot) / 1e3));
     let report = build_report(

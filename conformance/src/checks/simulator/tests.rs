@@ -105,8 +105,8 @@ fn the_seed_deployment_has_a_deterministic_prediction() {
     assert_eq!(pricing.model.name, "deepseek-v2-lite");
     let config = serving_config(&deployment, &pricing).expect("the seed is modelled");
     let workload = workload(&load(16), 1.0).expect("every request succeeded");
-    let first = predict(&config, pricing.cost(&config), &workload, 0).expect("predicted");
-    let again = predict(&config, pricing.cost(&config), &workload, 0).expect("predicted");
+    let first = predict(&config, cost(&pricing, &config), &workload, 0).expect("predicted");
+    let again = predict(&config, cost(&pricing, &config), &workload, 0).expect("predicted");
     assert_eq!(first, again);
     assert_eq!(first.n, 16);
     assert!(
@@ -115,8 +115,12 @@ fn the_seed_deployment_has_a_deterministic_prediction() {
     );
     // Arrivals twice as dense in simulated time (a time scale of 2) can only queue more.
     let denser = workload_at(&load(16), 2.0);
-    let busier = predict(&config, pricing.cost(&config), &denser, 0).expect("predicted");
+    let busier = predict(&config, cost(&pricing, &config), &denser, 0).expect("predicted");
     assert!(busier.ttft_ms >= first.ttft_ms, "{busier:?} vs {first:?}");
+}
+
+fn cost(pricing: &SimPricing, config: &ServingConfig) -> CostModel {
+    pricing.cost(config).expect("the seed deployment is priced")
 }
 
 fn workload_at(load: &BenchResult, time_scale: f64) -> Workload {

@@ -20,6 +20,7 @@ use afd_sim::live::{LiveEngine, LiveRequest};
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::profiles::{ProfileError, default_cost_model};
 use afd_sim::model::scheduler::RequestId as SimRequestId;
 use afd_sim::rng::Seed;
 use afd_sim::serving::{ServingConfig, ServingConfigError};
@@ -74,7 +75,7 @@ impl SimPricing {
     /// Prices `model` (the served path or name) on `gpu`: the architecture in `<model>/config.json` when
     /// it is one the simulator models, else the shipped config whose name is the path's last component
     /// (`/models/DeepSeek-V2-Lite` → `deepseek-v2-lite`), else [`DEFAULT_MODEL`]. Costs are the GPU's
-    /// datasheet roofline, as `afd-sim predict` prices without `--calibration`.
+    /// built-in calibration profile, else its datasheet roofline, as `afd-sim predict` prices by default.
     pub fn new(model: &str, gpu: GpuKind) -> SimPricing {
         let (model, model_source) = resolve_model(model);
         SimPricing {
@@ -84,9 +85,10 @@ impl SimPricing {
         }
     }
 
-    /// The cost model for a configuration's layout.
-    pub fn cost(&self, config: &ServingConfig) -> CostModel {
-        CostModel::roofline(&self.model, self.gpu, config.cost_layout())
+    /// The cost model for a configuration's layout: the GPU's built-in calibration profile where one
+    /// exists, else its datasheet roofline, exactly as `afd-sim predict` prices without flags.
+    pub fn cost(&self, config: &ServingConfig) -> Result<CostModel, ProfileError> {
+        default_cost_model(&self.model, self.gpu, config.cost_layout())
     }
 }
 
@@ -219,6 +221,8 @@ pub enum SimSourceError {
     Serving(#[from] ServingConfigError),
     #[error("the simulator cannot model this pair: {0}")]
     Cluster(#[from] ClusterError),
+    #[error("the simulator cannot price this pair: {0}")]
+    Pricing(#[from] ProfileError),
     #[error(
         "the model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV cache ({kv_tokens}) of an Attention engine on {gpu}; try increasing --gpu-memory-utilization or decreasing --max-model-len"
     )]
@@ -266,7 +270,7 @@ impl SimSource {
         let config = serving_config(&deployment, pricing)?;
         let engine = LiveEngine::new(
             &config,
-            pricing.cost(&config),
+            pricing.cost(&config)?,
             ModelOptions::default(),
             Seed(local.seed),
         )?;

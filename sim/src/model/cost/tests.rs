@@ -96,15 +96,15 @@ fn calibrated_tables_price_their_classes_and_others_fall_back() {
     assert_eq!(cost.source_of(OpClass::MoeRouter), "calibration");
     assert_eq!(cost.source_of(OpClass::MoeSharedExperts), "roofline");
     // 8 bytes is the first point: all latency, no occupancy.
-    let small = cost.transfer_bytes(8, false);
+    let small = cost.transfer_bytes(8);
     assert_eq!(
         (small.latency.as_us_f64(), small.occupancy.as_us_f64()),
         (10.0, 0.0)
     );
-    let big = cost.transfer_bytes(1 << 20, false);
+    let big = cost.transfer_bytes(1 << 20);
     assert_eq!(big.total().as_us_f64(), 1034.0);
     // Outside the measured range: clamped and counted.
-    let _ = cost.transfer_bytes(1 << 30, false);
+    let _ = cost.transfer_bytes(1 << 30);
     assert_eq!(cost.usage(OpClass::P2p).out_of_range, 1);
 }
 
@@ -135,8 +135,8 @@ fn tables_with_wrong_axes_are_rejected_with_their_index() {
 fn memo_hits_count_as_queries_of_their_source() {
     let model = ModelArch::deepseek_v2_lite();
     let cost = CostModel::roofline(&model, GpuKind::H200, layout());
-    let first = cost.transfer_rows(64, false);
-    assert_eq!(cost.transfer_rows(64, false), first);
+    let first = cost.transfer_rows(64);
+    assert_eq!(cost.transfer_rows(64), first);
     assert_eq!(cost.usage(OpClass::P2p).roofline, 2);
     // 64 rows x 4 KiB at 0.4 x 450 GB/s ≈ 1.46 µs of occupancy plus 3 µs latency.
     assert!(
@@ -201,8 +201,8 @@ proptest! {
             Err(err) => prop_assert!(err.to_string().starts_with("calibration table ")),
             Ok(cost) => {
                 // Every query of a profile that loaded answers without panicking.
-                let _ = cost.transfer_rows(rows, false);
-                let _ = cost.fan_in_occupancy(rows, 2, true);
+                let _ = cost.transfer_rows(rows);
+                let _ = cost.fan_in_occupancy(rows, 2);
                 let _ = cost.all_reduce_rows(rows, 2);
                 let _ = cost.router(rows);
                 let _ = cost.routed_experts(rows % 64 + 1, rows);
@@ -214,4 +214,139 @@ proptest! {
             }
         }
     }
+}
+
+fn point_with(at: Vec<f64>, us: f64, derived: &[(&str, f64)]) -> CostPoint {
+    let mut p = point(at, us);
+    p.derived = derived.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+    p
+}
+
+fn calibrated(profile: &CalibrationProfile) -> CostModel {
+    CostModel::calibrated(
+        &ModelArch::deepseek_v2_lite(),
+        GpuKind::H200,
+        layout(),
+        profile,
+        "test",
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_eager_gap_is_the_robust_slope_over_device_bound_eager_runs() {
+    let mut profile = CalibrationProfile::new(Provenance::default());
+    // eager − graph = 2 µs of events + 1.5 µs per kernel, for 2- and 10-kernel operations; one
+    // outlier, and one host-bound point (host 60 µs > graph 40 µs) that must not count.
+    let points = vec![
+        point_with(
+            vec![1.0],
+            20.0,
+            &[("kernels", 2.0), ("host_us", 5.0), ("eager_us", 25.0)],
+        ),
+        point_with(
+            vec![2.0],
+            30.0,
+            &[("kernels", 2.0), ("host_us", 5.0), ("eager_us", 35.0)],
+        ),
+        point_with(
+            vec![3.0],
+            90.0,
+            &[("kernels", 10.0), ("host_us", 5.0), ("eager_us", 107.0)],
+        ),
+        point_with(
+            vec![4.0],
+            95.0,
+            &[("kernels", 10.0), ("host_us", 5.0), ("eager_us", 112.0)],
+        ),
+        point_with(
+            vec![5.0],
+            99.0,
+            &[("kernels", 10.0), ("host_us", 5.0), ("eager_us", 160.0)],
+        ),
+        point_with(
+            vec![6.0],
+            40.0,
+            &[("kernels", 2.0), ("host_us", 60.0), ("eager_us", 200.0)],
+        ),
+    ];
+    profile
+        .tables
+        .push(table("moe.router", &[], &["tokens"], points));
+    assert_eq!(eager_gap_fit(&profile), Some(1.5));
+    assert_eq!(calibrated(&profile).eager_kernel_gap().as_ns(), 1_500);
+    // Without eager runs the default applies (zero for the roofline).
+    let roofline = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout());
+    assert_eq!(roofline.eager_kernel_gap(), SimDuration::ZERO);
+}
+
+#[test]
+fn handoffs_price_transfers_and_slow_down_after_long_waits() {
+    let mut profile = CalibrationProfile::new(Provenance::default());
+    let handoff = |work: f64, legs: [f64; 2]| {
+        table(
+            "p2p.handoff",
+            &[("graph", "true"), ("work_bytes", "1")],
+            &["bytes"],
+            vec![
+                point_with(vec![8.0], legs[0], &[("work_us", work)]),
+                point_with(vec![4096.0 * 64.0], legs[1], &[("work_us", work)]),
+            ],
+        )
+    };
+    profile.tables.push(table(
+        "p2p.ping_pong",
+        &[("graph", "true")],
+        &["bytes"],
+        vec![point(vec![8.0], 99.0)],
+    ));
+    profile.tables.push(handoff(100.0, [9.0, 14.0]));
+    profile.tables.push(handoff(1.0, [6.0, 10.0]));
+    profile.tables.push(table(
+        "p2p.one_way",
+        &[("graph", "true")],
+        &["bytes"],
+        vec![point(vec![8.0], 5.0), point(vec![4096.0 * 64.0], 8.0)],
+    ));
+    let cost = calibrated(&profile);
+    // The shortest-compute hand-off prices the leg (not ping-pong): 64 rows of 4 KiB.
+    assert_eq!(cost.transfer_rows(64).total().as_us_f64(), 10.0);
+    assert_eq!(cost.nccl_busy_rows(64).map(|d| d.as_us_f64()), Some(8.0));
+    // After waiting the 100 µs compute plus one leg, the leg is 4 µs longer.
+    let extra = cost.handoff_wait_extra(64);
+    assert_eq!(extra.at(1_000 + 10_000), 0);
+    assert_eq!(extra.at(100_000 + 10_000), 4_000);
+    assert_eq!(extra.at(1_000_000), 4_000);
+    // Without hand-off tables: ping-pong, and no extra.
+    profile.tables.retain(|t| t.op != "p2p.handoff");
+    let cost = calibrated(&profile);
+    assert_eq!(cost.transfer_rows(64).total().as_us_f64(), 99.0);
+    assert_eq!(cost.handoff_wait_extra(64).at(1_000_000), 0);
+}
+
+#[test]
+fn a_whole_moe_layer_adds_what_its_parts_miss() {
+    let mut profile = CalibrationProfile::new(Provenance::default());
+    profile.tables.push(table(
+        "moe.layer",
+        &[("routing", "power-law:1.2")],
+        &["tokens"],
+        vec![point_with(vec![4.0], 100.0, &[("parts_sum_us", 50.0)])],
+    ));
+    profile.tables.push(table(
+        "moe.layer",
+        &[("routing", "uniform")],
+        &["tokens"],
+        vec![
+            point_with(vec![4.0], 130.0, &[("parts_sum_us", 118.0)]),
+            point_with(vec![4096.0], 1200.0, &[("parts_sum_us", 1210.0)]),
+        ],
+    ));
+    let cost = calibrated(&profile);
+    // The uniform table wins; the difference is signed.
+    assert_eq!(cost.moe_composition_ns(4), 12_000);
+    assert_eq!(cost.moe_composition_ns(4096), -10_000);
+    assert_eq!(cost.source_of(OpClass::MoeLayer), "calibration");
+    let roofline = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout());
+    assert_eq!(roofline.moe_composition_ns(4), 0);
 }

@@ -1,0 +1,336 @@
+//! Prices one planned step: turns a [`StepShape`] and the routed-expert time of every (stage, MoE
+//! layer, FFN rank) into the [`StepCosts`] the layer pipeline (`pipeline.rs`) sweeps.
+//!
+//! `Cluster` (serving, with sampled routings) and `replay` (a measured probe step, with its recorded
+//! routings) both price through [`price_step`]; neither has a formula of its own. Only how the
+//! routed experts were chosen differs, so the caller supplies them through a closure.
+//!
+//! What a price is made of (`model/cost.rs` has each operation's source):
+//! - device time of every operation inside a graph, launch gaps included; in eager mode plus
+//!   [`CostModel::eager_kernel_gap`] per kernel launched (NCCL calls excluded: their eager device
+//!   cost is not measured; `p2p` eager figures time the hosts' launch skew);
+//! - one MoE layer = router + dispatch + routed experts + shared experts + the measured
+//!   composition overhead of a whole layer over its parts;
+//! - a transfer = one dependent hand-off leg, longer after its receiver waited
+//!   ([`CostModel::handoff_wait_extra`]); a send, and a receive whose data has already arrived, hold
+//!   their stream for [`CostModel::nccl_busy_rows`];
+//! - host issue costs per operation in eager mode (`derived.host_us` of the operation's table).
+//!
+//! It does not decide when anything runs.
+
+use crate::model::cost::{CostModel, OpClass};
+use crate::pipeline::{FfnCollective, HostCosts, PipelineLayout, StepCosts};
+use crate::step::StepShape;
+use crate::time::SimDuration;
+
+/// What kind of step is priced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepScope {
+    /// A serving engine step: scheduler host time before the forward, LM head and sampling after.
+    Serving {
+        /// Requests scheduled on the busiest engine (prices the scheduler's host time).
+        scheduled: u32,
+    },
+    /// The forward pass alone, as `afd-probe pipeline` runs it: no scheduler, no LM head.
+    Forward,
+}
+
+/// Per-stage, per-FFN-rank buffers of [`price_step`], reused between steps.
+#[derive(Debug, Default)]
+pub struct PriceScratch {
+    rows_f: [Vec<u32>; 2],
+    real_f: [Vec<u32>; 2],
+    dense: [Vec<u64>; 2],
+    router: [Vec<u64>; 2],
+    shared: [Vec<u64>; 2],
+    composition: [Vec<i64>; 2],
+}
+
+impl PriceScratch {
+    fn reset(&mut self, ffn_ranks: usize) {
+        for s in 0..2 {
+            for v in [&mut self.rows_f[s], &mut self.real_f[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+            for v in [&mut self.dense[s], &mut self.router[s], &mut self.shared[s]] {
+                v.clear();
+                v.resize(ffn_ranks, 0);
+            }
+            self.composition[s].clear();
+            self.composition[s].resize(ffn_ranks, 0);
+        }
+    }
+}
+
+/// Rows each FFN rank processes per stage: `rows[stage][ffn rank]` (padded) and `real[..][..]`.
+pub struct FfnRows<'a> {
+    pub rows: &'a [Vec<u32>; 2],
+    pub real: &'a [Vec<u32>; 2],
+}
+
+/// Index of the routed-expert time of `(stage, moe layer, ffn rank)` in the vector the caller of
+/// [`price_step`] fills: stage-major then layer then rank with expert parallelism (one routing per
+/// EP group), rank-major then layer without (every rank routes its own rows).
+pub fn routed_index(
+    expert_parallel: bool,
+    moe_layers: usize,
+    ffn_ranks: usize,
+    stage: usize,
+    moe: usize,
+    rank: usize,
+) -> usize {
+    if expert_parallel {
+        (stage * moe_layers + moe) * ffn_ranks + rank
+    } else {
+        (stage * ffn_ranks + rank) * moe_layers + moe
+    }
+}
+
+/// Fills `costs` for `shape`. `route(rows, routed)` appends the routed-expert time of every
+/// (stage, MoE layer, FFN rank) to `routed` in [`routed_index`] order; it is called once, after the
+/// FFN rows are known, and only when the model has MoE layers.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the step's shape, layout, cost model and buffers are distinct inputs"
+)]
+pub fn price_step(
+    cost: &CostModel,
+    layout: &PipelineLayout,
+    expert_parallel: bool,
+    shape: &StepShape,
+    scope: StepScope,
+    scratch: &mut PriceScratch,
+    routed: &mut Vec<SimDuration>,
+    route: impl FnOnce(FfnRows<'_>, &mut Vec<SimDuration>),
+    costs: &mut StepCosts,
+) {
+    let stages = shape.stages;
+    let engines = layout.engines();
+    let a_n = layout.attention_ranks;
+    let f_n = layout.ffn_ranks;
+    let kernels = cost.kernels();
+    let eager_gap = cost.eager_kernel_gap().as_ns();
+    // Device overhead of `n` kernels launched eagerly (zero inside a graph).
+    let attention_launch = |n: u32| {
+        if shape.graph {
+            0
+        } else {
+            u64::from(n) * eager_gap
+        }
+    };
+    let ffn_launch = |n: u32| {
+        if shape.ffn_graph {
+            0
+        } else {
+            u64::from(n) * eager_gap
+        }
+    };
+    costs.stages = stages;
+    costs.attention_graph = shape.graph;
+    costs.ffn_graph = shape.ffn_graph;
+    for s in 0..2 {
+        costs.attention_compute[s].clear();
+        costs.attention_all_reduce[s].clear();
+        costs.send_occupancy[s].clear();
+        costs.send_latency[s].clear();
+        costs.send_busy[s].clear();
+        costs.send_back[s].clear();
+        costs.send_back_busy[s].clear();
+        costs.recv_busy[s].clear();
+        costs.recv_extra[s].clear();
+    }
+    for s in 0..stages {
+        for e in 0..engines {
+            let work = &shape.work[s][e];
+            let mut compute = cost.attention_proj(work.rows);
+            let mut launched = kernels.attention_proj;
+            if work.decode_seqs > 0 {
+                compute += cost.attention_decode(work.decode_seqs, work.decode_context);
+                launched += kernels.attention_decode;
+            }
+            for &(tokens, context) in &work.prefill {
+                compute += cost.attention_prefill(tokens, context);
+                launched += kernels.attention_prefill;
+            }
+            costs.attention_compute[s].push(compute.as_ns() + attention_launch(launched));
+            costs.attention_all_reduce[s].push(
+                cost.all_reduce_rows(work.rows, layout.attention_tp as u32)
+                    .as_ns(),
+            );
+        }
+        for a in 0..a_n {
+            let rows = shape.rows(s, layout.engine_of(a));
+            let senders = layout.blocks[layout.subgroup_of[a]].len() as u32;
+            let transfer = cost.transfer_rows(rows);
+            // Without a measured NCCL kernel time, a send holds its stream until its data has
+            // arrived and a receive whose data is there takes no time.
+            let nccl = cost.nccl_busy_rows(rows);
+            let send_busy = nccl.unwrap_or(transfer.total()).as_ns();
+            costs.send_occupancy[s].push(cost.fan_in_occupancy(rows, senders).as_ns());
+            costs.send_latency[s].push(transfer.latency.as_ns());
+            costs.send_busy[s].push(send_busy);
+            costs.send_back[s].push(transfer.total().as_ns());
+            costs.send_back_busy[s].push(send_busy);
+            costs.recv_busy[s].push(nccl.unwrap_or_default().as_ns());
+            costs.recv_extra[s].push(cost.handoff_wait_extra(rows));
+        }
+    }
+
+    // FFN rows per rank and stage.
+    scratch.reset(f_n);
+    let PriceScratch {
+        rows_f,
+        real_f,
+        dense,
+        router,
+        shared,
+        composition,
+    } = scratch;
+    for s in 0..stages {
+        for f in 0..f_n {
+            for &a in &layout.blocks[f] {
+                let work = &shape.work[s][layout.engine_of(a)];
+                rows_f[s][f] += work.rows;
+                real_f[s][f] += work.real.min(work.rows);
+            }
+        }
+    }
+    let layers = layout.layers;
+    let slots = layers * stages;
+    costs.ffn_pre.clear();
+    costs.ffn_pre.resize(slots * f_n, 0);
+    costs.ffn_post.clear();
+    costs.ffn_post.resize(slots * f_n, 0);
+    costs.ffn_collective_1.clear();
+    costs.ffn_collective_1.resize(slots, 0);
+    costs.ffn_collective_2.clear();
+    costs.ffn_collective_2.resize(slots, 0);
+    let ffn_tp = layout.ffn_tp as u32;
+    // Per-stage constants: dense MLP, router, dispatch, shared experts, composition and the
+    // collectives depend on rows only.
+    let mut reduce = [0u64; 2];
+    let mut a2a = [0u64; 2];
+    for s in 0..stages {
+        for f in 0..f_n {
+            let rows = rows_f[s][f];
+            dense[s][f] = cost.dense_mlp(rows).as_ns() + ffn_launch(kernels.dense);
+            router[s][f] = cost.router(rows).as_ns() + ffn_launch(kernels.router);
+            shared[s][f] = (cost.moe_dispatch(rows) + cost.shared_experts(rows)).as_ns()
+                + ffn_launch(kernels.dispatch + kernels.shared);
+            composition[s][f] = cost.moe_composition_ns(rows);
+        }
+        let max_rows = rows_f[s].iter().copied().max().unwrap_or(1);
+        reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
+        a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
+    }
+    let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
+    routed.clear();
+    if moe_layers > 0 {
+        route(
+            FfnRows {
+                rows: rows_f,
+                real: real_f,
+            },
+            routed,
+        );
+        assert_eq!(
+            routed.len(),
+            stages * moe_layers * f_n,
+            "routing must price every (stage, MoE layer, FFN rank)"
+        );
+    }
+    let routed_launch = ffn_launch(kernels.routed);
+    let routed_at = |s: usize, moe: usize, f: usize| -> u64 {
+        routed[routed_index(expert_parallel, moe_layers, f_n, s, moe, f)].as_ns() + routed_launch
+    };
+    // A layer's parts plus its composition overhead (signed), never below zero.
+    let with_composition =
+        |ns: u64, s: usize, f: usize| -> u64 { (ns as i64 + composition[s][f]).max(0) as u64 };
+    let mut moe = 0;
+    for layer in 0..layers {
+        for s in 0..stages {
+            let slot = layer * stages + s;
+            if layout.dense[layer] {
+                costs.ffn_post[slot * f_n..(slot + 1) * f_n].copy_from_slice(&dense[s]);
+                costs.ffn_collective_2[slot] = reduce[s];
+                continue;
+            }
+            match layout.moe_collective {
+                FfnCollective::AllToAll => {
+                    for f in 0..f_n {
+                        costs.ffn_pre[slot * f_n + f] = router[s][f];
+                        costs.ffn_post[slot * f_n + f] =
+                            with_composition(routed_at(s, moe, f) + shared[s][f], s, f);
+                    }
+                    costs.ffn_collective_1[slot] = a2a[s];
+                    costs.ffn_collective_2[slot] = a2a[s];
+                }
+                FfnCollective::AllReduce | FfnCollective::None => {
+                    for f in 0..f_n {
+                        costs.ffn_post[slot * f_n + f] = with_composition(
+                            router[s][f] + routed_at(s, moe, f) + shared[s][f],
+                            s,
+                            f,
+                        );
+                    }
+                    if layout.moe_collective == FfnCollective::AllReduce {
+                        costs.ffn_collective_2[slot] = reduce[s];
+                    }
+                }
+            }
+        }
+        if !layout.dense[layer] {
+            moe += 1;
+        }
+    }
+    costs.lm_head.clear();
+    if let StepScope::Serving { .. } = scope {
+        for e in 0..engines {
+            costs
+                .lm_head
+                .push(cost.lm_head(shape.sampled[e]).as_ns() + attention_launch(kernels.lm_head));
+        }
+    }
+    // Control payload: an 8-byte size then ~135–210 bytes of JSON, each a dependent hand-off
+    // (afd-spec §3.4).
+    let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
+    costs.control =
+        cost.transfer_bytes(8).total().as_ns() + cost.transfer_bytes(json).total().as_ns();
+    let moe_issue = [
+        OpClass::MoeRouter,
+        OpClass::MoeDispatch,
+        OpClass::MoeRoutedExperts,
+        OpClass::MoeSharedExperts,
+    ]
+    .iter()
+    .zip([
+        kernels.router,
+        kernels.dispatch,
+        kernels.routed,
+        kernels.shared,
+    ])
+    .map(|(&class, n)| cost.eager_host(class, n).as_ns())
+    .sum();
+    costs.host = HostCosts {
+        step: match scope {
+            StepScope::Serving { scheduled } => cost.step_host(scheduled).as_ns(),
+            StepScope::Forward => 0,
+        },
+        ffn_loop: cost.ffn_loop_host().as_ns(),
+        graph_launch: cost.graph_launch().as_ns(),
+        attention_compute: (cost.eager_host(OpClass::AttentionProj, kernels.attention_proj)
+            + cost.eager_host(OpClass::AttentionMlaDecode, kernels.attention_decode))
+        .as_ns(),
+        p2p: cost.eager_host(OpClass::P2p, kernels.p2p).as_ns(),
+        collective: cost
+            .eager_host(OpClass::AllReduce, kernels.collective)
+            .as_ns(),
+        ffn_compute: moe_issue,
+        attention_kernels: u64::from(kernels.attention_proj + kernels.attention_decode),
+        ffn_kernels: u64::from(kernels.moe_layer()),
+    };
+}
+
+#[cfg(test)]
+mod tests;
