@@ -279,10 +279,10 @@ async fn serve_attention(
         }
     };
     info!(
-        "AFD attention twin: steps timed by afd-sim's model of this pair: {} ({}), {} roofline, seed {}, max_model_len {}, {} KV tokens per engine",
+        "AFD attention twin: steps timed by afd-sim's model of this pair: {} ({}), priced by the {}, seed {}, max_model_len {}, {} KV tokens per engine",
         pricing.model.name,
         pricing.model_source,
-        pricing.gpu.as_str(),
+        pricing.cost_source(),
         config.seed,
         source.max_model_len(),
         source.kv_tokens_per_engine()

@@ -20,7 +20,7 @@ use afd_sim::live::{LiveEngine, LiveRequest};
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
-use afd_sim::model::profiles::{ProfileError, default_cost_model};
+use afd_sim::model::profiles::{ProfileError, builtin, default_cost_model};
 use afd_sim::model::scheduler::RequestId as SimRequestId;
 use afd_sim::rng::Seed;
 use afd_sim::serving::{ServingConfig, ServingConfigError};
@@ -89,6 +89,15 @@ impl SimPricing {
     /// exists, else its datasheet roofline, exactly as `afd-sim predict` prices without flags.
     pub fn cost(&self, config: &ServingConfig) -> Result<CostModel, ProfileError> {
         default_cost_model(&self.model, self.gpu, config.cost_layout())
+    }
+
+    /// What [`SimPricing::cost`] prices with, for the start-up log: the built-in profile's name and
+    /// provenance, or `<gpu> roofline`.
+    pub fn cost_source(&self) -> String {
+        match builtin(self.gpu) {
+            Ok(Some(loaded)) => loaded.name,
+            _ => format!("{} roofline", self.gpu.as_str()),
+        }
     }
 }
 

@@ -252,3 +252,11 @@ fn a_timing_info_that_does_not_read_names_its_label() {
         ]],
     );
 }
+
+#[test]
+fn the_cost_source_names_the_profile_or_the_roofline() {
+    let h200 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H200).cost_source();
+    assert!(h200.starts_with("built-in h200 profile "), "{h200}");
+    let h100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H100).cost_source();
+    assert_eq!(h100, "h100 roofline");
+}
