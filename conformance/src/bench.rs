@@ -27,10 +27,9 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-pub mod prometheus;
 pub mod stats;
 
-use crate::bench::prometheus::Scrape;
+use crate::prometheus::Scrape;
 
 /// Which API the requests use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,7 +402,8 @@ pub async fn scrape(client: &reqwest::Client, base_url: &str) -> Result<Scrape, 
         url: url.clone(),
         message: err.to_string(),
     })?;
-    Ok(Scrape::parse(&text))
+    // Lenient: one odd line must not cost the report its conservation figures.
+    Ok(Scrape::parse_lenient(&text))
 }
 
 /// The request body vllm bench serve sends for the random dataset.

@@ -55,7 +55,7 @@ pub enum Area {
     Ffn,
     /// Greedy-output repeatability.
     Greedy,
-    /// Token timing against a service-level objective.
+    /// Token timing against a service-level objective or the simulator's prediction.
     Timing,
     /// Requests finish; broken launches do not serve.
     Liveness,
@@ -247,6 +247,9 @@ own! {
     "timing.ttft", Live, Timing, "DESIGN §6; MLPerf server-scenario latency limits",
     "the median time to first token of a lone stream is at most --max-ttft-ms",
     "skipped without --max-ttft-ms";
+    "timing.simulator", Live, Timing, "DESIGN §6; afd-sim predict (docs/sim.md) and afd-twin's timing (docs/twin.md)",
+    "the open-loop load's mean TTFT and TPOT lie within --max-sim-deviation of afd-sim's prediction for the same deployment and requests",
+    "skipped without --max-sim-deviation; indeterminate when the pair is not an afd-twin, runs at time scale 0, no deployment was given, or a load request failed";
     "liveness.completes", Live, Liveness, "afd-spec §7.4 R10; probe-conformance-anchors §4.6",
     "every request the Attention server accepted finishes within --request-timeout",
     "never: a timeout is this invariant's failure";

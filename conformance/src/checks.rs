@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::bench::{BenchConfig, BenchResult};
 use crate::client::{Client, Endpoint, HttpError, Request, Response};
 use crate::prometheus::Scrape;
 use crate::report::Outcome;
@@ -29,6 +30,7 @@ pub mod greedy;
 pub mod ledger;
 pub mod mapping;
 pub mod routing;
+pub mod simulator;
 pub mod streaming;
 pub mod timing;
 
@@ -63,6 +65,9 @@ pub struct Settings {
     pub breaker_timeouts: u32,
     pub max_itl_ms: Option<f64>,
     pub max_ttft_ms: Option<f64>,
+    /// Largest relative difference between the open-loop load's mean TTFT/TPOT and `afd-sim`'s
+    /// prediction for it (`timing.simulator`; skipped when `None`).
+    pub max_sim_deviation: Option<f64>,
     /// Least common-prefix fraction for greedy text across load when not batch-invariant.
     pub greedy_prefix: f64,
 }
@@ -82,6 +87,7 @@ impl Default for Settings {
             breaker_timeouts: 3,
             max_itl_ms: None,
             max_ttft_ms: None,
+            max_sim_deviation: None,
             greedy_prefix: 0.5,
         }
     }
@@ -549,6 +555,8 @@ pub struct Session {
     consecutive_timeouts: AtomicU32,
     hung: Mutex<Option<String>>,
     run_tag: String,
+    /// The run's open-loop load, sent once by whichever phase needs it first.
+    open_loop: tokio::sync::OnceCell<Result<BenchResult, String>>,
 }
 
 impl Session {
@@ -570,6 +578,7 @@ impl Session {
             consecutive_timeouts: AtomicU32::new(0),
             hung: Mutex::new(None),
             run_tag: format!("{seed:x}"),
+            open_loop: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -612,6 +621,36 @@ impl Session {
             .map(|_| WORDS[rng.random_range(0..WORDS.len())])
             .collect();
         format!("Conformance probe: {}", words.join(" "))
+    }
+
+    /// The open-loop load of the twin's `vllm bench serve`-style generator ([`crate::bench`]): Poisson
+    /// arrivals at `--load-rate`, streaming with usage, `ignore_eos`. Routing judges its counts, the
+    /// simulator check its latencies; it is sent once, by the first phase that asks.
+    pub async fn open_loop(&self) -> &Result<BenchResult, String> {
+        self.open_loop
+            .get_or_init(|| async {
+                crate::bench::run(self.open_loop_config(), false, || {})
+                    .await
+                    .map_err(|err| format!("the load generator could not start: {err}"))
+            })
+            .await
+    }
+
+    /// The settings of [`Session::open_loop`].
+    pub fn open_loop_config(&self) -> BenchConfig {
+        let settings = &self.settings;
+        let mut config = BenchConfig::new(&self.target.attention.url());
+        config.model = Some(self.model.clone());
+        config.num_prompts = settings.requests as usize;
+        config.random_input_len = 16;
+        config.random_output_len = settings.max_tokens;
+        config.random_range_ratio = 0.5;
+        config.request_rate = settings.load_rate;
+        config.max_concurrency = Some(settings.concurrency as usize);
+        config.ignore_eos = true;
+        config.seed = self.seed;
+        config.request_timeout = settings.request_timeout;
+        config
     }
 
     /// Why requests are no longer sent, once the breaker has tripped.

@@ -1,12 +1,14 @@
-//! The Prometheus text exposition format (0.0.4) as vLLM's `/metrics` serves it: a parser into samples and
-//! the sums the routing checks need (per engine, over label filters).
+//! The Prometheus text exposition format (0.0.4) as vLLM's `/metrics` serves it: one tokenizer for sample
+//! lines, and the sums the routing checks and the load generator need (per engine, over label filters).
 //!
-//! The parser is strict about sample lines (name, labels, value) and ignores comments, so garbage is an
-//! error with its line number rather than a silently wrong number. Nothing here does I/O.
+//! Two entry points share the tokenizer. [`Scrape::parse`] is strict: a line that is not a comment or a
+//! well-formed sample is an error with its line number, so the suite never judges a silently wrong
+//! number. [`Scrape::parse_lenient`] skips such lines, so the load generator's report survives a server
+//! that mixes odd lines into its output. Nothing here does I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Longest exposition accepted (a scrape of a healthy server is a few hundred KiB).
+/// Longest exposition [`Scrape::parse`] accepts (a scrape of a healthy server is a few hundred KiB).
 pub const MAX_TEXT_BYTES: usize = 32 << 20;
 
 /// One sample: `name{labels} value`.
@@ -17,6 +19,13 @@ pub struct Sample {
     pub value: f64,
 }
 
+impl Sample {
+    /// The value of label `key`, if the sample has it.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
 /// Why an exposition could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("/metrics line {line}: {message}")]
@@ -25,7 +34,7 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// A parsed scrape.
+/// Every sample of a scrape, in the order served.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scrape {
     pub samples: Vec<Sample>,
@@ -35,7 +44,8 @@ pub struct Scrape {
 pub const ENGINE_LABEL: &str = "engine";
 
 impl Scrape {
-    /// Parses a whole exposition.
+    /// Parses a whole exposition; the first line that is neither blank, a comment nor a sample is an
+    /// error naming it.
     pub fn parse(text: &str) -> Result<Scrape, ParseError> {
         if text.len() > MAX_TEXT_BYTES {
             return Err(ParseError {
@@ -44,17 +54,19 @@ impl Scrape {
             });
         }
         let mut samples = Vec::new();
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            samples.push(parse_sample(line).map_err(|message| ParseError {
-                line: n + 1,
-                message,
-            })?);
+        for (n, line) in sample_lines(text) {
+            samples.push(parse_sample(line).map_err(|message| ParseError { line: n, message })?);
         }
         Ok(Scrape { samples })
+    }
+
+    /// Parses what it can: lines [`Scrape::parse`] would reject are skipped. Never fails.
+    pub fn parse_lenient(text: &str) -> Scrape {
+        Scrape {
+            samples: sample_lines(text)
+                .filter_map(|(_, line)| parse_sample(line).ok())
+                .collect(),
+        }
     }
 
     /// Whether any sample has this name.
@@ -79,20 +91,27 @@ impl Scrape {
         found.then_some(total)
     }
 
-    /// Sum of `name` over all its samples.
+    /// Sum of `name` over all its samples; `None` when no sample has that name.
     pub fn sum(&self, name: &str) -> Option<f64> {
         self.sum_where(name, |_| true)
     }
 
+    /// `name` summed per value of label `key` (samples without it are left out), numeric values in
+    /// numeric order (`engine="10"` after `"9"`), then the others by text.
+    pub fn sum_by(&self, name: &str, key: &str) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = self.by_label(name, key).into_iter().collect();
+        out.sort_by(|a, b| natural(&a.0).cmp(&natural(&b.0)).then(a.0.cmp(&b.0)));
+        out
+    }
+
+    /// The distinct values of label `key` on samples named `name`, in [`Scrape::sum_by`]'s order.
+    pub fn label_values(&self, name: &str, key: &str) -> Vec<String> {
+        self.sum_by(name, key).into_iter().map(|(l, _)| l).collect()
+    }
+
     /// `name` summed per value of the `engine` label (samples without it are left out).
     pub fn per_engine(&self, name: &str) -> BTreeMap<String, f64> {
-        let mut out = BTreeMap::new();
-        for sample in self.samples.iter().filter(|s| s.name == name) {
-            if let Some(engine) = sample.labels.get(ENGINE_LABEL) {
-                *out.entry(engine.clone()).or_insert(0.0) += sample.value;
-            }
-        }
-        out
+        self.by_label(name, ENGINE_LABEL)
     }
 
     /// Every `engine` label value on a `vllm:` series.
@@ -103,6 +122,32 @@ impl Scrape {
             .filter_map(|s| s.labels.get(ENGINE_LABEL).cloned())
             .collect()
     }
+
+    fn by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for sample in self.samples.iter().filter(|s| s.name == name) {
+            if let Some(value) = sample.labels.get(key) {
+                *out.entry(value.clone()).or_insert(0.0) += sample.value;
+            }
+        }
+        out
+    }
+}
+
+/// Numeric labels sort as numbers, before the others.
+fn natural(label: &str) -> (u8, u64) {
+    match label.parse::<u64>() {
+        Ok(n) => (0, n),
+        Err(_) => (1, 0),
+    }
+}
+
+/// The lines that should hold a sample, numbered from 1 and trimmed: not blank, not a comment.
+fn sample_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(n, raw)| (n + 1, raw.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
 }
 
 fn is_name_start(c: char) -> bool {

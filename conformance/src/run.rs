@@ -160,7 +160,7 @@ const GREEDY_IDS: &[&str] = &[
     "greedy.stream-equals-full",
     "greedy.across-load",
 ];
-const TIMING_IDS: &[&str] = &["timing.itl", "timing.ttft"];
+const TIMING_IDS: &[&str] = &["timing.itl", "timing.ttft", "timing.simulator"];
 
 /// Collects results with the time their phase took.
 struct Collector {

@@ -2,8 +2,8 @@
 //! flags, parsed by `afd_sim::deployment`), its logs, and the [`Expectations`] derived from them once.
 //!
 //! This is the only module that reads the deployment model; the checks see plain expectations (DP size,
-//! served name, rank mapping, rendezvous host). Building a target reads files and parses; it never
-//! contacts a server.
+//! served name, rank mapping, rendezvous host), except `checks::simulator`, which hands the deployment to
+//! `afd-sim` whole. Building a target reads files and parses; it never contacts a server.
 
 use std::collections::BTreeMap;
 use std::fmt;

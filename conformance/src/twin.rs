@@ -38,7 +38,7 @@ use crate::twin::launch::{LaunchError, LaunchedRole};
 use crate::twin::metrics::{Metrics, MetricsSkew};
 use crate::twin::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
 use crate::twin::timing::StepSource as _;
-use crate::twin::timing::sim::{SimPricing, SimSource, SimSourceError};
+use crate::twin::timing::sim::{SimPricing, SimSource, SimSourceError, TimingInfo};
 
 /// The plugin's world rendezvous timeout (afd-spec §2.3).
 pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
@@ -279,10 +279,10 @@ async fn serve_attention(
         }
     };
     info!(
-        "AFD attention twin: steps timed by afd-sim's model of this pair: {} ({}), {} roofline, seed {}, max_model_len {}, {} KV tokens per engine",
+        "AFD attention twin: steps timed by afd-sim's model of this pair: {} ({}), priced by the {}, seed {}, max_model_len {}, {} KV tokens per engine",
         pricing.model.name,
         pricing.model_source,
-        pricing.gpu.as_str(),
+        pricing.cost_source(),
         config.seed,
         source.max_model_len(),
         source.kv_tokens_per_engine()
@@ -292,7 +292,13 @@ async fn serve_attention(
         extra_engine: options.faults.has(Fault::WrongEngineLabels),
         double_success: options.faults.has(Fault::MetricsNotConserved),
     };
-    let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew));
+    let timing = TimingInfo {
+        model: pricing.model.name.clone(),
+        gpu: pricing.gpu,
+        seed: config.seed,
+        time_scale: options.time_scale,
+    };
+    let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew).with_timing(timing));
     let max_model_len = source.max_model_len();
     let (submissions_tx, submissions_rx) = mpsc::unbounded_channel();
     let frozen = Arc::new(AtomicBool::new(false));

@@ -34,7 +34,7 @@ pub struct UpOptions {
     /// Where the recipe's redirections (and logs of unredirected servers) go.
     pub log_dir: PathBuf,
     pub rules: RuleSet,
-    /// Flags for both twins, after the serve words (`--time-scale 0`; the twin picks its flags out
+    /// Flags for both twins, after the serve words (`--time-scale 1`; the twin picks its flags out
     /// wherever they stand).
     pub twin_args: Vec<String>,
     /// `--fault` values per role.

@@ -317,5 +317,25 @@ impl SampleStats {
     }
 }
 
+/// The committed calibration profiles of a GPU kind (`h200`), as `(file name, JSON text)` in merge
+/// order: the `afd-probe calibrate` run of DeepSeek-V2-Lite on 2 × H200, then the hand-off tables
+/// measured after it (`data/calibration/PROVENANCE.md`). Empty for kinds without a measured profile.
+pub fn builtin_profiles(gpu: &str) -> &'static [(&'static str, &'static str)] {
+    const H200: [(&str, &str); 2] = [
+        (
+            "h200x2-deepseek-v2-lite.json",
+            include_str!("../data/calibration/h200x2-deepseek-v2-lite.json"),
+        ),
+        (
+            "h200x2-handoff.json",
+            include_str!("../data/calibration/h200x2-handoff.json"),
+        ),
+    ];
+    match gpu {
+        "h200" => &H200,
+        _ => &[],
+    }
+}
+
 #[cfg(test)]
 mod tests;

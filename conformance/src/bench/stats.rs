@@ -57,7 +57,8 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
 }
 
-fn mean(values: &[f64]) -> f64 {
+/// The arithmetic mean; 0 for none.
+pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
         0.0
     } else {
@@ -242,7 +243,8 @@ pub fn conservation(result: &BenchResult) -> Option<Value> {
         result.metrics_before.as_ref()?,
         result.metrics_after.as_ref()?,
     );
-    let delta = |name: &str| after.sum(name) - before.sum(name);
+    let total = |scrape: &crate::prometheus::Scrape, name: &str| scrape.sum(name).unwrap_or(0.0);
+    let delta = |name: &str| total(after, name) - total(before, name);
     let ok = result.records.iter().filter(|r| r.success);
     let client_requests = ok.clone().count() as f64;
     let client_prompt: u64 = ok.clone().filter_map(|r| r.prompt_tokens).sum();
@@ -250,8 +252,8 @@ pub fn conservation(result: &BenchResult) -> Option<Value> {
     let success = delta("vllm:request_success_total");
     let prompt = delta("vllm:prompt_tokens_total");
     let generated = delta("vllm:generation_tokens_total");
-    let running = after.sum("vllm:num_requests_running");
-    let waiting = after.sum("vllm:num_requests_waiting");
+    let running = total(after, "vllm:num_requests_running");
+    let waiting = total(after, "vllm:num_requests_waiting");
     let conserved = success == client_requests
         && prompt == client_prompt as f64
         && generated == client_generated as f64

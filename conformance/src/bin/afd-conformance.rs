@@ -28,7 +28,7 @@ use afd_sim::topology::RuleSet;
     version,
     args_override_self = true,
     about = "Check a live AFD Attention+FFN pair (vLLM with the afd-plugin, or afd-twin) for rank-mapping and routing invariants",
-    after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0"
+    after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -147,6 +147,10 @@ struct RunArgs {
     /// Objective for the median time to first token (ms); timing.ttft is skipped without it.
     #[arg(long)]
     max_ttft_ms: Option<f64>,
+    /// Largest relative difference (0.25 = 25 %) between the open-loop load's mean TTFT and TPOT and
+    /// what afd-sim predicts for it; timing.simulator is skipped without it (an afd-twin pair only).
+    #[arg(long, value_name = "FRACTION")]
+    max_sim_deviation: Option<f64>,
     /// Least common-prefix fraction of greedy text across load when the server is not batch-invariant.
     #[arg(long, default_value_t = 0.5)]
     greedy_prefix: f64,
@@ -160,7 +164,7 @@ struct RunArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Each `vllm serve` / `uv run vllm serve` of the recipe is replaced by afd-twin; redirections become files under --log-dir.\n\nExamples:\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0\n  afd-conformance up r.sh --free-ports --fault attention:drop-response=5 --log-dir /tmp/pair"
+    after_help = "Each `vllm serve` / `uv run vllm serve` of the recipe is replaced by afd-twin; redirections become files under --log-dir.\n\nExamples:\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh                  # tokens timed as the simulator predicts, in real time\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0   # steps back to back, for fast functional runs\n  afd-conformance up r.sh --free-ports --fault attention:drop-response=5 --log-dir /tmp/pair"
 )]
 struct UpArgs {
     /// The recipe script.
@@ -174,9 +178,9 @@ struct UpArgs {
     /// A fault switch: `attention:NAME[=V]`, `ffn:NAME[=V]`, or `NAME[=V]` for both roles.
     #[arg(long)]
     fault: Vec<String>,
-    /// Real seconds per simulated second, passed to both twins (0: steps back to back; the twin serves
-    /// only 0 until the simulator's live engine is merged).
-    #[arg(long, default_value_t = 0.0)]
+    /// Real seconds per simulated second of the twins' token timing, passed to both (1: real time, as
+    /// `afd-sim predict` times the pair; 0: steps back to back).
+    #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
     /// Any other afd-twin flag for both twins (repeat for each word).
     #[arg(long, allow_hyphen_values = true)]
@@ -399,6 +403,12 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             bail!("{flag} must be a positive number of milliseconds");
         }
     }
+    if args
+        .max_sim_deviation
+        .is_some_and(|v| !v.is_finite() || v <= 0.0)
+    {
+        bail!("--max-sim-deviation must be a positive fraction (0.25 allows 25 %)");
+    }
     if args.load_rate.is_nan() || args.load_rate <= 0.0 {
         bail!(
             "--load-rate {} must be a positive number of requests per second (or inf)",
@@ -430,6 +440,7 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             breaker_timeouts: 3,
             max_itl_ms: args.max_itl_ms,
             max_ttft_ms: args.max_ttft_ms,
+            max_sim_deviation: args.max_sim_deviation,
             greedy_prefix: args.greedy_prefix,
         },
         seed,
@@ -512,6 +523,12 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         };
         env.insert(name.to_owned(), value.to_owned());
     }
+    if !args.time_scale.is_finite() || args.time_scale < 0.0 {
+        bail!(
+            "--time-scale {} must be a finite number >= 0 (1: real time, 0: steps back to back)",
+            args.time_scale
+        );
+    }
     let mut twin_args = vec!["--time-scale".to_owned(), args.time_scale.to_string()];
     twin_args.extend(args.twin_arg.iter().cloned());
     let options = UpOptions {
@@ -526,6 +543,13 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         ready_timeout: args.ready_timeout,
         env,
     };
+    // The twins lead their own process groups, so a signal to this process does not reach them: catch
+    // the usual ones and stop the pair before exiting. Listening from before the start, so a signal
+    // that arrives while the pair starts, or as soon as it is announced, still stops it.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
     spinner.set_message("starting the twin pair");
@@ -566,14 +590,9 @@ async fn up_command(args: UpArgs) -> Result<u8> {
     );
     println!("Ctrl-C (or SIGTERM) stops the pair.");
     let _ = std::io::stdout().flush();
-    // The twins lead their own process groups, so a signal to this process does not reach them: catch
-    // the usual ones and stop the pair before exiting.
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
-    let mut hangup = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = hangup.recv() => break,
             () = tokio::time::sleep(Duration::from_millis(500)) => {

@@ -97,25 +97,10 @@ async fn window(
     .await
 }
 
-/// The open-loop load of the twin's `vllm bench serve`-style generator ([`crate::bench`]): Poisson
-/// arrivals at `--load-rate`, streaming with usage, `ignore_eos`. Its requests are judged here by their
-/// counts only; wire-level invariants are judged on the suite's own requests.
+/// The run's open-loop load ([`Session::open_loop`]), judged by its counts only; wire-level invariants
+/// are judged on the suite's own requests.
 async fn bench_load(session: &Session) -> Result<Tally, String> {
-    let settings = &session.settings;
-    let mut config = crate::bench::BenchConfig::new(&session.target.attention.url());
-    config.model = Some(session.model.clone());
-    config.num_prompts = settings.requests as usize;
-    config.random_input_len = 16;
-    config.random_output_len = settings.max_tokens;
-    config.random_range_ratio = 0.5;
-    config.request_rate = settings.load_rate;
-    config.max_concurrency = Some(settings.concurrency as usize);
-    config.ignore_eos = true;
-    config.seed = session.seed;
-    config.request_timeout = settings.request_timeout;
-    let result = crate::bench::run(config, false, || {})
-        .await
-        .map_err(|err| format!("the load generator could not start: {err}"))?;
+    let result = session.open_loop().await.as_ref().map_err(Clone::clone)?;
     let mut t = Tally::default();
     for record in &result.records {
         let what = format!(

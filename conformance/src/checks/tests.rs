@@ -1,4 +1,5 @@
-//! Tests of the parsed views of responses and streams, and of counter arithmetic.
+//! Tests of the parsed views of responses and streams, of counter arithmetic, and of the timing
+//! objectives' medians.
 
 use std::time::Duration;
 
@@ -156,4 +157,28 @@ fn request_bodies_follow_the_spec() {
         spec.body("m").to_string(),
         r#"{"ignore_eos":true,"max_tokens":5,"messages":[{"content":"hi","role":"user"}],"model":"m","stream":true,"stream_options":{"include_usage":true},"temperature":0}"#
     );
+}
+
+#[test]
+fn timing_objectives_judge_the_median_of_the_samples() {
+    use crate::report::Status;
+    let judge = |samples: &[f64], slo: Option<f64>| {
+        let mut samples = samples.to_vec();
+        timing::judge("inter-token latency", &mut samples, slo, "--max-itl-ms")
+    };
+    // An even count: the median is the mean of the middle two (4 and 6), whatever the order.
+    let at = judge(&[9.0, 1.0, 6.0, 4.0], Some(5.0));
+    assert_eq!(at.status, Status::Pass, "{}", at.message);
+    assert_eq!(
+        at.message,
+        "median inter-token latency 5.00 ms <= 5 ms over 4 samples (max 9.00 ms)"
+    );
+    let over = judge(&[9.0, 1.0, 6.0, 4.1], Some(5.0));
+    assert_eq!(
+        over.message,
+        "median inter-token latency 5.05 ms exceeds --max-itl-ms 5 ms"
+    );
+    assert_eq!(judge(&[3.0, 7.0, 5.0], Some(5.0)).status, Status::Pass);
+    assert_eq!(judge(&[], Some(5.0)).status, Status::Indeterminate);
+    assert_eq!(judge(&[1.0], None).status, Status::Skipped);
 }

@@ -1,5 +1,6 @@
 //! Token timing against service-level objectives: the median time to first token and inter-token latency
-//! of lone streams, compared with `--max-ttft-ms` and `--max-itl-ms`.
+//! of lone streams, compared with `--max-ttft-ms` and `--max-itl-ms`; and, through
+//! [`crate::checks::simulator`], the open-loop load's latencies against `afd-sim`'s prediction.
 //!
 //! Times are taken at the client from the arrival of each text chunk (`vllm bench serve`'s TTFT and ITL);
 //! without an objective the invariants are skipped, since a pair's speed is not a property of the
@@ -7,28 +8,25 @@
 
 use std::time::Duration;
 
+use crate::bench::stats::percentile;
 use crate::checks::{Api, Outcomes, RequestSpec, Session, StreamView};
 use crate::report::Outcome;
 
 /// Lone streams measured.
 pub const STREAMS: usize = 3;
 
-/// The median of `values` (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    })
-}
-
 /// The timing phase.
 pub async fn check(session: &Session) -> Outcomes {
+    let mut out = objectives(session).await;
+    out.push((
+        crate::checks::simulator::ID,
+        crate::checks::simulator::check(session).await,
+    ));
+    out
+}
+
+/// `timing.itl` and `timing.ttft`.
+async fn objectives(session: &Session) -> Outcomes {
     let (itl_slo, ttft_slo) = (session.settings.max_itl_ms, session.settings.max_ttft_ms);
     if itl_slo.is_none() && ttft_slo.is_none() {
         return vec![
@@ -64,14 +62,18 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-fn judge(what: &str, samples: &mut [f64], slo: Option<f64>, flag: &str) -> Outcome {
+/// The median of `samples` against the objective `slo` (ms) of `flag`.
+pub(crate) fn judge(what: &str, samples: &mut [f64], slo: Option<f64>, flag: &str) -> Outcome {
     let Some(slo) = slo else {
         return Outcome::skipped(format!("no {flag} given"));
     };
     let n = samples.len();
-    let Some(median) = median(samples) else {
+    if n == 0 {
         return Outcome::indeterminate(format!("no {what} sample (no stream completed)"));
-    };
+    }
+    samples.sort_by(f64::total_cmp);
+    // numpy's linear median: the mean of the middle two for an even count.
+    let median = percentile(samples, 50.0);
     let max = samples.iter().copied().fold(0.0, f64::max);
     if median <= slo {
         Outcome::pass(format!(

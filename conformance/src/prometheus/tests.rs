@@ -1,4 +1,5 @@
-//! Tests of the Prometheus text parser and the sums the routing checks take.
+//! Tests of the Prometheus text parser, strict and lenient, and the sums the routing checks and the load
+//! generator take.
 
 use expect_test::expect;
 use proptest::prelude::*;
@@ -79,6 +80,52 @@ fn errors_name_the_line() {
     );
 }
 
+/// What the load generator reads: odd lines among vLLM's series.
+const LENIENT: &str = r#"# HELP vllm:request_success_total Count of successfully processed requests.
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="length",model_name="a \"b\""} 3.0
+vllm:request_success_total{engine="1",finished_reason="length",model_name="a \"b\""} 4.0
+vllm:request_success_total{engine="10",finished_reason="stop",model_name="a \"b\""} 1.0
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 7.0
+plain_metric 2.5
+garbage line {
+"#;
+
+#[test]
+fn lenient_sums_by_label_with_numeric_order() {
+    let scrape = Scrape::parse_lenient(LENIENT);
+    assert_eq!(scrape.sum("vllm:request_success_total"), Some(8.0));
+    assert_eq!(
+        scrape.sum_by("vllm:request_success_total", "engine"),
+        vec![
+            ("0".to_owned(), 3.0),
+            ("1".to_owned(), 4.0),
+            ("10".to_owned(), 1.0)
+        ]
+    );
+    assert_eq!(scrape.samples[0].label("model_name"), Some("a \"b\""));
+    assert_eq!(scrape.sum("plain_metric"), Some(2.5));
+    assert_eq!(scrape.samples.len(), 5);
+}
+
+#[test]
+fn lenient_keeps_exactly_what_strict_accepts() {
+    // The line the lenient reader skips is the one the strict reader names.
+    check_error(
+        LENIENT,
+        expect!["/metrics line 8: sample 'garbage' has value 'line', not a number"],
+    );
+    let clean: String = LENIENT
+        .lines()
+        .filter(|l| !l.starts_with("garbage"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        Scrape::parse(&clean).expect("valid without the garbage line"),
+        Scrape::parse_lenient(LENIENT)
+    );
+}
+
 #[test]
 fn special_values() {
     let scrape = Scrape::parse("a +Inf\nb -Inf\nc NaN").expect("valid");
@@ -90,6 +137,36 @@ proptest! {
     #[test]
     fn garbage_never_panics(text in "[ -~\n\u{80}-\u{10ffff}]{0,300}") {
         let _ = Scrape::parse(&text);
+    }
+
+    #[test]
+    fn lenient_never_panics(text in "\\PC{0,200}") {
+        let _ = Scrape::parse_lenient(&text);
+    }
+
+    #[test]
+    fn lenient_reads_the_valid_lines_strict_reads(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                ("[a-z_:][a-z0-9_:]{0,8}", 0u32..8, 0u32..1000)
+                    .prop_map(|(n, e, v)| (true, format!("{n}{{engine=\"{e}\"}} {v}"))),
+                // No metric name starts with '{', so these lines are never samples.
+                "\\{[ -~]{0,30}".prop_map(|g| (false, g)),
+            ],
+            0..12,
+        ),
+    ) {
+        let mixed: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+        let valid: String = lines
+            .iter()
+            .filter(|(ok, _)| *ok)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        let strict = Scrape::parse(&valid).expect("rendered samples parse");
+        prop_assert_eq!(Scrape::parse_lenient(&mixed), strict);
+        if lines.iter().any(|(ok, _)| !ok) {
+            prop_assert!(Scrape::parse(&mixed).is_err());
+        }
     }
 
     #[test]

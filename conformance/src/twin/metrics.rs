@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crate::twin::openai::FinishReason;
+use crate::twin::timing::sim::TimingInfo;
 
 /// `vllm:time_to_first_token_seconds` buckets (vLLM v1 `loggers.py`).
 pub const TTFT_BUCKETS_S: &[f64] = &[
@@ -126,6 +127,8 @@ pub struct MetricsSkew {
 pub struct Metrics {
     model_name: String,
     skew: MetricsSkew,
+    /// Rendered after vLLM's series, so a client can tell a twin and predict its timing.
+    timing: Option<TimingInfo>,
     engines: Mutex<Vec<EngineMetrics>>,
 }
 
@@ -134,8 +137,15 @@ impl Metrics {
         Metrics {
             model_name: model_name.to_owned(),
             skew,
+            timing: None,
             engines: Mutex::new((0..n_engines).map(|_| EngineMetrics::new()).collect()),
         }
+    }
+
+    /// The same metrics, also stating how the twin times tokens ([`TimingInfo`]).
+    pub fn with_timing(mut self, timing: TimingInfo) -> Metrics {
+        self.timing = Some(timing);
+        self
     }
 
     pub fn n_engines(&self) -> u32 {
@@ -285,6 +295,9 @@ impl Metrics {
                 let _ = writeln!(out, "{name}_sum{{{}}} {}", labels(i), float(h.sum));
             }
         }
+        if let Some(timing) = &self.timing {
+            out.push_str(&timing.render());
+        }
         out
     }
 }
@@ -298,7 +311,8 @@ fn float(value: f64) -> String {
     }
 }
 
-fn escape_label(value: &str) -> String {
+/// A label value in the exposition format: backslash, double quote and newline escaped.
+pub(crate) fn escape_label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

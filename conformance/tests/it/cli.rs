@@ -1,10 +1,13 @@
 //! The `afd-conformance` binary: exit codes, errors that name the bad input, the catalog listing, and
 //! report files from a real run against a twin pair.
 
-use std::process::{Command, Output};
+use std::io::BufRead as _;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::junit_schema;
-use crate::suite::start;
+use crate::suite::{SEED, recipe, start};
 
 fn conformance(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_afd-conformance"))
@@ -33,7 +36,7 @@ fn list_prints_the_catalog_and_its_counts() {
     assert!(text.contains("routing.request-conservation") && text.contains("afd.port-range"));
     assert!(
         text.trim_end()
-            .ends_with("invariants (62 static, 35 live, 4 stateful)"),
+            .ends_with("invariants (62 static, 36 live, 4 stateful)"),
         "{text}"
     );
     let out = conformance(&["list", "--json", "--kind", "stateful"]);
@@ -145,6 +148,16 @@ fn bad_input_exits_2_naming_what_was_wrong() {
         ],
         "cannot read recipe",
     );
+    fails_with(
+        &[
+            "up",
+            "/nonexistent/recipe.sh",
+            "--twin-bin",
+            env!("CARGO_BIN_EXE_afd-twin"),
+            "--time-scale=-1",
+        ],
+        "--time-scale -1 must be a finite number >= 0",
+    );
     let recipe = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(recipe.path(), "vllm serve $(whoami)\n").expect("write");
     let path = recipe.path().to_str().expect("UTF-8 path");
@@ -245,4 +258,84 @@ async fn a_run_against_the_seed_pair_exits_0_with_valid_reports() {
         report["counts"]["total"].as_u64().expect("count") as usize
     );
     pair.stop().await;
+}
+
+/// An `afd-conformance up` process, stopped with SIGTERM (then killed) when dropped.
+struct Up(Child);
+
+impl Up {
+    /// SIGTERM, as Ctrl-C would, then waits up to `within` for the exit status.
+    fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let pid = rustix::process::Pid::from_child(&self.0);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if self.terminate(Duration::from_secs(25)).is_none() {
+            let _ = self.0.kill();
+        }
+    }
+}
+
+#[test]
+fn up_starts_a_real_time_pair_by_default_and_stops_it_on_sigterm() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let child = Command::new(env!("CARGO_BIN_EXE_afd-conformance"))
+        .args(["up", recipe(SEED, logs.path()).to_str().expect("UTF-8")])
+        .args(["--twin-bin", env!("CARGO_BIN_EXE_afd-twin"), "--free-ports"])
+        .args(["--log-dir", logs.path().to_str().expect("UTF-8")])
+        .args(["--twin-arg=--rendezvous-timeout", "--twin-arg=20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("afd-conformance up starts");
+    let mut up = Up(child);
+    let (lines_tx, lines) = mpsc::channel();
+    let stdout = up.0.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.starts_with("Ctrl-C")) {
+        match lines.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("up did not report a serving pair; stdout so far:\n{seen:#?}"),
+        }
+    }
+    let log = seen
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("attention "))
+        .and_then(|l| l.split_once("  log "))
+        .map(|(_, path)| path.to_owned())
+        .expect("up names the attention log");
+    let text = std::fs::read_to_string(&log).expect("the attention log is readable");
+    assert!(
+        text.contains("; time scale 1\n"),
+        "the attention twin runs in real time by default:\n{text}"
+    );
+    let status = up
+        .terminate(Duration::from_secs(25))
+        .expect("up exits on SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    let rest: Vec<String> = lines.try_iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l == "attention twin stopped: exit status: 0"),
+        "{rest:#?}"
+    );
 }

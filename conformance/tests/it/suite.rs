@@ -26,7 +26,8 @@ pub(crate) const MISMATCHED: &str = "broken/cross.rank-counts-match.sh";
 /// places it), written next to the logs by [`start_with`].
 pub(crate) const FFN_PORT: &str = "seed with a dedicated FFN port";
 
-fn recipe(name: &str, dir: &std::path::Path) -> PathBuf {
+/// The path of recipe fixture `name` ([`FFN_PORT`] is written into `dir`).
+pub(crate) fn recipe(name: &str, dir: &std::path::Path) -> PathBuf {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sim/tests/fixtures/recipes");
     if name != FFN_PORT {
         return fixtures.join(name);
@@ -54,7 +55,8 @@ pub(crate) async fn start(
     start_with(recipe_name, attention_faults, ffn_faults, &[]).await
 }
 
-/// As [`start`], with extra `afd-twin` flags for both twins.
+/// As [`start`], with extra `afd-twin` flags for both twins (a `--time-scale` among them replaces the
+/// default 0).
 pub(crate) async fn start_with(
     recipe_name: &str,
     attention_faults: &[&str],
@@ -62,12 +64,18 @@ pub(crate) async fn start_with(
     twin_flags: &[&str],
 ) -> (Pair, tempfile::TempDir) {
     let logs = tempfile::tempdir().expect("a temporary directory");
+    let scaled = twin_flags.iter().any(|f| f.starts_with("--time-scale"));
+    let defaults: &[&str] = if scaled {
+        &["--rendezvous-timeout", "20"]
+    } else {
+        &["--time-scale", "0", "--rendezvous-timeout", "20"]
+    };
     let options = UpOptions {
         recipe: recipe(recipe_name, logs.path()),
         twin_bin: PathBuf::from(env!("CARGO_BIN_EXE_afd-twin")),
         log_dir: logs.path().to_path_buf(),
         rules: RuleSet::Latest,
-        twin_args: ["--time-scale", "0", "--rendezvous-timeout", "20"]
+        twin_args: defaults
             .iter()
             .chain(twin_flags)
             .map(|s| (*s).to_owned())
@@ -99,6 +107,7 @@ pub(crate) fn options(pair: &Pair, seed: u64) -> RunOptions {
             breaker_timeouts: 3,
             max_itl_ms: None,
             max_ttft_ms: None,
+            max_sim_deviation: None,
             greedy_prefix: 0.5,
         },
         seed,
@@ -134,10 +143,18 @@ pub(crate) fn failures(report: &Report) -> String {
 async fn the_seed_pair_passes_the_whole_suite_over_two_seeds() {
     let (pair, _logs) = start(SEED, &[], &[]).await;
     for seed in [11, 12] {
-        let report = run(options(&pair, seed), &|_| {})
-            .await
-            .expect("the run starts");
+        let mut options = options(&pair, seed);
+        options.settings.max_sim_deviation = Some(0.25);
+        let report = run(options, &|_| {}).await.expect("the run starts");
         assert_eq!(report.exit_code(), 0, "seed {seed}:\n{}", failures(&report));
+        let simulator = report.result("timing.simulator").expect("reported");
+        assert_eq!(
+            (simulator.outcome.status, simulator.outcome.message.as_str()),
+            (
+                Status::Indeterminate,
+                "the twin runs at --time-scale 0 (steps back to back): no simulated time passes"
+            )
+        );
         for id in [
             "cross.shared-http-port",
             "mapping.rendezvous-listeners",
@@ -230,4 +247,36 @@ async fn an_ffn_on_its_own_port_passes_refusing_or_rejecting() {
         );
         pair.stop().await;
     }
+}
+
+/// Runs only `timing.simulator` against the seed pair at time scale 1 with `ffn_faults`.
+async fn simulator_timing(ffn_faults: &[&str], seed: u64) -> afd_conformance::report::CheckResult {
+    let (pair, _logs) = start_with(SEED, &[], ffn_faults, &["--time-scale", "1"]).await;
+    let mut options = options(&pair, seed);
+    options.only = vec!["timing.simulator".to_owned()];
+    options.settings.max_sim_deviation = Some(0.5);
+    // Spread arrivals, as the nightly load has them: a burst sent at once reaches the twin over a few
+    // milliseconds of client work, split across prefill steps the simulator's burst shares.
+    options.settings.load_rate = 20.0;
+    let report = run(options, &|_| {}).await.expect("the run starts");
+    pair.stop().await;
+    report.result("timing.simulator").expect("reported").clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_time_twin_meets_the_simulators_prediction() {
+    let result = simulator_timing(&[], 41).await;
+    assert_eq!(result.outcome.status, Status::Pass, "{:?}", result.outcome);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_ffn_step_misses_the_simulators_prediction() {
+    let result = simulator_timing(&["slow-ffn-step=30"], 42).await;
+    assert_eq!(result.outcome.status, Status::Fail, "{:?}", result.outcome);
+    assert!(
+        result.outcome.message.starts_with("mean TPOT differs")
+            || result.outcome.message.starts_with("mean TTFT differs"),
+        "{}",
+        result.outcome.message
+    );
 }

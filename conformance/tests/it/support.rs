@@ -314,11 +314,11 @@ pub(crate) fn completion(prompt: &str, max_tokens: u32) -> Value {
     })
 }
 
-/// `/metrics` as text.
+/// `/metrics`, parsed strictly (the twin's exposition must be well-formed).
 pub(crate) async fn metrics(
     client: &reqwest::Client,
     base_url: &str,
-) -> afd_conformance::bench::prometheus::Scrape {
+) -> afd_conformance::prometheus::Scrape {
     let text = client
         .get(format!("{base_url}/metrics"))
         .send()
@@ -327,7 +327,7 @@ pub(crate) async fn metrics(
         .text()
         .await
         .expect("metrics body");
-    afd_conformance::bench::prometheus::Scrape::parse(&text)
+    afd_conformance::prometheus::Scrape::parse(&text).expect("the twin's /metrics parses strictly")
 }
 
 /// Reads a raw SSE stream body.

@@ -130,3 +130,19 @@ fn committed_profiles_parse_and_carry_provenance() {
         dir.display()
     );
 }
+
+#[test]
+fn builtin_h200_profiles_parse_and_carry_provenance() {
+    let profiles = builtin_profiles("h200");
+    assert_eq!(profiles.len(), 2);
+    for (file, text) in profiles {
+        let profile =
+            CalibrationProfile::from_json(text).unwrap_or_else(|err| panic!("{file}: {err}"));
+        assert!(
+            profile.provenance.gpus.iter().all(|g| g.contains("H200")),
+            "{file}"
+        );
+        assert!(!profile.provenance.date_utc.is_empty(), "{file}");
+    }
+    assert!(builtin_profiles("l4").is_empty());
+}

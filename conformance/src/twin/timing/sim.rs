@@ -5,7 +5,10 @@
 //! twin's router (and its routing faults) chose, so the simulator's own DP balancer never runs. It maps
 //! the twin's request ids to the simulator's and back, and converts between the twin's `Duration`s and
 //! `SimTime`. [`SimPricing`] picks what the steps are priced with: the model behind the served path and
-//! the GPU, by the same defaults as `afd-sim predict`. Nothing here sleeps or reads a clock.
+//! the GPU, by the same defaults as `afd-sim predict`; [`serving_config`] is the simulated pair, and
+//! [`TimingInfo`] the `/metrics` series through which the twin tells a client how it times tokens (the
+//! conformance suite's `timing.simulator` check predicts from both). Nothing here sleeps or reads a
+//! clock.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,6 +20,7 @@ use afd_sim::live::{LiveEngine, LiveRequest};
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::profiles::{ProfileError, builtin, default_cost_model};
 use afd_sim::model::scheduler::RequestId as SimRequestId;
 use afd_sim::rng::Seed;
 use afd_sim::serving::{ServingConfig, ServingConfigError};
@@ -24,7 +28,9 @@ use afd_sim::time::SimTime;
 use afd_sim::topology::Role;
 use afd_traces::model_config::ModelConfig;
 
+use crate::prometheus::Scrape;
 use crate::twin::launch::LaunchedRole;
+use crate::twin::metrics::escape_label;
 use crate::twin::timing::{Rejection, RequestId, StepOutcome, StepSource, TimedRequest};
 
 /// The model `afd-sim predict` prices by default, used when the served model is not recognised.
@@ -69,7 +75,7 @@ impl SimPricing {
     /// Prices `model` (the served path or name) on `gpu`: the architecture in `<model>/config.json` when
     /// it is one the simulator models, else the shipped config whose name is the path's last component
     /// (`/models/DeepSeek-V2-Lite` → `deepseek-v2-lite`), else [`DEFAULT_MODEL`]. Costs are the GPU's
-    /// datasheet roofline, as `afd-sim predict` prices without `--calibration`.
+    /// built-in calibration profile, else its datasheet roofline, as `afd-sim predict` prices by default.
     pub fn new(model: &str, gpu: GpuKind) -> SimPricing {
         let (model, model_source) = resolve_model(model);
         SimPricing {
@@ -79,9 +85,19 @@ impl SimPricing {
         }
     }
 
-    /// The cost model for a configuration's layout.
-    pub fn cost(&self, config: &ServingConfig) -> CostModel {
-        CostModel::roofline(&self.model, self.gpu, config.cost_layout())
+    /// The cost model for a configuration's layout: the GPU's built-in calibration profile where one
+    /// exists, else its datasheet roofline, exactly as `afd-sim predict` prices without flags.
+    pub fn cost(&self, config: &ServingConfig) -> Result<CostModel, ProfileError> {
+        default_cost_model(&self.model, self.gpu, config.cost_layout())
+    }
+
+    /// What [`SimPricing::cost`] prices with, for the start-up log: the built-in profile's name and
+    /// provenance, or `<gpu> roofline`.
+    pub fn cost_source(&self) -> String {
+        match builtin(self.gpu) {
+            Ok(Some(loaded)) => loaded.name,
+            _ => format!("{} roofline", self.gpu.as_str()),
+        }
     }
 }
 
@@ -118,6 +134,93 @@ fn resolve_model(model: &str) -> (ModelArch, ModelSource) {
     )
 }
 
+/// The configuration the simulator runs for `deployment` priced by `pricing`: the deployment's serving
+/// settings on the priced GPU, with the context length the twin enforces (`--max-model-len`, else the
+/// priced model's).
+pub fn serving_config(
+    deployment: &Deployment,
+    pricing: &SimPricing,
+) -> Result<ServingConfig, ServingConfigError> {
+    let mut config = ServingConfig::from_deployment(deployment, pricing.gpu)?;
+    config.max_model_len = Some(
+        config
+            .max_model_len
+            .unwrap_or(pricing.model.max_position_embeddings()),
+    );
+    Ok(config)
+}
+
+/// The `/metrics` series carrying [`TimingInfo`] (not a vLLM metric).
+pub const TIMING_INFO_METRIC: &str = "afd_twin_timing_info";
+
+/// How the Attention twin times tokens: what `afd-sim` needs, besides the deployment, to predict the
+/// latencies a client of this twin measures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimingInfo {
+    /// The priced model's name ([`SimPricing::model`]).
+    pub model: String,
+    pub gpu: GpuKind,
+    /// The live engine's seed (`--seed` of the serve words).
+    pub seed: u64,
+    /// Real seconds per simulated second (`--time-scale`).
+    pub time_scale: f64,
+}
+
+impl TimingInfo {
+    /// An info-style gauge (value 1, the facts in labels), in the text exposition format.
+    pub fn render(&self) -> String {
+        let name = TIMING_INFO_METRIC;
+        format!(
+            "# HELP {name} How afd-twin times tokens: afd-sim's model of the pair, priced as model on gpu and seeded with seed, at time_scale real seconds per simulated second.\n\
+             # TYPE {name} gauge\n\
+             {name}{{gpu=\"{}\",model=\"{}\",seed=\"{}\",time_scale=\"{}\"}} 1.0\n",
+            self.gpu.as_str(),
+            escape_label(&self.model),
+            self.seed,
+            self.time_scale
+        )
+    }
+
+    /// The twin's timing as its `/metrics` states it: `None` when the scrape has no such series (the
+    /// server is not an afd-twin), an error naming the label that does not read.
+    pub fn from_scrape(scrape: &Scrape) -> Option<Result<TimingInfo, String>> {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.name == TIMING_INFO_METRIC)?;
+        let label = |key: &str| {
+            sample
+                .label(key)
+                .ok_or_else(|| format!("{TIMING_INFO_METRIC} has no {key} label"))
+        };
+        let read = || -> Result<TimingInfo, String> {
+            let gpu_text = label("gpu")?;
+            let gpu = GpuKind::parse(gpu_text).ok_or_else(|| {
+                format!("{TIMING_INFO_METRIC} gpu=\"{gpu_text}\" is no GPU afd-sim knows")
+            })?;
+            let seed_text = label("seed")?;
+            let seed = seed_text.parse().map_err(|_| {
+                format!("{TIMING_INFO_METRIC} seed=\"{seed_text}\" is not an unsigned integer")
+            })?;
+            let scale_text = label("time_scale")?;
+            let time_scale = scale_text
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .ok_or_else(|| {
+                    format!("{TIMING_INFO_METRIC} time_scale=\"{scale_text}\" is not a finite number >= 0")
+                })?;
+            Ok(TimingInfo {
+                model: label("model")?.to_owned(),
+                gpu,
+                seed,
+                time_scale,
+            })
+        };
+        Some(read())
+    }
+}
+
 /// Why the simulated pair cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub enum SimSourceError {
@@ -127,6 +230,8 @@ pub enum SimSourceError {
     Serving(#[from] ServingConfigError),
     #[error("the simulator cannot model this pair: {0}")]
     Cluster(#[from] ClusterError),
+    #[error("the simulator cannot price this pair: {0}")]
+    Pricing(#[from] ProfileError),
     #[error(
         "the model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV cache ({kv_tokens}) of an Attention engine on {gpu}; try increasing --gpu-memory-utilization or decreasing --max-model-len"
     )]
@@ -171,15 +276,10 @@ impl SimSource {
             Role::Ffn => (peer, local.config.clone()),
         };
         let deployment = Deployment::new(attention, ffn, local.rules);
-        let mut config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
-        config.max_model_len = Some(
-            config
-                .max_model_len
-                .unwrap_or(pricing.model.max_position_embeddings()),
-        );
+        let config = serving_config(&deployment, pricing)?;
         let engine = LiveEngine::new(
             &config,
-            pricing.cost(&config),
+            pricing.cost(&config)?,
             ModelOptions::default(),
             Seed(local.seed),
         )?;

@@ -201,3 +201,62 @@ fn pairs_the_simulator_cannot_serve_are_refused_naming_the_cause() {
     .expect_err("the weights fill the allowed memory");
     assert!(matches!(err, SimSourceError::Cluster(_)), "{err}");
 }
+
+fn timing_info(model: &str) -> TimingInfo {
+    TimingInfo {
+        model: model.to_owned(),
+        gpu: GpuKind::H100,
+        seed: 7,
+        time_scale: 0.25,
+    }
+}
+
+#[test]
+fn the_timing_info_reads_back_from_a_strict_scrape() {
+    let info = timing_info("deepseek \"v2\" lite");
+    let text = format!(
+        "vllm:num_requests_running{{engine=\"0\"}} 0.0\n{}",
+        info.render()
+    );
+    let scrape = Scrape::parse(&text).expect("the rendering is a valid exposition");
+    assert_eq!(TimingInfo::from_scrape(&scrape), Some(Ok(info)));
+    let vllm = Scrape::parse("vllm:num_requests_running{engine=\"0\"} 0.0").expect("valid");
+    assert_eq!(TimingInfo::from_scrape(&vllm), None);
+}
+
+#[track_caller]
+fn check_timing_info(labels: &str, expect: expect_test::Expect) {
+    let scrape = Scrape::parse(&format!("{TIMING_INFO_METRIC}{{{labels}}} 1")).expect("valid");
+    let read = TimingInfo::from_scrape(&scrape).expect("the series is there");
+    expect.assert_eq(&read.expect_err("a label does not read"));
+}
+
+#[test]
+fn a_timing_info_that_does_not_read_names_its_label() {
+    check_timing_info(
+        r#"gpu="h200",seed="0",time_scale="1""#,
+        expect_test::expect!["afd_twin_timing_info has no model label"],
+    );
+    check_timing_info(
+        r#"gpu="tpu",model="m",seed="0",time_scale="1""#,
+        expect_test::expect![[r#"afd_twin_timing_info gpu="tpu" is no GPU afd-sim knows"#]],
+    );
+    check_timing_info(
+        r#"gpu="h200",model="m",seed="-1",time_scale="1""#,
+        expect_test::expect![[r#"afd_twin_timing_info seed="-1" is not an unsigned integer"#]],
+    );
+    check_timing_info(
+        r#"gpu="h200",model="m",seed="0",time_scale="-2""#,
+        expect_test::expect![[
+            r#"afd_twin_timing_info time_scale="-2" is not a finite number >= 0"#
+        ]],
+    );
+}
+
+#[test]
+fn the_cost_source_names_the_profile_or_the_roofline() {
+    let h200 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H200).cost_source();
+    assert!(h200.starts_with("built-in h200 profile "), "{h200}");
+    let h100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H100).cost_source();
+    assert_eq!(h100, "h100 roofline");
+}
