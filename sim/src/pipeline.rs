@@ -127,8 +127,13 @@ impl WaitCurve {
         for pair in points.windows(2) {
             let ((w0, v0), (w1, v1)) = (pair[0], pair[1]);
             if wait <= w1 {
-                let t = (wait - w0) as f64 / (w1 - w0) as f64;
-                return (v0 as f64 + t * (v1 as f64 - v0 as f64)).round() as u64;
+                // Linear between the points, rounded half up, in integers (no libm call).
+                let (dx, dw) = (u128::from(wait - w0), u128::from(w1 - w0));
+                return if v1 >= v0 {
+                    v0 + ((dx * u128::from(v1 - v0) * 2 + dw) / (2 * dw)) as u64
+                } else {
+                    v0 - ((dx * u128::from(v0 - v1) * 2 + dw) / (2 * dw)) as u64
+                };
             }
         }
         points[points.len() - 1].1
