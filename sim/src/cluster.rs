@@ -15,6 +15,7 @@ use crate::colocated::{ColocatedModel, weight_bytes_per_gpu};
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostModel, OpClass};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
+use crate::model::limits::LimitSpans;
 use crate::model::router::DpRouter;
 use crate::model::routing::RoutingPools;
 use crate::model::scheduler::{
@@ -228,25 +229,8 @@ impl Cluster {
             moe_collective,
         };
 
-        let weights = if colocated {
-            weight_bytes_per_gpu(
-                &model,
-                config.attention.dp,
-                config.attention.tp,
-                config.attention.expert_parallel,
-            )
-        } else {
-            model.attention_weight_bytes(config.attention.tp)
-        };
+        let (blocks_per_engine, weights) = kv_capacity(config, &model, cost.spec().memory_bytes);
         let spec = cost.spec();
-        let blocks_per_engine = capacity_blocks(
-            spec.memory_bytes,
-            config.gpu_memory_utilization,
-            weights,
-            config.kv_reserve_bytes,
-            model.kv_bytes_per_token(config.attention.tp),
-            config.block_size,
-        );
         if blocks_per_engine == 0 {
             const GIB: f64 = (1u64 << 30) as f64;
             return Err(ClusterError::NoKvCache {
@@ -350,6 +334,15 @@ impl Cluster {
     /// KV blocks per engine.
     pub fn kv_blocks_per_engine(&self) -> u64 {
         self.engines[0].kv().total_blocks()
+    }
+
+    /// The values of `--max-num-seqs`, `--max-num-batched-tokens` and the KV capacity (blocks per
+    /// engine) for which every comparison this run made against them, in every engine, would have
+    /// come out the same (`model/limits.rs`): with any such values the run is identical.
+    pub fn limit_spans(&self) -> LimitSpans {
+        self.engines
+            .iter()
+            .fold(LimitSpans::ALL, |spans, e| spans.intersect(e.spans()))
     }
 
     /// The longest request (prompt plus output tokens) [`Cluster::admit`] accepts: `--max-model-len`,
@@ -684,6 +677,30 @@ impl Cluster {
     pub fn model(&self) -> &ModelArch {
         self.cost.model()
     }
+}
+
+/// KV blocks per Attention engine of `config` serving `model` on GPUs of `memory_bytes`, and the
+/// weight bytes per Attention GPU they are left after. Zero blocks when nothing is left.
+pub fn kv_capacity(config: &ServingConfig, model: &ModelArch, memory_bytes: u64) -> (u64, u64) {
+    let weights = if config.placement == Placement::Colocated {
+        weight_bytes_per_gpu(
+            model,
+            config.attention.dp,
+            config.attention.tp,
+            config.attention.expert_parallel,
+        )
+    } else {
+        model.attention_weight_bytes(config.attention.tp)
+    };
+    let blocks = capacity_blocks(
+        memory_bytes,
+        config.gpu_memory_utilization,
+        weights,
+        config.kv_reserve_bytes,
+        model.kv_bytes_per_token(config.attention.tp),
+        config.block_size,
+    );
+    (blocks, weights)
 }
 
 /// Feeds one AFD decode step to the closed-form cross-checks (`closed_form.rs`).

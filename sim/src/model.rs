@@ -8,6 +8,7 @@ pub mod arch;
 pub mod cost;
 pub mod hardware;
 pub mod kv_cache;
+pub mod limits;
 pub mod profiles;
 pub mod router;
 pub mod routing;

@@ -13,6 +13,13 @@
 //! partition the candidates round-robin, and [`merge`] joins shard rows into exactly the rows of a
 //! single run. The pool is the only threading in the library; each simulation stays
 //! single-threaded.
+//!
+//! Reuse of identical runs: candidates whose configurations are equal once the scheduler limits
+//! (`--max-num-seqs`, `--max-num-batched-tokens`) are erased form a group, evaluated in candidate
+//! order by one task. A member whose limits (and KV capacity) lie inside the limit spans of an
+//! earlier simulated member's run (`model/limits.rs`) would run identically, event for event, so
+//! it takes that member's simulated columns instead of running ([`evaluate::reuse`]). The rows are
+//! the same bytes with reuse on or off, on any thread count and in any shard.
 
 pub mod candidate;
 pub mod evaluate;
@@ -25,8 +32,9 @@ use afd_traces::sweep::SweepRow;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::model::limits::LimitSpans;
 use crate::planner::candidate::{Candidate, Context, judge};
-use crate::planner::evaluate::{Inputs, evaluate};
+use crate::planner::evaluate::{Inputs, limit_values, reuse, simulate};
 use crate::planner::space::{Dimensions, points};
 
 /// The legal candidates of a sweep and what the rules refused.
@@ -119,7 +127,8 @@ pub fn fingerprint(plan: &Plan, inputs: &Inputs<'_>) -> String {
 
 /// Simulates the candidates of `plan` in `shard` on `threads` threads (at least one) and returns
 /// their rows in candidate order; `done` is called once per finished candidate, from any thread.
-/// With [`Shard::WHOLE`] the rows are finalized (rank and frontiers); a shard's are not.
+/// With [`Shard::WHOLE`] the rows are finalized (rank and frontiers); a shard's are not. Identical
+/// runs are reused ([`run_counted`] says how many, and can turn reuse off).
 pub fn run(
     plan: &Plan,
     inputs: &Inputs<'_>,
@@ -127,33 +136,111 @@ pub fn run(
     threads: usize,
     done: &(dyn Fn() + Sync),
 ) -> Vec<SweepRow> {
+    run_counted(plan, inputs, shard, threads, true, done).rows
+}
+
+/// The rows of a sweep run and how they were obtained.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepRun {
+    pub rows: Vec<SweepRow>,
+    /// Candidates whose simulation ran.
+    pub simulated: u64,
+    /// Candidates that took the rows of an identical run instead.
+    pub reused: u64,
+}
+
+/// [`run`], with reuse of identical runs on or off (the rows are the same bytes either way).
+pub fn run_counted(
+    plan: &Plan,
+    inputs: &Inputs<'_>,
+    shard: Shard,
+    threads: usize,
+    reuse_runs: bool,
+    done: &(dyn Fn() + Sync),
+) -> SweepRun {
     let sweep = fingerprint(plan, inputs);
     let total = plan.candidates.len() as u64;
-    let chosen: Vec<(u64, &Candidate)> = plan
-        .candidates
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (i as u64, c))
-        .filter(|(i, _)| shard.contains(*i))
-        .collect();
+    let chosen: Vec<u64> = (0..total).filter(|&i| shard.contains(i)).collect();
+    let groups = if reuse_runs {
+        reuse_groups(plan, &chosen)
+    } else {
+        chosen.iter().map(|&i| vec![i]).collect()
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .build()
         .expect("a thread pool of a positive size builds");
-    let mut rows: Vec<SweepRow> = pool.install(|| {
-        chosen
+    let evaluated: Vec<Vec<(SweepRow, bool)>> = pool.install(|| {
+        groups
             .par_iter()
-            .map(|&(index, candidate)| {
-                let row = evaluate(candidate, index, total, &sweep, inputs);
-                done();
-                row
+            .map(|group| {
+                // Simulated members so far: their spans and rows, in candidate order.
+                let mut runs: Vec<(LimitSpans, usize)> = Vec::new();
+                let mut rows: Vec<(SweepRow, bool)> = Vec::with_capacity(group.len());
+                for &index in group {
+                    let candidate = &plan.candidates[index as usize];
+                    let values = limit_values(candidate, inputs);
+                    let source = runs.iter().find(|(spans, _)| spans.contains(values));
+                    let row = match source {
+                        Some(&(_, at)) => {
+                            let row = reuse(candidate, index, total, &sweep, inputs, &rows[at].0);
+                            (row, true)
+                        }
+                        None => {
+                            let evaluated = simulate(candidate, index, total, &sweep, inputs);
+                            if let Some(spans) = evaluated.spans {
+                                runs.push((spans, rows.len()));
+                            }
+                            (evaluated.row, false)
+                        }
+                    };
+                    rows.push(row);
+                    done();
+                }
+                rows
             })
             .collect()
     });
+    let mut flat: Vec<(SweepRow, bool)> = evaluated.into_iter().flatten().collect();
+    flat.sort_by_key(|(row, _)| row.candidate);
+    let reused = flat.iter().filter(|(_, reused)| *reused).count() as u64;
+    let mut rows: Vec<SweepRow> = flat.into_iter().map(|(row, _)| row).collect();
     if shard.count == 1 {
         frontier::finalize(&mut rows);
     }
-    rows
+    SweepRun {
+        simulated: rows.len() as u64 - reused,
+        reused,
+        rows,
+    }
+}
+
+/// The candidates `chosen` (in order) grouped by their configuration with the scheduler limits
+/// erased: only members of one group can run identically. Groups come in order of their first
+/// member, members in candidate order.
+pub fn reuse_groups(plan: &Plan, chosen: &[u64]) -> Vec<Vec<u64>> {
+    let mut groups: Vec<Vec<u64>> = Vec::new();
+    let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
+    for &index in chosen {
+        let config = &plan.candidates[index as usize].config;
+        // Everything but the two limits decides the run (the KV capacity follows from the rest
+        // and is checked against the spans with them). `ServingConfig` holds an f64, so its
+        // Debug text is the key.
+        let erased = crate::serving::ServingConfig {
+            max_num_seqs: 0,
+            max_num_batched_tokens: 0,
+            ..config.clone()
+        };
+        let key = format!("{erased:?}");
+        match by_key.get(&key) {
+            Some(&group) => groups[group].push(index),
+            None => {
+                by_key.insert(key, groups.len());
+                groups.push(vec![index]);
+            }
+        }
+    }
+    groups
 }
 
 /// Why shard files cannot be joined.

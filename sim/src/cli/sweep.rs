@@ -22,7 +22,7 @@ use afd_sim::planner::candidate::Context as PlanContext;
 use afd_sim::planner::evaluate::Inputs;
 use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
-use afd_sim::planner::{Plan, Shard, merge, plan, run as run_plan};
+use afd_sim::planner::{Plan, Shard, merge, plan, reuse_groups, run_counted};
 use afd_sim::rng::Seed;
 use afd_sim::time::{SimDuration, SimTime};
 use afd_sim::topology::RuleSet;
@@ -60,7 +60,12 @@ Every point is judged by the deployment rules (as `afd-sim check` does) before i
 candidate is simulated in full (every request, every layer). The CSV has one row per candidate:
 the deployment and its vllm serve command lines, every predict metric, the SLO verdict, the rank
 and frontier flags, and the closed-form cross-checks. The same inputs give the same bytes whatever
---threads; the shards of a sweep merge into exactly the file a single run writes.";
+--threads; the shards of a sweep merge into exactly the file a single run writes.
+
+Candidates that differ only in --max-num-seqs / --max-num-batched-tokens values that never decide
+anything in a run (every comparison against them comes out the same) run identically, event for
+event: such a candidate takes the rows of the identical run instead of simulating again. This is
+proven per run, never approximated; the CSV is the same bytes with --no-reuse.";
 
 /// Search the deployments of a GPU budget and report the Pareto frontier.
 #[derive(Args, Debug, Clone)]
@@ -124,6 +129,10 @@ pub(crate) struct SweepArgs {
     /// Enumerate and judge the candidates, print the counts, simulate nothing.
     #[arg(long, help_heading = "Run and output")]
     pub(crate) dry_run: bool,
+    /// Simulate every candidate, even those proven to run identically to one already simulated
+    /// (the output is the same bytes; only slower).
+    #[arg(long, help_heading = "Run and output")]
+    pub(crate) no_reuse: bool,
     /// Stop each simulation after this many events (reported as outcome event_limit).
     #[arg(long, default_value_t = 100_000_000, help_heading = "Run and output")]
     pub(crate) max_events: u64,
@@ -155,6 +164,23 @@ pub(crate) struct MergeArgs {
     pub(crate) json: bool,
     #[arg(long, default_value_t = 10)]
     pub(crate) top: usize,
+}
+
+/// `sweep --json`: the summary every sweep file gives, and how this run obtained its rows.
+#[derive(serde::Serialize)]
+struct SweepReport<'a> {
+    #[serde(flatten)]
+    summary: &'a SweepSummary,
+    runs: Runs,
+}
+
+/// Candidates simulated, and those that took the rows of a run proven identical.
+#[derive(serde::Serialize)]
+struct Runs {
+    simulated: u64,
+    reused: u64,
+    /// Whether reuse was on (off with `--no-reuse`).
+    reuse: bool,
 }
 
 /// Runs `afd-sim sweep`.
@@ -239,6 +265,15 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let mut header = describe(&plan, &context, &inputs, shard);
     if args.dry_run {
+        let chosen: Vec<u64> = (0..plan.candidates.len() as u64)
+            .filter(|&i| shard.contains(i))
+            .collect();
+        let groups = reuse_groups(&plan, &chosen).len();
+        let _ = writeln!(
+            header,
+            "Reuse: {} candidates in {groups} groups equal but for their scheduler limits; at least {groups} simulations, the rest reused where a run proves them identical",
+            chosen.len()
+        );
         emit(&header)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -257,16 +292,24 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::new(chosen, "candidates");
     let finished = AtomicU64::new(0);
     let started = WallClock::start();
-    let rows = run_plan(&plan, &inputs, shard, threads, &|| {
+    let swept = run_counted(&plan, &inputs, shard, threads, !args.no_reuse, &|| {
         let done = finished.fetch_add(1, Ordering::Relaxed) + 1;
         progress.update(done);
     });
     progress.finish();
     let wall = started.seconds();
+    let rows = swept.rows;
     eprintln!(
-        "simulated {} candidates in {wall:.2} s on {threads} thread(s) ({:.0} candidates/s)",
+        "evaluated {} candidates in {wall:.2} s on {threads} thread(s) ({:.0} candidates/s)",
         rows.len(),
         rows.len() as f64 / wall.max(1e-9)
+    );
+    let _ = writeln!(
+        header,
+        "Runs: {} simulated, {} reused an identical run{}",
+        swept.simulated,
+        swept.reused,
+        if args.no_reuse { " (--no-reuse)" } else { "" }
     );
     // A shard's rows carry no rank or frontier (only the whole sweep decides them); the tables and
     // the figure rank the shard's own candidates.
@@ -285,7 +328,17 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let rows = shown;
     let summary = summary(&rows, args.top);
     if args.json {
-        emit(&summary.to_json())?;
+        let report = SweepReport {
+            summary: &summary,
+            runs: Runs {
+                simulated: swept.simulated,
+                reused: swept.reused,
+                reuse: !args.no_reuse,
+            },
+        };
+        let mut text = serde_json::to_string_pretty(&report).context("writing the summary")?;
+        text.push('\n');
+        emit(&text)?;
     } else {
         if shard.count > 1 {
             let _ = writeln!(

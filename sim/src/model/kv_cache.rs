@@ -3,6 +3,11 @@
 //! Capacity comes from GPU memory × `gpu_memory_utilization` minus weights and a reserve, divided
 //! by the bytes one block holds over all layers. Only counts are kept: which block holds which token
 //! does not affect timing. Prefix caching is not modelled (every request is cache-cold).
+//!
+//! Every check against the capacity (an allocation, whether a request fits at all) narrows the
+//! capacity's [`Span`] (`limits.rs`).
+
+use crate::model::limits::Span;
 
 /// Block size vLLM forces for MLA models on Hopper with the FlashMLA backend
 /// (`vllm/platforms/cuda.py`: "Forcing kv cache block size to 64 for FlashMLA backend").
@@ -20,6 +25,8 @@ pub struct KvCache {
     block_size: u32,
     total: u64,
     used: u64,
+    /// Capacities that agree with every check against `total` so far.
+    span: Span,
 }
 
 /// How many blocks fit on one Attention rank (every TP rank of an engine holds the same blocks for
@@ -47,6 +54,7 @@ impl KvCache {
             block_size,
             total: total_blocks,
             used: 0,
+            span: Span::ALL,
         }
     }
 
@@ -66,6 +74,17 @@ impl KvCache {
         self.total - self.used
     }
 
+    /// Capacities (blocks) for which every check so far would have come out the same.
+    pub fn span(&self) -> Span {
+        self.span
+    }
+
+    /// Whether a request of `tokens` tokens could ever fit in the pool.
+    pub fn fits(&mut self, tokens: u32) -> bool {
+        let need = u64::from(self.blocks_for(tokens));
+        self.span.at_least(self.total, need)
+    }
+
     /// Blocks needed to hold `tokens` tokens.
     pub fn blocks_for(&self, tokens: u32) -> u32 {
         tokens.div_ceil(self.block_size)
@@ -76,7 +95,8 @@ impl KvCache {
     pub fn grow(&mut self, held: u32, tokens: u32) -> Option<u32> {
         let need = self.blocks_for(tokens).max(held);
         let extra = u64::from(need - held);
-        if extra > self.free_blocks() {
+        // `extra <= total - used`, compared on the capacity.
+        if !self.span.at_least(self.total, self.used + extra) {
             return None;
         }
         self.used += extra;

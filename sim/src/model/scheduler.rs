@@ -8,10 +8,15 @@
 //! its computed tokens reset, and it goes back to the front of the waiting queue; no new request is
 //! admitted in a step that preempted. A request emits one token whenever a step finishes its known
 //! tokens (a completed prefill or a decode) and finishes after its output length (`ignore_eos`).
+//!
+//! Every comparison against `max_num_seqs` or `max_num_batched_tokens` goes through a
+//! [`Span`](crate::model::limits::Span), which records the limit values that agree with it
+//! (`limits.rs`); the KV cache does the same for its capacity.
 
 use std::collections::VecDeque;
 
 use crate::model::kv_cache::KvCache;
+use crate::model::limits::{LimitSpans, Span};
 
 /// Index of a request in the run's arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -134,6 +139,8 @@ pub struct EngineScheduler {
     kv: KvCache,
     waiting: VecDeque<RequestId>,
     running: Vec<RequestId>,
+    seqs_span: Span,
+    tokens_span: Span,
 }
 
 /// What finishing a step did to one request.
@@ -152,6 +159,17 @@ impl EngineScheduler {
             kv,
             waiting: VecDeque::new(),
             running: Vec::new(),
+            seqs_span: Span::ALL,
+            tokens_span: Span::ALL,
+        }
+    }
+
+    /// The limit values for which every comparison this engine made would have come out the same.
+    pub fn spans(&self) -> LimitSpans {
+        LimitSpans {
+            max_num_seqs: self.seqs_span,
+            max_num_batched_tokens: self.tokens_span,
+            kv_blocks: self.kv.span(),
         }
     }
 
@@ -172,8 +190,8 @@ impl EngineScheduler {
     }
 
     /// Whether a request of `tokens` total tokens could ever fit in this engine's KV cache.
-    pub fn fits(&self, tokens: u32) -> bool {
-        u64::from(self.kv.blocks_for(tokens)) <= self.kv.total_blocks()
+    pub fn fits(&mut self, tokens: u32) -> bool {
+        self.kv.fits(tokens)
     }
 
     /// Queues a new request.
@@ -184,15 +202,16 @@ impl EngineScheduler {
     /// Schedules one step into `batch` (cleared first).
     pub fn schedule(&mut self, requests: &mut [RequestState], batch: &mut EngineBatch) {
         batch.clear();
-        let mut budget = self.limits.max_num_batched_tokens;
+        let max_tokens = u64::from(self.limits.max_num_batched_tokens);
+        let max_seqs = u64::from(self.limits.max_num_seqs);
+        // Tokens of the budget taken so far (the budget left is `max_tokens - used`).
+        let mut used = 0u64;
         let mut index = 0;
-        while index < self.running.len() && budget > 0 {
+        while index < self.running.len() && self.tokens_span.above(max_tokens, used) {
             let id = self.running[index];
             let state = &requests[id.index()];
-            let new_tokens = state
-                .known_tokens()
-                .saturating_sub(state.computed_tokens)
-                .min(budget);
+            let need = state.known_tokens().saturating_sub(state.computed_tokens);
+            let new_tokens = self.chunk(max_tokens, used, need);
             if new_tokens == 0 {
                 index += 1;
                 continue;
@@ -222,19 +241,20 @@ impl EngineScheduler {
             if !scheduled {
                 break;
             }
-            budget -= batch.push(id, new_tokens, &requests[id.index()]);
+            used += u64::from(batch.push(id, new_tokens, &requests[id.index()]));
             index += 1;
         }
         if batch.preempted == 0 {
-            while budget > 0 && (self.running.len() as u32) < self.limits.max_num_seqs {
-                let Some(&id) = self.waiting.front() else {
+            // The queue is looked at first: with nobody waiting, the limits decide nothing.
+            while let Some(&id) = self.waiting.front() {
+                if !self.tokens_span.above(max_tokens, used)
+                    || !self.seqs_span.above(max_seqs, self.running.len() as u64)
+                {
                     break;
-                };
+                }
                 let state = &requests[id.index()];
-                let new_tokens = state
-                    .known_tokens()
-                    .saturating_sub(state.computed_tokens)
-                    .min(budget);
+                let need = state.known_tokens().saturating_sub(state.computed_tokens);
+                let new_tokens = self.chunk(max_tokens, used, need);
                 let Some(blocks) = self
                     .kv
                     .grow(state.blocks, state.computed_tokens + new_tokens)
@@ -246,9 +266,15 @@ impl EngineScheduler {
                 state.blocks = blocks;
                 state.status = RequestStatus::Running;
                 self.running.push(id);
-                budget -= batch.push(id, new_tokens, state);
+                used += u64::from(batch.push(id, new_tokens, state));
             }
         }
+    }
+
+    /// `need` cut to the token budget left after `used` (chunked prefill).
+    fn chunk(&mut self, max_tokens: u64, used: u64, need: u32) -> u32 {
+        let tokens = self.tokens_span.chunk(max_tokens, used, u64::from(need));
+        u32::try_from(tokens).expect("a chunk is at most the request's own tokens")
     }
 
     fn preempt(&mut self, requests: &mut [RequestState], victim: RequestId) {

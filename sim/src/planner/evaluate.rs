@@ -2,6 +2,10 @@
 //! turned into its CSV row: the deployment, every metric of the `predict` report, the SLO verdict
 //! and the closed-form cross-checks.
 //!
+//! A candidate whose limits lie inside the limit spans of a simulated candidate's run (and whose
+//! configuration is otherwise the same) runs identically (`model/limits.rs`): [`reuse`] builds its
+//! row from that run's row and its own configuration, without simulating.
+//!
 //! The cross-check flags a closed form that is more than [`DISAGREEMENT`] off the simulation and
 //! names why, from what the simulation saw (docs/planner.md lists the categories).
 
@@ -9,9 +13,11 @@ use afd_traces::calibration::CalibrationProfile;
 use afd_traces::sweep::{SWEEP_SCHEMA_VERSION, SweepRow};
 
 use crate::closed_form::ClosedFormSummary;
+use crate::cluster::kv_capacity;
 use crate::engine::{RunOptions, run};
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostLayout, CostModel};
+use crate::model::limits::{LimitSpans, LimitValues};
 use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
 use crate::planner::frontier::{Slo, verdict};
@@ -51,8 +57,165 @@ pub fn cost_model(config: &ServingConfig, inputs: &Inputs<'_>) -> CostModel {
     }
 }
 
+/// A simulated candidate: its row and, when it ran, the limit spans of its run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluated {
+    pub row: SweepRow,
+    pub spans: Option<LimitSpans>,
+}
+
 /// Simulates `candidate` and returns its row (frontier and rank left empty: they need every row).
 pub fn evaluate(
+    candidate: &Candidate,
+    index: u64,
+    candidates: u64,
+    sweep: &str,
+    inputs: &Inputs<'_>,
+) -> SweepRow {
+    simulate(candidate, index, candidates, sweep, inputs).row
+}
+
+/// The scheduler limits `candidate` runs with, the KV capacity per engine included.
+pub fn limit_values(candidate: &Candidate, inputs: &Inputs<'_>) -> LimitValues {
+    let config = &candidate.config;
+    LimitValues {
+        max_num_seqs: u64::from(config.max_num_seqs),
+        max_num_batched_tokens: u64::from(config.max_num_batched_tokens),
+        kv_blocks: kv_capacity(config, inputs.model, config.gpu.spec().memory_bytes).0,
+    }
+}
+
+/// The row of `candidate` when its run is proven identical to the run that gave `source` (same
+/// configuration but for limits inside that run's spans): every simulated column comes from
+/// `source`, every configuration column (command lines, limits, KV capacity, …) is its own.
+pub fn reuse(
+    candidate: &Candidate,
+    index: u64,
+    candidates: u64,
+    sweep: &str,
+    inputs: &Inputs<'_>,
+    source: &SweepRow,
+) -> SweepRow {
+    let own = config_row(candidate, index, candidates, sweep, inputs);
+    SweepRow {
+        schema_version: own.schema_version,
+        sweep: own.sweep,
+        candidate: own.candidate,
+        candidates: own.candidates,
+        kind: own.kind,
+        gpus: own.gpus,
+        nodes: own.nodes,
+        attention_ranks: own.attention_ranks,
+        ffn_ranks: own.ffn_ranks,
+        attention_dp: own.attention_dp,
+        attention_tp: own.attention_tp,
+        ffn_dp: own.ffn_dp,
+        ffn_tp: own.ffn_tp,
+        expert_parallel: own.expert_parallel,
+        dbo_decode_token_threshold: own.dbo_decode_token_threshold,
+        dbo_prefill_token_threshold: own.dbo_prefill_token_threshold,
+        cudagraph_mode: own.cudagraph_mode,
+        cudagraph_capture_sizes: own.cudagraph_capture_sizes,
+        max_num_seqs: own.max_num_seqs,
+        max_num_batched_tokens: own.max_num_batched_tokens,
+        cross_node: own.cross_node,
+        warnings: own.warnings,
+        kv_blocks_per_engine: Some(limit_values(candidate, inputs).kv_blocks),
+        ttft_slo_ms: own.ttft_slo_ms,
+        tpot_slo_ms: own.tpot_slo_ms,
+        slo_stat: own.slo_stat,
+        attention_args: own.attention_args,
+        ffn_args: own.ffn_args,
+        ..source.clone()
+    }
+}
+
+/// Simulates `candidate`: its row and the limit spans of its run.
+pub fn simulate(
+    candidate: &Candidate,
+    index: u64,
+    candidates: u64,
+    sweep: &str,
+    inputs: &Inputs<'_>,
+) -> Evaluated {
+    let config = &candidate.config;
+    let mut row = config_row(candidate, index, candidates, sweep, inputs);
+    let result = match run(
+        config,
+        cost_model(config, inputs),
+        inputs.workload,
+        &inputs.options,
+    ) {
+        Ok(result) => result,
+        Err(err) => {
+            row.status = "infeasible".to_owned();
+            row.error = err.to_string();
+            return Evaluated { row, spans: None };
+        }
+    };
+    let report = build_report(
+        &result,
+        &ReportContext {
+            config,
+            workload: inputs.workload,
+            seed: inputs.options.seed,
+            dataset: inputs.dataset,
+        },
+    );
+    let b = &report.benchmark;
+    row.outcome = Some(report.outcome.clone());
+    row.completed = Some(b.completed);
+    row.failed = Some(b.failed);
+    row.duration = Some(b.duration);
+    row.request_throughput = Some(b.request_throughput);
+    row.output_throughput = Some(b.output_throughput);
+    row.total_token_throughput = Some(b.total_token_throughput);
+    row.mean_ttft_ms = Some(b.mean_ttft_ms);
+    row.median_ttft_ms = Some(b.median_ttft_ms);
+    row.std_ttft_ms = Some(b.std_ttft_ms);
+    row.p99_ttft_ms = Some(b.p99_ttft_ms);
+    row.mean_tpot_ms = Some(b.mean_tpot_ms);
+    row.median_tpot_ms = Some(b.median_tpot_ms);
+    row.std_tpot_ms = Some(b.std_tpot_ms);
+    row.p99_tpot_ms = Some(b.p99_tpot_ms);
+    row.mean_itl_ms = Some(b.mean_itl_ms);
+    row.median_itl_ms = Some(b.median_itl_ms);
+    row.std_itl_ms = Some(b.std_itl_ms);
+    row.p99_itl_ms = Some(b.p99_itl_ms);
+    row.mean_e2el_ms = Some(b.mean_e2el_ms);
+    row.median_e2el_ms = Some(b.median_e2el_ms);
+    row.std_e2el_ms = Some(b.std_e2el_ms);
+    row.p99_e2el_ms = Some(b.p99_e2el_ms);
+    row.output_tokens_per_s_per_gpu = Some(report.per_gpu.output_tokens_per_s_per_gpu);
+    row.total_tokens_per_s_per_gpu = Some(report.per_gpu.total_tokens_per_s_per_gpu);
+    row.attention_utilisation = Some(report.utilisation.attention);
+    row.ffn_utilisation = Some(report.utilisation.ffn);
+    row.link_utilisation = Some(report.utilisation.links);
+    let steps = &report.steps;
+    row.steps = Some(steps.total);
+    row.graph_steps = Some(steps.graph);
+    row.eager_steps = Some(steps.eager);
+    row.dbo_steps = Some(steps.dbo);
+    row.dbo_overlap = Some(steps.dbo_overlap);
+    row.attention_bound_share = Some(steps.attention_bound_share);
+    row.ffn_bound_share = Some(steps.ffn_bound_share);
+    row.transfer_bound_share = Some(steps.transfer_bound_share);
+    row.padded_row_share = Some(steps.padded_row_share);
+    row.preemptions = Some(steps.preemptions);
+    row.kv_blocks_per_engine = Some(report.deployment.kv_blocks_per_engine);
+    row.event_log_hash = Some(report.event_log_hash.clone());
+    row.slo = verdict(&row, &inputs.slo).to_owned();
+    if let Some(summary) = result.cluster.totals().closed_form.summary() {
+        cross_check(&mut row, &summary);
+    }
+    Evaluated {
+        row,
+        spans: Some(result.cluster.limit_spans()),
+    }
+}
+
+/// The configuration columns of `candidate`'s row; every simulated column empty.
+fn config_row(
     candidate: &Candidate,
     index: u64,
     candidates: u64,
@@ -62,7 +225,7 @@ pub fn evaluate(
     let config = &candidate.config;
     let point = &candidate.point;
     let colocated = config.placement == Placement::Colocated;
-    let mut row = SweepRow {
+    SweepRow {
         schema_version: SWEEP_SCHEMA_VERSION,
         sweep: sweep.to_owned(),
         candidate: index,
@@ -161,76 +324,7 @@ pub fn evaluate(
         cross_check_reason: String::new(),
         attention_args: candidate.attention_args.clone(),
         ffn_args: candidate.ffn_args.clone(),
-    };
-    let result = match run(
-        config,
-        cost_model(config, inputs),
-        inputs.workload,
-        &inputs.options,
-    ) {
-        Ok(result) => result,
-        Err(err) => {
-            row.status = "infeasible".to_owned();
-            row.error = err.to_string();
-            return row;
-        }
-    };
-    let report = build_report(
-        &result,
-        &ReportContext {
-            config,
-            workload: inputs.workload,
-            seed: inputs.options.seed,
-            dataset: inputs.dataset,
-        },
-    );
-    let b = &report.benchmark;
-    row.outcome = Some(report.outcome.clone());
-    row.completed = Some(b.completed);
-    row.failed = Some(b.failed);
-    row.duration = Some(b.duration);
-    row.request_throughput = Some(b.request_throughput);
-    row.output_throughput = Some(b.output_throughput);
-    row.total_token_throughput = Some(b.total_token_throughput);
-    row.mean_ttft_ms = Some(b.mean_ttft_ms);
-    row.median_ttft_ms = Some(b.median_ttft_ms);
-    row.std_ttft_ms = Some(b.std_ttft_ms);
-    row.p99_ttft_ms = Some(b.p99_ttft_ms);
-    row.mean_tpot_ms = Some(b.mean_tpot_ms);
-    row.median_tpot_ms = Some(b.median_tpot_ms);
-    row.std_tpot_ms = Some(b.std_tpot_ms);
-    row.p99_tpot_ms = Some(b.p99_tpot_ms);
-    row.mean_itl_ms = Some(b.mean_itl_ms);
-    row.median_itl_ms = Some(b.median_itl_ms);
-    row.std_itl_ms = Some(b.std_itl_ms);
-    row.p99_itl_ms = Some(b.p99_itl_ms);
-    row.mean_e2el_ms = Some(b.mean_e2el_ms);
-    row.median_e2el_ms = Some(b.median_e2el_ms);
-    row.std_e2el_ms = Some(b.std_e2el_ms);
-    row.p99_e2el_ms = Some(b.p99_e2el_ms);
-    row.output_tokens_per_s_per_gpu = Some(report.per_gpu.output_tokens_per_s_per_gpu);
-    row.total_tokens_per_s_per_gpu = Some(report.per_gpu.total_tokens_per_s_per_gpu);
-    row.attention_utilisation = Some(report.utilisation.attention);
-    row.ffn_utilisation = Some(report.utilisation.ffn);
-    row.link_utilisation = Some(report.utilisation.links);
-    let steps = &report.steps;
-    row.steps = Some(steps.total);
-    row.graph_steps = Some(steps.graph);
-    row.eager_steps = Some(steps.eager);
-    row.dbo_steps = Some(steps.dbo);
-    row.dbo_overlap = Some(steps.dbo_overlap);
-    row.attention_bound_share = Some(steps.attention_bound_share);
-    row.ffn_bound_share = Some(steps.ffn_bound_share);
-    row.transfer_bound_share = Some(steps.transfer_bound_share);
-    row.padded_row_share = Some(steps.padded_row_share);
-    row.preemptions = Some(steps.preemptions);
-    row.kv_blocks_per_engine = Some(report.deployment.kv_blocks_per_engine);
-    row.event_log_hash = Some(report.event_log_hash.clone());
-    row.slo = verdict(&row, &inputs.slo).to_owned();
-    if let Some(summary) = result.cluster.totals().closed_form.summary() {
-        cross_check(&mut row, &summary);
     }
-    row
 }
 
 /// Fills the closed-form columns and the disagreement flag.

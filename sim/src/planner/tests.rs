@@ -386,3 +386,64 @@ fn the_frontier_keeps_only_undominated_points() {
         .collect();
     assert_eq!(on, [0, 2, 3, 5]);
 }
+
+#[test]
+fn reusing_identical_runs_gives_the_same_bytes_as_simulating_every_candidate() {
+    let model = ModelArch::deepseek_v2_lite();
+    let workload = small_workload();
+    let mut dimensions = Dimensions::default();
+    // At concurrency 8 the larger max-num-seqs never bind; 64 tokens chunk the 48-144 token
+    // prompts, so the budgets differ in some runs and not in others.
+    dimensions
+        .assign("dbo=off,2;capture=eager,16;max-num-seqs=4,8,16;max-num-batched-tokens=64,256,1024")
+        .unwrap();
+    let mut context = context(&model);
+    context.budget = Budget {
+        gpus: 3,
+        min_gpus: 3,
+        gpus_per_node: 4,
+    };
+    let plan = plan(&dimensions, &context);
+    let inputs = inputs(&model, &workload);
+    let every = run_counted(&plan, &inputs, Shard::WHOLE, 2, false, &|| {});
+    let reused = run_counted(&plan, &inputs, Shard::WHOLE, 2, true, &|| {});
+    let total = plan.candidates.len() as u64;
+    let groups = reuse_groups(&plan, &(0..total).collect::<Vec<_>>()).len() as u64;
+    assert!(total > 30, "{total}");
+    assert_eq!((every.simulated, every.reused), (total, 0));
+    assert_eq!(reused.simulated + reused.reused, total);
+    let bytes = afd_traces::sweep::write_sweep_csv(&every.rows).unwrap();
+    assert_eq!(
+        afd_traces::sweep::write_sweep_csv(&reused.rows).unwrap(),
+        bytes
+    );
+    // Limits changed some runs of a group (more distinct runs than groups), every distinct run
+    // was simulated, and the rest were reused.
+    let distinct: std::collections::BTreeSet<_> = every
+        .rows
+        .iter()
+        .map(|r| r.event_log_hash.clone())
+        .collect();
+    let distinct = distinct.len() as u64;
+    assert!(
+        groups < distinct && distinct <= reused.simulated && reused.reused > total / 2,
+        "{total} candidates, {groups} groups, {distinct} distinct runs, {} simulated",
+        reused.simulated
+    );
+    // A shard reuses within its slice only, and still gives the single run's rows.
+    let shard = run_counted(
+        &plan,
+        &inputs,
+        Shard { index: 2, count: 2 },
+        1,
+        true,
+        &|| {},
+    );
+    let expected: Vec<_> = every.rows.iter().filter(|r| r.candidate % 2 == 1).collect();
+    assert_eq!(shard.rows.len(), expected.len());
+    for (got, want) in shard.rows.iter().zip(expected) {
+        let mut want = want.clone();
+        (want.rank, want.frontier_tpot, want.frontier_ttft) = (None, None, None);
+        assert_eq!(got, &want);
+    }
+}

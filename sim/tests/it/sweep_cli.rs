@@ -227,3 +227,50 @@ fn bad_sweep_flags_exit_2_naming_the_flag_and_write_nothing() {
         assert!(!Path::new(out).exists(), "{args:?} wrote {out}");
     }
 }
+
+#[test]
+fn reused_runs_are_counted_and_change_no_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = [
+        "--dimensions",
+        "max-num-seqs=8,16;max-num-batched-tokens=64,512",
+    ];
+    let reused = dir.path().join("reused.csv");
+    let mut args = limits.to_vec();
+    args.extend(["--out", path(&reused), "--json"]);
+    let summary = json(&sweep(&args));
+    let every = dir.path().join("every.csv");
+    let mut args = limits.to_vec();
+    args.extend(["--out", path(&every), "--json", "--no-reuse"]);
+    let plain = json(&sweep(&args));
+    assert_eq!(
+        std::fs::read(&reused).unwrap(),
+        std::fs::read(&every).unwrap()
+    );
+    let rows = summary["rows"].as_u64().unwrap();
+    let (simulated, count) = (&summary["runs"]["simulated"], &summary["runs"]["reused"]);
+    assert!(count.as_u64().unwrap() > 0, "{}", summary["runs"]);
+    assert_eq!(simulated.as_u64().unwrap() + count.as_u64().unwrap(), rows);
+    assert_eq!(plain["runs"]["simulated"].as_u64(), Some(rows));
+    assert_eq!(plain["runs"]["reused"].as_u64(), Some(0));
+    // The table says it too, and a dry run counts the groups.
+    let mut args = limits.to_vec();
+    args.extend(["--out", path(&reused)]);
+    let run = sweep(&args);
+    assert!(
+        run.stdout.contains(&format!(
+            "Runs: {simulated} simulated, {count} reused an identical run"
+        )),
+        "{}",
+        run.stdout
+    );
+    let mut args = limits.to_vec();
+    args.push("--dry-run");
+    let run = sweep(&args);
+    assert!(
+        run.stdout
+            .contains("groups equal but for their scheduler limits"),
+        "{}",
+        run.stdout
+    );
+}
