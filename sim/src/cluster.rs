@@ -29,7 +29,6 @@ use crate::pricing::{PriceScratch, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
-use memo::StepMemo;
 
 /// Routing pool size: sampled routings kept per distinct row count.
 pub const ROUTING_POOL_SIZE: usize = 16;
@@ -277,6 +276,20 @@ impl Cluster {
         let max_model_len = config
             .max_model_len
             .unwrap_or(model.max_position_embeddings());
+        // What a remembered step assumed besides its own inputs (`cluster/memo.rs`).
+        let memo_context = xxhash_rust::xxh3::xxh3_64(
+            format!(
+                "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}",
+                config.placement,
+                config.attention,
+                config.ffn,
+                config.gpu,
+                config.rules,
+                cost.layout(),
+                cost.calibration_name().unwrap_or("roofline"),
+            )
+            .as_bytes(),
+        );
         Ok(Cluster {
             config: config.clone(),
             state: PipelineState::new(&layout),
@@ -302,9 +315,25 @@ impl Cluster {
             step_start: 0,
             options,
             last: None,
-            memo: StepMemo::new(),
+            memo: StepMemo::new(memo_context),
             fixed: (0, 0),
         })
+    }
+
+    /// The step memo, for the next run of the same pipeline (`cluster/memo.rs`); this run keeps
+    /// an empty one.
+    pub fn take_step_memo(&mut self) -> StepMemo {
+        let context = self.memo.context;
+        std::mem::replace(&mut self.memo, StepMemo::new(context))
+    }
+
+    /// Continues from `memo`, a memo of an earlier run, when it was made for the same pipeline
+    /// (else it is dropped). Call before the first step.
+    pub fn adopt_step_memo(&mut self, memo: StepMemo) {
+        if memo.context == self.memo.context && self.totals.steps == 0 {
+            self.memo = memo;
+            self.memo.generation += 1;
+        }
     }
 
     pub fn config(&self) -> &ServingConfig {
@@ -444,7 +473,18 @@ impl Cluster {
             && (colocated
                 || (self.state.ffn_ready.iter().all(|&t| t <= start_ns)
                     && self.state.port_free.iter().all(|&t| t <= start_ns)));
+        let generation = self.memo.generation;
         if memo && let Some(step) = self.memo.find() {
+            if step.generation != generation {
+                // Made by an earlier run: build the pools this run has not built yet.
+                if let Some(routing) = &mut self.routing {
+                    let cost = &self.cost;
+                    for &(real, padded) in &step.pools {
+                        routing.ensure(real, padded, |a, t| cost.routed_experts(a, t));
+                    }
+                }
+                step.generation = generation;
+            }
             let state = (!colocated).then_some(&mut self.state);
             step.replay(start_ns, &mut self.timing, state);
             self.cost.add_usage(&step.usage);
@@ -486,8 +526,9 @@ impl Cluster {
                 let mut usage = self.cost.usage_since(&before);
                 usage.retain(|&(class, _)| class != routed);
                 let state = (!colocated).then_some(&self.state);
+                let pools = self.routing.as_ref().map_or(&[][..], |r| r.touched());
                 self.memo
-                    .store(start_ns, &self.timing, state, self.fixed, usage);
+                    .store(start_ns, &self.timing, state, self.fixed, usage, pools);
             }
         }
         self.in_step = true;
@@ -763,6 +804,7 @@ fn record_decode_step(
 }
 
 mod memo;
+pub use memo::StepMemo;
 
 #[cfg(test)]
 mod tests;

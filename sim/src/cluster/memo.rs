@@ -12,7 +12,14 @@
 //! the step exactly. The memo is a cache, never an approximation: `ModelOptions::step_memo` off
 //! gives the same bytes (`cluster::tests::step_memo_is_exact`).
 //!
-//! Entries are looked up by an xxh3 digest of the encoded inputs and confirmed by comparing the
+//! A memo can outlive its run: [`Cluster::take_step_memo`](super::Cluster::take_step_memo) and
+//! [`Cluster::adopt_step_memo`](super::Cluster::adopt_step_memo) hand it to the next run of the same
+//! pipeline (layout, cost model, seed — its `context`), as a sweep does for the candidates of one
+//! layout: their runs differ in batch limits, graphs or DBO, but most of their steps have the same
+//! inputs, so each step is priced and swept once per layout, not once per candidate. A memo whose
+//! context differs from the adopting run's is dropped.
+//!
+//! Entries are looked up by a digest of the encoded inputs and confirmed by comparing the
 //! whole encoding. Growth stops at [`StepMemo::CAPACITY`] entries, and after
 //! [`StepMemo::PROBATION`] steps with fewer than one hit in [`StepMemo::MIN_HIT_SHARE`] the memo
 //! stops storing (a run whose steps never repeat pays no memory for it); neither changes results.
@@ -67,29 +74,38 @@ pub(super) struct Remembered {
     pub(super) fixed: (u64, u64),
     /// Usage counts the step's pricing recorded.
     pub(super) usage: Vec<(usize, ClassUsage)>,
+    /// Routing pools the step picked from, as `(real, padded)`.
+    pub(super) pools: Box<[(u32, u32)]>,
+    /// The memo's generation (run) that last replayed or made it: a run replaying an entry of an
+    /// earlier run first builds the entry's pools, as pricing the step would have.
+    pub(super) generation: u32,
 }
 
-/// The memo of one run.
+/// Remembered steps of one pipeline (see the module documentation); opaque outside `cluster`.
 #[derive(Debug, Default)]
-pub(super) struct StepMemo {
+pub struct StepMemo {
+    /// Digest of what every remembered step assumed: layout, cost model, seed.
+    pub(super) context: u64,
     index: DigestTable,
     entries: Vec<Remembered>,
     key: Vec<u64>,
-    bytes: Vec<u8>,
     digest: u64,
     storing: bool,
+    /// Incremented each time a run adopts the memo.
+    pub(super) generation: u32,
     pub(super) hits: u64,
     pub(super) misses: u64,
 }
 
 impl StepMemo {
-    pub(super) const CAPACITY: usize = 1 << 15;
+    pub(super) const CAPACITY: usize = 1 << 16;
     pub(super) const PROBATION: u64 = 4096;
     /// One hit in this many steps keeps the memo storing after probation.
     pub(super) const MIN_HIT_SHARE: u64 = 20;
 
-    pub(super) fn new() -> StepMemo {
+    pub(super) fn new(context: u64) -> StepMemo {
         StepMemo {
+            context,
             storing: true,
             ..StepMemo::default()
         }
@@ -119,21 +135,18 @@ impl StepMemo {
                 );
             }
         }
-        self.bytes.clear();
-        for word in key.iter() {
-            self.bytes.extend_from_slice(&word.to_le_bytes());
-        }
-        self.digest = xxhash_rust::xxh3::xxh3_64(&self.bytes);
+        self.digest = digest(key);
         self.digest
     }
 
     /// The remembered step with the inputs last encoded.
-    pub(super) fn find(&mut self) -> Option<&Remembered> {
-        let found = self
-            .index
-            .get(&self.digest)
-            .map(|&i| &self.entries[i as usize])
-            .filter(|e| *e.key == self.key[..]);
+    pub(super) fn find(&mut self) -> Option<&mut Remembered> {
+        let found = match self.index.get(&self.digest) {
+            Some(&i) if *self.entries[i as usize].key == self.key[..] => {
+                Some(&mut self.entries[i as usize])
+            }
+            _ => None,
+        };
         if found.is_some() {
             self.hits += 1;
         } else {
@@ -150,6 +163,7 @@ impl StepMemo {
         state: Option<&PipelineState>,
         fixed: (u64, u64),
         usage: Vec<(usize, ClassUsage)>,
+        pools: &[(u32, u32)],
     ) {
         let steps = self.hits + self.misses;
         if steps >= Self::PROBATION && self.hits * Self::MIN_HIT_SHARE < steps {
@@ -185,6 +199,8 @@ impl StepMemo {
             port_free,
             fixed,
             usage,
+            pools: pools.into(),
+            generation: self.generation,
         });
     }
 }
@@ -212,6 +228,22 @@ impl Remembered {
             absolute(&mut state.port_free, &self.port_free);
         }
     }
+}
+
+/// A 64-bit digest of `words`: a multiply-rotate fold and a SplitMix64 finish, so every input
+/// bit reaches every output bit (digests name routing streams and index the memo; equal digests
+/// of different keys are told apart by comparing the keys).
+fn digest(words: &[u64]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (words.len() as u64).wrapping_mul(K);
+    for &w in words {
+        h = (h.rotate_left(23) ^ w).wrapping_mul(K);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
 }
 
 fn copy(to: &mut Vec<u64>, from: &[u64]) {

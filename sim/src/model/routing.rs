@@ -54,6 +54,8 @@ pub struct RoutingPools {
     pick_template: SimRng,
     token: Vec<u32>,
     counts: Vec<u32>,
+    /// `(real, padded)` of every pool picked from since the last [`RoutingPools::seed_picks`].
+    touched: Vec<(u32, u32)>,
 }
 
 impl RoutingPools {
@@ -84,15 +86,36 @@ impl RoutingPools {
             pick_rng,
             token: Vec::new(),
             counts: vec![0; experts],
+            touched: Vec::new(),
         }
     }
 
     /// Restarts the picks on the stream named `key` (a digest of a step's inputs): every later pick
     /// until the next call is a pure function of the run's seed and `key`.
     pub fn seed_picks(&mut self, key: u64) {
+        self.touched.clear();
         self.pick_rng.clone_from(&self.pick_template);
         self.pick_rng.set_stream(key);
         self.pick_rng.set_word_pos(0);
+    }
+
+    /// The pools picked from since the last [`RoutingPools::seed_picks`], as `(real, padded)`.
+    pub fn touched(&self) -> &[(u32, u32)] {
+        &self.touched
+    }
+
+    /// Builds the pool for `(real, padded)` if this run has not yet: a step replayed from another
+    /// run's memo builds (and prices, and counts) the pools it would have picked from.
+    pub fn ensure(
+        &mut self,
+        real: u32,
+        padded: u32,
+        mut price: impl FnMut(u32, u32) -> SimDuration,
+    ) {
+        if !self.pools.contains_key(&(real, padded)) {
+            let pool = self.build(real, padded, &mut price);
+            self.pools.insert((real, padded), pool);
+        }
     }
 
     pub fn ranks(&self) -> u32 {
@@ -207,6 +230,9 @@ impl RoutingPools {
         mut price: impl FnMut(u32, u32) -> SimDuration,
         out: &mut Vec<SimDuration>,
     ) {
+        if self.touched.last() != Some(&(real, padded)) {
+            self.touched.push((real, padded));
+        }
         if !self.pools.contains_key(&(real, padded)) {
             let pool = self.build(real, padded, &mut price);
             self.pools.insert((real, padded), pool);

@@ -473,3 +473,63 @@ proptest! {
         prop_assert_eq!(format!("{:?}", step_rows(&with.steps)), format!("{:?}", step_rows(&without.steps)));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A step memo handed from one run to the next run of the same pipeline (as the planner does
+    /// for the candidates of one layout) changes nothing: the second run, whatever its graph
+    /// mode, DBO and batch limits, is the same to the byte as that run alone without a memo.
+    #[test]
+    fn a_memo_handed_between_runs_is_exact(
+        n in 1u32..30,
+        input in 1u32..300,
+        output in 1u32..32,
+        attention_dp in 1u32..3,
+        colocated in any::<bool>(),
+        first_eager in any::<bool>(),
+        second_eager in any::<bool>(),
+        first_dbo in any::<bool>(),
+        second_dbo in any::<bool>(),
+        second_tokens in prop::sample::select(vec![64u32, 128, 512]),
+        seed in 0u64..1000,
+    ) {
+        let model = ModelArch::deepseek_v2_lite();
+        let configure = |eager: bool, dbo: bool, tokens: u32| {
+            let mut config = ServingConfig::seed_recipe();
+            config.attention = RoleLayout { dp: attention_dp, tp: 1, expert_parallel: true };
+            config.ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
+            if colocated {
+                config = config.to_colocated(config.attention);
+            }
+            if eager {
+                config.graph = GraphMode::Eager;
+            }
+            if !dbo {
+                config.dbo = None;
+            }
+            config.max_num_batched_tokens = tokens;
+            config
+        };
+        let first = configure(first_eager, first_dbo, 64);
+        let second = configure(second_eager, second_dbo, second_tokens);
+        let w = workload(n, input, output, Some(40.0), Some(8), seed);
+        let cost = |config: &ServingConfig| {
+            afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, layout_of(config))
+                .expect("the built-in H200 profile prices DeepSeek-V2-Lite")
+        };
+        let mut options = RunOptions::new(Seed(seed));
+        options.record_steps = true;
+        let mut memo = None;
+        afd_sim::engine::run_sharing_memo(&first, cost(&first), &w, &options, &mut memo)
+            .expect("the deployment runs");
+        let shared = afd_sim::engine::run_sharing_memo(&second, cost(&second), &w, &options, &mut memo)
+            .expect("the deployment runs");
+        options.model.step_memo = false;
+        let alone = afd_sim::engine::run(&second, cost(&second), &w, &options)
+            .expect("the deployment runs");
+        let context = ReportContext { config: &second, workload: &w, seed: Seed(seed), dataset: "random" };
+        prop_assert_eq!(build_report(&shared, &context).to_json(), build_report(&alone, &context).to_json());
+        prop_assert_eq!(format!("{:?}", step_rows(&shared.steps)), format!("{:?}", step_rows(&alone.steps)));
+    }
+}

@@ -178,6 +178,9 @@ fn panel(
     }
 }
 
+/// Formats an axis tick.
+type TickFormat = dyn Fn(&f64) -> String;
+
 /// Draws the mesh, the SLO line, the points, the frontier and the chosen points on `chart`.
 fn plot<'a, X>(
     mut chart: ChartContext<
@@ -190,7 +193,7 @@ fn plot<'a, X>(
     slo: Option<f64>,
     latency: Latency,
     x_label: &str,
-    (x_format, y_format): (&dyn Fn(&f64) -> String, &dyn Fn(&f64) -> String),
+    (x_format, y_format): (&TickFormat, &TickFormat),
 ) -> anyhow::Result<()>
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
