@@ -29,6 +29,7 @@ use crate::pricing::{PriceScratch, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
+use memo::Accounted;
 
 /// Routing pool size: sampled routings kept per distinct row count.
 pub const ROUTING_POOL_SIZE: usize = 16;
@@ -176,6 +177,8 @@ pub struct Cluster {
     memo: StepMemo,
     /// Busiest LM head and control payload of the step in flight (closed-form cross-checks).
     fixed: (u64, u64),
+    /// What the step in flight adds to the totals.
+    accounted: Accounted,
 }
 
 impl Cluster {
@@ -317,6 +320,7 @@ impl Cluster {
             last: None,
             memo: StepMemo::new(memo_context),
             fixed: (0, 0),
+            accounted: Accounted::default(),
         })
     }
 
@@ -488,7 +492,7 @@ impl Cluster {
             let state = (!colocated).then_some(&mut self.state);
             step.replay(start_ns, &mut self.timing, state);
             self.cost.add_usage(&step.usage);
-            self.fixed = step.fixed;
+            self.accounted = step.accounted;
         } else {
             let before = memo.then(|| self.cost.usage_all());
             if let Some(routing) = &mut self.routing {
@@ -519,6 +523,7 @@ impl Cluster {
                 let lm_head = self.costs.lm_head.iter().copied().max().unwrap_or(0);
                 self.fixed = (lm_head, self.costs.control);
             }
+            self.accounted = self.accounted();
             if let Some(before) = before {
                 // Routed experts are priced only while a routing pool is built, once per run; a
                 // step replayed later finds its pools built and prices none.
@@ -528,12 +533,13 @@ impl Cluster {
                 let state = (!colocated).then_some(&self.state);
                 let pools = self.routing.as_ref().map_or(&[][..], |r| r.touched());
                 self.memo
-                    .store(start_ns, &self.timing, state, self.fixed, usage, pools);
+                    .store(start_ns, &self.timing, state, self.accounted, usage, pools);
             }
         }
         self.in_step = true;
         self.step_start = start_ns;
-        self.account();
+        let accounted = self.accounted;
+        self.account(&accounted);
         Some(self.timing.end)
     }
 
@@ -571,33 +577,19 @@ impl Cluster {
         self.last.as_ref()
     }
 
-    fn account(&mut self) {
+    /// What the step just run adds to the totals: a pure function of its inputs and its timing
+    /// relative to its start, so the step memo keeps it with the step.
+    fn accounted(&self) -> Accounted {
         let t = &self.timing;
         let shape = &self.shape;
-        let totals = &mut self.totals;
-        totals.steps += 1;
-        if shape.graph {
-            totals.graph_steps += 1;
-        } else {
-            totals.eager_steps += 1;
-        }
-        totals.ffn_graph_steps += u64::from(shape.ffn_graph);
-        totals.dbo_hazards += u64::from(shape.dbo_hazard);
-        totals.shortcut_layers += u64::from(t.shortcut_layers);
         let a_busy = t.attention_busy.iter().copied().max().unwrap_or(0);
         let f_busy = t.ffn_busy.iter().copied().max().unwrap_or(0);
         let l_busy = t.link_busy.iter().copied().max().unwrap_or(0);
-        totals.attention_busy_ns += t.attention_busy.iter().sum::<u64>();
-        totals.ffn_busy_ns += t.ffn_busy.iter().sum::<u64>();
-        totals.link_busy_ns += t.link_busy.iter().sum::<u64>();
         let regime = if a_busy >= f_busy && a_busy >= l_busy {
-            totals.regime_attention += 1;
             Regime::Attention
         } else if f_busy >= l_busy {
-            totals.regime_ffn += 1;
             Regime::Ffn
         } else {
-            totals.regime_transfer += 1;
             Regime::Transfer
         };
         let span = t.end - t.forward_start;
@@ -608,53 +600,82 @@ impl Cluster {
         } else {
             1.0
         };
-        if shape.stages == 2 {
-            totals.dbo_steps += 1;
-            totals.overlap_sum_dbo += overlap;
-        } else {
-            totals.overlap_sum_single += overlap;
-        }
-        for stage in 0..shape.stages {
-            for work in &shape.work[stage] {
-                totals.real_rows += u64::from(work.real);
-                totals.padded_rows += u64::from(work.rows - work.real.min(work.rows));
-            }
-        }
-        if self.colocated.is_none() {
-            let decode = shape.work[..shape.stages]
-                .iter()
-                .all(|stage| stage.iter().all(|w| w.prefill.is_empty()));
-            if decode {
-                record_decode_step(
-                    &mut totals.closed_form,
-                    &self.layout,
-                    shape,
-                    self.fixed,
-                    t,
-                    (a_busy, f_busy, l_busy),
-                );
-            }
-        }
         let row_bytes = self.cost.model().row_bytes();
+        let (mut real_rows, mut padded_rows, mut oversized) = (0, 0, 0);
         for stage in 0..shape.stages {
             for work in &shape.work[stage] {
+                real_rows += u64::from(work.real);
+                padded_rows += u64::from(work.rows - work.real.min(work.rows));
                 if u64::from(work.rows) * row_bytes > NCCL_BUFFER_BYTES {
-                    totals.oversized_messages += 1;
+                    oversized += 1;
                 }
             }
         }
+        let decode = self.colocated.is_none()
+            && shape.work[..shape.stages]
+                .iter()
+                .all(|stage| stage.iter().all(|w| w.prefill.is_empty()));
+        Accounted {
+            shortcut_layers: t.shortcut_layers,
+            attention_busy_sum: t.attention_busy.iter().sum(),
+            ffn_busy_sum: t.ffn_busy.iter().sum(),
+            link_busy_sum: t.link_busy.iter().sum(),
+            busiest: (a_busy, f_busy, l_busy),
+            regime,
+            overlap,
+            real_rows,
+            padded_rows,
+            oversized,
+            decode: decode
+                .then(|| decode_step(&self.layout, shape, self.fixed, t, (a_busy, f_busy, l_busy))),
+        }
+    }
+
+    fn account(&mut self, step: &Accounted) {
+        let shape = &self.shape;
+        let totals = &mut self.totals;
+        totals.steps += 1;
+        if shape.graph {
+            totals.graph_steps += 1;
+        } else {
+            totals.eager_steps += 1;
+        }
+        totals.ffn_graph_steps += u64::from(shape.ffn_graph);
+        totals.dbo_hazards += u64::from(shape.dbo_hazard);
+        totals.shortcut_layers += u64::from(step.shortcut_layers);
+        totals.attention_busy_ns += step.attention_busy_sum;
+        totals.ffn_busy_ns += step.ffn_busy_sum;
+        totals.link_busy_ns += step.link_busy_sum;
+        match step.regime {
+            Regime::Attention => totals.regime_attention += 1,
+            Regime::Ffn => totals.regime_ffn += 1,
+            Regime::Transfer => totals.regime_transfer += 1,
+        }
+        if shape.stages == 2 {
+            totals.dbo_steps += 1;
+            totals.overlap_sum_dbo += step.overlap;
+        } else {
+            totals.overlap_sum_single += step.overlap;
+        }
+        totals.real_rows += step.real_rows;
+        totals.padded_rows += step.padded_rows;
+        if let Some(decode) = &step.decode {
+            totals.closed_form.record(decode);
+        }
+        totals.oversized_messages += step.oversized;
         // Updated in place: the per-engine vectors keep their allocation between steps.
+        let (a_busy, f_busy, l_busy) = step.busiest;
         let last = self.last.get_or_insert_with(StepRecord::default);
         last.index = totals.steps - 1;
         last.start_ns = self.step_start;
-        last.end_ns = t.end;
+        last.end_ns = self.timing.end;
         last.graph = shape.graph;
         last.ffn_graph = shape.ffn_graph;
         last.stages = shape.stages as u32;
         last.tokens.clone_from(&shape.tokens);
         last.padded.clone_from(&shape.padded);
-        last.regime = regime;
-        last.overlap = overlap;
+        last.regime = step.regime;
+        last.overlap = step.overlap;
         last.attention_busy_ns = a_busy;
         last.ffn_busy_ns = f_busy;
         last.transfer_busy_ns = l_busy;
@@ -745,14 +766,13 @@ pub fn kv_capacity(config: &ServingConfig, model: &ModelArch, memory_bytes: u64)
 }
 
 /// Feeds one AFD decode step to the closed-form cross-checks (`closed_form.rs`).
-fn record_decode_step(
-    totals: &mut ClosedFormTotals,
+fn decode_step(
     layout: &PipelineLayout,
     shape: &StepShape,
     (lm_head, control): (u64, u64),
     timing: &StepTiming,
     (a_busy, f_busy, l_busy): (u64, u64, u64),
-) {
+) -> DecodeStep {
     let stages = shape.stages;
     let a_n = layout.attention_ranks;
     let f_n = layout.ffn_ranks;
@@ -784,7 +804,7 @@ fn record_decode_step(
         .max()
         .unwrap_or(0);
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
-    totals.record(&DecodeStep {
+    DecodeStep {
         layers: layout.layers as u32,
         stages: stages as u32,
         span_ns: timing.end - timing.forward_start,
@@ -800,7 +820,7 @@ fn record_decode_step(
         attention_ranks: a_n as u32,
         ffn_ranks: f_n as u32,
         eager: !shape.graph,
-    });
+    }
 }
 
 mod memo;

@@ -26,6 +26,8 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::closed_form::DecodeStep;
+use crate::cluster::Regime;
 use crate::model::cost::ClassUsage;
 use crate::pipeline::{PipelineState, StepTiming};
 use crate::step::StepShape;
@@ -57,21 +59,34 @@ impl Hasher for Digest {
 )]
 type DigestTable = std::collections::HashMap<u64, u32, BuildHasherDefault<Digest>>;
 
+/// What a step adds to the run's totals (`Cluster::account`), kept with it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Accounted {
+    pub(super) shortcut_layers: u32,
+    pub(super) attention_busy_sum: u64,
+    pub(super) ffn_busy_sum: u64,
+    pub(super) link_busy_sum: u64,
+    /// Busiest Attention rank, FFN rank and link.
+    pub(super) busiest: (u64, u64, u64),
+    pub(super) regime: Regime,
+    pub(super) overlap: f64,
+    pub(super) real_rows: u64,
+    pub(super) padded_rows: u64,
+    pub(super) oversized: u64,
+    /// The closed-form cross-checks' record of a decode step (AFD only).
+    pub(super) decode: Option<DecodeStep>,
+}
+
 /// What a step left behind, relative to its start.
 #[derive(Debug)]
 pub(super) struct Remembered {
     key: Box<[u64]>,
     forward_start: u64,
     end: u64,
-    attention_busy: Box<[u64]>,
-    ffn_busy: Box<[u64]>,
-    link_busy: Box<[u64]>,
-    shortcut_layers: u32,
     /// `PipelineState` after the step, relative to its start (AFD only; empty when colocated).
     ffn_ready: Box<[i64]>,
     port_free: Box<[i64]>,
-    /// Busiest LM head and the control payload, for the closed-form cross-checks.
-    pub(super) fixed: (u64, u64),
+    pub(super) accounted: Accounted,
     /// Usage counts the step's pricing recorded.
     pub(super) usage: Vec<(usize, ClassUsage)>,
     /// Routing pools the step picked from, as `(real, padded)`.
@@ -161,7 +176,7 @@ impl StepMemo {
         start: u64,
         timing: &StepTiming,
         state: Option<&PipelineState>,
-        fixed: (u64, u64),
+        accounted: Accounted,
         usage: Vec<(usize, ClassUsage)>,
         pools: &[(u32, u32)],
     ) {
@@ -191,13 +206,9 @@ impl StepMemo {
             key: self.key.clone().into_boxed_slice(),
             forward_start: timing.forward_start - start,
             end: timing.end - start,
-            attention_busy: timing.attention_busy.clone().into_boxed_slice(),
-            ffn_busy: timing.ffn_busy.clone().into_boxed_slice(),
-            link_busy: timing.link_busy.clone().into_boxed_slice(),
-            shortcut_layers: timing.shortcut_layers,
             ffn_ready,
             port_free,
-            fixed,
+            accounted,
             usage,
             pools: pools.into(),
             generation: self.generation,
@@ -206,7 +217,8 @@ impl StepMemo {
 }
 
 impl Remembered {
-    /// Writes the step as if it had run from `start`.
+    /// Writes the step's times and the state it leaves as if it had run from `start` (its busy
+    /// times are in [`Accounted`]; `timing`'s per-rank vectors are left as they were).
     pub(super) fn replay(
         &self,
         start: u64,
@@ -215,10 +227,6 @@ impl Remembered {
     ) {
         timing.forward_start = start + self.forward_start;
         timing.end = start + self.end;
-        copy(&mut timing.attention_busy, &self.attention_busy);
-        copy(&mut timing.ffn_busy, &self.ffn_busy);
-        copy(&mut timing.link_busy, &self.link_busy);
-        timing.shortcut_layers = self.shortcut_layers;
         if let Some(state) = state {
             let absolute = |to: &mut Vec<u64>, from: &[i64]| {
                 to.clear();
@@ -244,9 +252,4 @@ fn digest(words: &[u64]) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
     h ^ (h >> 31)
-}
-
-fn copy(to: &mut Vec<u64>, from: &[u64]) {
-    to.clear();
-    to.extend_from_slice(from);
 }
