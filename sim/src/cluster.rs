@@ -13,7 +13,7 @@ use rand::RngExt;
 use crate::closed_form::{ClosedFormTotals, DecodeStep};
 use crate::colocated::{ColocatedModel, weight_bytes_per_gpu};
 use crate::model::arch::ModelArch;
-use crate::model::cost::CostModel;
+use crate::model::cost::{CostModel, OpClass};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
 use crate::model::limits::LimitSpans;
 use crate::model::router::DpRouter;
@@ -39,6 +39,9 @@ pub struct ModelOptions {
     pub popularity: ExpertPopularity,
     /// Use the periodic shortcut in the layer sweep (exact; off only to test it).
     pub periodic_shortcut: bool,
+    /// Replay steps whose inputs were seen before from the step memo (`cluster/memo.rs`; exact,
+    /// off only to test it).
+    pub step_memo: bool,
 }
 
 impl Default for ModelOptions {
@@ -46,6 +49,7 @@ impl Default for ModelOptions {
         ModelOptions {
             popularity: ExpertPopularity::Uniform,
             periodic_shortcut: true,
+            step_memo: true,
         }
     }
 }
@@ -169,6 +173,9 @@ pub struct Cluster {
     step_start: u64,
     options: ModelOptions,
     last: Option<StepRecord>,
+    memo: StepMemo,
+    /// Busiest LM head and control payload of the step in flight (closed-form cross-checks).
+    fixed: (u64, u64),
 }
 
 impl Cluster {
@@ -269,6 +276,20 @@ impl Cluster {
         let max_model_len = config
             .max_model_len
             .unwrap_or(model.max_position_embeddings());
+        // What a remembered step assumed besides its own inputs (`cluster/memo.rs`).
+        let memo_context = xxhash_rust::xxh3::xxh3_64(
+            format!(
+                "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}",
+                config.placement,
+                config.attention,
+                config.ffn,
+                config.gpu,
+                config.rules,
+                cost.layout(),
+                cost.calibration_name().unwrap_or("roofline"),
+            )
+            .as_bytes(),
+        );
         Ok(Cluster {
             config: config.clone(),
             state: PipelineState::new(&layout),
@@ -294,7 +315,25 @@ impl Cluster {
             step_start: 0,
             options,
             last: None,
+            memo: StepMemo::new(memo_context),
+            fixed: (0, 0),
         })
+    }
+
+    /// The step memo, for the next run of the same pipeline (`cluster/memo.rs`); this run keeps
+    /// an empty one.
+    pub fn take_step_memo(&mut self) -> StepMemo {
+        let context = self.memo.context;
+        std::mem::replace(&mut self.memo, StepMemo::new(context))
+    }
+
+    /// Continues from `memo`, a memo of an earlier run, when it was made for the same pipeline
+    /// (else it is dropped). Call before the first step.
+    pub fn adopt_step_memo(&mut self, memo: StepMemo) {
+        if memo.context == self.memo.context && self.totals.steps == 0 {
+            self.memo = memo;
+            self.memo.generation += 1;
+        }
     }
 
     pub fn config(&self) -> &ServingConfig {
@@ -420,27 +459,77 @@ impl Cluster {
             return None;
         }
         plan_step(&self.config, &self.batches, &self.requests, &mut self.shape);
-        if let Some(colocated) = &mut self.colocated {
-            colocated.run_step(
-                &self.shape,
-                &self.batches,
-                &self.cost,
-                self.routing.as_mut(),
-                start_ns,
-                &mut self.timing,
-            );
+        let scheduled = self
+            .batches
+            .iter()
+            .map(|b| b.items.len() as u32)
+            .max()
+            .unwrap_or(0);
+        let digest = self.memo.encode(&self.shape, scheduled);
+        // The carried state cannot change a step it precedes (see `cluster/memo.rs`).
+        let colocated = self.colocated.is_some();
+        let memo = self.options.step_memo
+            && sink.is_none()
+            && (colocated
+                || (self.state.ffn_ready.iter().all(|&t| t <= start_ns)
+                    && self.state.port_free.iter().all(|&t| t <= start_ns)));
+        let generation = self.memo.generation;
+        if memo && let Some(step) = self.memo.find() {
+            if step.generation != generation {
+                // Made by an earlier run: build the pools this run has not built yet.
+                if let Some(routing) = &mut self.routing {
+                    let cost = &self.cost;
+                    for &(real, padded) in &step.pools {
+                        routing.ensure(real, padded, |a, t| cost.routed_experts(a, t));
+                    }
+                }
+                step.generation = generation;
+            }
+            let state = (!colocated).then_some(&mut self.state);
+            step.replay(start_ns, &mut self.timing, state);
+            self.cost.add_usage(&step.usage);
+            self.fixed = step.fixed;
         } else {
-            self.price();
-            run_step(
-                &self.layout,
-                &self.costs,
-                &mut self.state,
-                start_ns,
-                &mut self.sweep,
-                &mut self.timing,
-                sink,
-                self.options.periodic_shortcut,
-            );
+            let before = memo.then(|| self.cost.usage_all());
+            if let Some(routing) = &mut self.routing {
+                routing.seed_picks(digest);
+            }
+            if let Some(colocated) = &mut self.colocated {
+                colocated.run_step(
+                    &self.shape,
+                    scheduled,
+                    &self.cost,
+                    self.routing.as_mut(),
+                    start_ns,
+                    &mut self.timing,
+                );
+                self.fixed = (0, 0);
+            } else {
+                self.price(scheduled);
+                run_step(
+                    &self.layout,
+                    &self.costs,
+                    &mut self.state,
+                    start_ns,
+                    &mut self.sweep,
+                    &mut self.timing,
+                    sink,
+                    self.options.periodic_shortcut,
+                );
+                let lm_head = self.costs.lm_head.iter().copied().max().unwrap_or(0);
+                self.fixed = (lm_head, self.costs.control);
+            }
+            if let Some(before) = before {
+                // Routed experts are priced only while a routing pool is built, once per run; a
+                // step replayed later finds its pools built and prices none.
+                let routed = OpClass::MoeRoutedExperts.index();
+                let mut usage = self.cost.usage_since(&before);
+                usage.retain(|&(class, _)| class != routed);
+                let state = (!colocated).then_some(&self.state);
+                let pools = self.routing.as_ref().map_or(&[][..], |r| r.touched());
+                self.memo
+                    .store(start_ns, &self.timing, state, self.fixed, usage, pools);
+            }
         }
         self.in_step = true;
         self.step_start = start_ns;
@@ -540,7 +629,7 @@ impl Cluster {
                     &mut totals.closed_form,
                     &self.layout,
                     shape,
-                    &self.costs,
+                    self.fixed,
                     t,
                     (a_busy, f_busy, l_busy),
                 );
@@ -572,17 +661,11 @@ impl Cluster {
     }
 
     /// Fills `self.costs` for `self.shape`, drawing one sampled routing per (stage, MoE layer).
-    fn price(&mut self) {
+    fn price(&mut self, scheduled: u32) {
         let layout = &self.layout;
         let stages = self.shape.stages;
         let ep = self.config.ffn.expert_parallel;
         let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
-        let scheduled = self
-            .batches
-            .iter()
-            .map(|b| b.items.len() as u32)
-            .max()
-            .unwrap_or(0);
         let cost = &self.cost;
         let routing = &mut self.routing;
         price_step(
@@ -666,11 +749,10 @@ fn record_decode_step(
     totals: &mut ClosedFormTotals,
     layout: &PipelineLayout,
     shape: &StepShape,
-    costs: &StepCosts,
+    (lm_head, control): (u64, u64),
     timing: &StepTiming,
     (a_busy, f_busy, l_busy): (u64, u64, u64),
 ) {
-    let lm_head = costs.lm_head.iter().copied().max().unwrap_or(0);
     let stages = shape.stages;
     let a_n = layout.attention_ranks;
     let f_n = layout.ffn_ranks;
@@ -711,7 +793,7 @@ fn record_decode_step(
         ffn_busy_max_ns: f_busy,
         ffn_busy_mean_ns: mean(&timing.ffn_busy),
         link_busy_max_ns: l_busy,
-        fixed_ns: costs.control + lm_head,
+        fixed_ns: control + lm_head,
         tokens,
         rows_per_attention_rank: rows_a as f64 / (a_n * stages).max(1) as f64,
         rows_per_ffn_rank: rows_f as f64 / stages.max(1) as f64,
@@ -720,6 +802,9 @@ fn record_decode_step(
         eager: !shape.graph,
     });
 }
+
+mod memo;
+pub use memo::StepMemo;
 
 #[cfg(test)]
 mod tests;

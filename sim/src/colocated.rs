@@ -25,7 +25,6 @@
 use crate::model::arch::ModelArch;
 use crate::model::cost::CostModel;
 use crate::model::routing::RoutingPools;
-use crate::model::scheduler::EngineBatch;
 use crate::pipeline::{HostCosts, StepTiming, run_compute};
 use crate::pricing::{
     StepScope, attention_block_ns, ffn_parts, host_costs, lm_head_ns, routed_launch_ns,
@@ -129,13 +128,13 @@ impl ColocatedModel {
     pub fn run_step(
         &mut self,
         shape: &StepShape,
-        batches: &[EngineBatch],
+        scheduled: u32,
         cost: &CostModel,
         routing: Option<&mut RoutingPools>,
         start: u64,
         timing: &mut StepTiming,
     ) {
-        self.price(shape, batches, cost, routing);
+        self.price(shape, scheduled, cost, routing);
         self.sweep(shape, start, timing);
     }
 
@@ -146,7 +145,7 @@ impl ColocatedModel {
     fn price(
         &mut self,
         shape: &StepShape,
-        batches: &[EngineBatch],
+        scheduled: u32,
         cost: &CostModel,
         routing: Option<&mut RoutingPools>,
     ) {
@@ -224,11 +223,6 @@ impl ColocatedModel {
         for &sampled in &shape.sampled {
             prices.lm_head.push(lm_head_ns(cost, sampled, eager));
         }
-        let scheduled = batches
-            .iter()
-            .map(|b| b.items.len() as u32)
-            .max()
-            .unwrap_or(0);
         prices.host = host_costs(cost, StepScope::Serving { scheduled });
     }
 

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepRecord};
+use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepMemo, StepRecord};
 use crate::event::Event;
 use crate::model::cost::CostModel;
 use crate::model::router::STATS_PERIOD_MS;
@@ -151,7 +151,36 @@ pub fn run_observed(
     options: &RunOptions,
     observe: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, ClusterError> {
-    let cluster = Cluster::new(config, cost, options.model, options.seed)?;
+    run_inner(config, cost, workload, options, observe, None)
+}
+
+/// [`run`], continuing from `memo` (the step memo of an earlier run of the same pipeline, see
+/// `cluster/memo.rs`) and leaving this run's memo there for the next. The result is the same as
+/// [`run`]'s; only the time it takes differs.
+pub fn run_sharing_memo(
+    config: &ServingConfig,
+    cost: CostModel,
+    workload: &Workload,
+    options: &RunOptions,
+    memo: &mut Option<StepMemo>,
+) -> Result<RunResult, ClusterError> {
+    let mut result = run_inner(config, cost, workload, options, &mut |_| {}, memo.take())?;
+    *memo = Some(result.cluster.take_step_memo());
+    Ok(result)
+}
+
+fn run_inner(
+    config: &ServingConfig,
+    cost: CostModel,
+    workload: &Workload,
+    options: &RunOptions,
+    observe: &mut dyn FnMut(Progress),
+    memo: Option<StepMemo>,
+) -> Result<RunResult, ClusterError> {
+    let mut cluster = Cluster::new(config, cost, options.model, options.seed)?;
+    if let Some(memo) = memo {
+        cluster.adopt_step_memo(memo);
+    }
     let dp = config.attention.dp > 1;
     let mut world = World {
         workload,

@@ -127,8 +127,23 @@ impl WaitCurve {
         for pair in points.windows(2) {
             let ((w0, v0), (w1, v1)) = (pair[0], pair[1]);
             if wait <= w1 {
-                let t = (wait - w0) as f64 / (w1 - w0) as f64;
-                return (v0 as f64 + t * (v1 as f64 - v0 as f64)).round() as u64;
+                // Linear between the points, rounded half up, in integers (no libm call).
+                let (dx, dw) = (wait - w0, w1 - w0);
+                let step = |dv: u64| -> u64 {
+                    // Nanosecond figures fit 64-bit products; wider only if they ever do not.
+                    match dx.checked_mul(dv).and_then(|p| p.checked_mul(2)) {
+                        Some(p) if p.checked_add(dw).is_some() => (p + dw) / (2 * dw),
+                        _ => {
+                            let (dx, dv, dw) = (u128::from(dx), u128::from(dv), u128::from(dw));
+                            ((dx * dv * 2 + dw) / (2 * dw)) as u64
+                        }
+                    }
+                };
+                return if v1 >= v0 {
+                    v0 + step(v1 - v0)
+                } else {
+                    v0 - step(v0 - v1)
+                };
             }
         }
         points[points.len() - 1].1

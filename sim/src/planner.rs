@@ -32,6 +32,7 @@ use afd_traces::sweep::SweepRow;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::cluster::StepMemo;
 use crate::model::limits::LimitSpans;
 use crate::planner::candidate::{Candidate, Context, judge};
 use crate::planner::evaluate::{Inputs, limit_values, reuse, simulate};
@@ -166,42 +167,43 @@ pub fn run_counted(
     } else {
         chosen.iter().map(|&i| vec![i]).collect()
     };
+    // One task per pipeline (the layouts of both roles): its groups run one after another and
+    // hand the step memo on, so a step shared by several candidates is priced once. Largest
+    // first, so the last tasks are short.
+    let mut pipelines: Vec<Vec<Vec<u64>>> = Vec::new();
+    let mut by_pipeline: BTreeMap<String, usize> = BTreeMap::new();
+    for group in groups {
+        let config = &plan.candidates[group[0] as usize].config;
+        let key = format!(
+            "{:?} {:?} {:?}",
+            config.placement, config.attention, config.ffn
+        );
+        let at = *by_pipeline.entry(key).or_insert_with(|| {
+            pipelines.push(Vec::new());
+            pipelines.len() - 1
+        });
+        pipelines[at].push(group);
+    }
+    pipelines.sort_by_key(|groups| std::cmp::Reverse(groups.iter().map(Vec::len).sum::<usize>()));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .build()
         .expect("a thread pool of a positive size builds");
-    let evaluated: Vec<Vec<(SweepRow, bool)>> = pool.install(|| {
-        groups
+    let evaluated: Vec<(SweepRow, bool)> = pool.install(|| {
+        pipelines
             .par_iter()
-            .map(|group| {
-                // Simulated members so far: their spans and rows, in candidate order.
-                let mut runs: Vec<(LimitSpans, usize)> = Vec::new();
-                let mut rows: Vec<(SweepRow, bool)> = Vec::with_capacity(group.len());
-                for &index in group {
-                    let candidate = &plan.candidates[index as usize];
-                    let values = limit_values(candidate, inputs);
-                    let source = runs.iter().find(|(spans, _)| spans.contains(values));
-                    let row = match source {
-                        Some(&(_, at)) => {
-                            let row = reuse(candidate, index, total, &sweep, inputs, &rows[at].0);
-                            (row, true)
-                        }
-                        None => {
-                            let evaluated = simulate(candidate, index, total, &sweep, inputs);
-                            if let Some(spans) = evaluated.spans {
-                                runs.push((spans, rows.len()));
-                            }
-                            (evaluated.row, false)
-                        }
-                    };
-                    rows.push(row);
-                    done();
-                }
-                rows
+            .flat_map_iter(|groups| {
+                let mut memo: Option<StepMemo> = None;
+                groups
+                    .iter()
+                    .flat_map(|group| {
+                        evaluate_group(plan, inputs, group, total, &sweep, &mut memo, done)
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect()
     });
-    let mut flat: Vec<(SweepRow, bool)> = evaluated.into_iter().flatten().collect();
+    let mut flat = evaluated;
     flat.sort_by_key(|(row, _)| row.candidate);
     let reused = flat.iter().filter(|(_, reused)| *reused).count() as u64;
     let mut rows: Vec<SweepRow> = flat.into_iter().map(|(row, _)| row).collect();
@@ -213,6 +215,44 @@ pub fn run_counted(
         reused,
         rows,
     }
+}
+
+/// Evaluates one reuse group in candidate order: a member whose limits lie inside the spans of
+/// an earlier simulated member takes that run's results; the others are simulated, carrying
+/// `memo` from run to run.
+fn evaluate_group(
+    plan: &Plan,
+    inputs: &Inputs<'_>,
+    group: &[u64],
+    total: u64,
+    sweep: &str,
+    memo: &mut Option<StepMemo>,
+    done: &(dyn Fn() + Sync),
+) -> Vec<(SweepRow, bool)> {
+    // Simulated members so far: their spans and rows, in candidate order.
+    let mut runs: Vec<(LimitSpans, usize)> = Vec::new();
+    let mut rows: Vec<(SweepRow, bool)> = Vec::with_capacity(group.len());
+    for &index in group {
+        let candidate = &plan.candidates[index as usize];
+        let values = limit_values(candidate, inputs);
+        let source = runs.iter().find(|(spans, _)| spans.contains(values));
+        let row = match source {
+            Some(&(_, at)) => (
+                reuse(candidate, index, total, sweep, inputs, &rows[at].0),
+                true,
+            ),
+            None => {
+                let evaluated = simulate(candidate, index, total, sweep, inputs, memo);
+                if let Some(spans) = evaluated.spans {
+                    runs.push((spans, rows.len()));
+                }
+                (evaluated.row, false)
+            }
+        };
+        rows.push(row);
+        done();
+    }
+    rows
 }
 
 /// The candidates `chosen` (in order) grouped by their configuration with the scheduler limits

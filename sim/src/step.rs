@@ -29,7 +29,8 @@ pub struct AttentionWork {
     pub rows: u32,
     /// Real tokens among `rows`.
     pub real: u32,
-    /// Single-token (decode) sequences and the sum of the contexts they attend to.
+    /// Single-token (decode) sequences and the sum of the contexts they attend to, each rounded up
+    /// to whole KV pages (the block size) as the decode kernel reads them.
     pub decode_seqs: u32,
     pub decode_context: u64,
     /// Prefill chunks as `(tokens, cached context before the chunk)`.
@@ -108,7 +109,7 @@ pub fn plan_step(
         let mut sampled = 0;
         for (stage, &(lo, hi)) in bounds.iter().enumerate().take(shape.stages) {
             let work = &mut shape.work[stage][e];
-            fill_work(batch, requests, lo, hi, work);
+            fill_work(batch, requests, lo, hi, config.block_size, work);
             work.rows = (hi - lo).max(1);
         }
         for item in &batch.items {
@@ -170,6 +171,7 @@ fn fill_work(
     requests: &[RequestState],
     lo: u32,
     hi: u32,
+    block_size: u32,
     work: &mut AttentionWork,
 ) {
     work.real = 0;
@@ -186,7 +188,10 @@ fn fill_work(
             let offset = start - position;
             if item.new_tokens == 1 {
                 work.decode_seqs += 1;
-                work.decode_context += u64::from(item.context_before) + 1;
+                // The decode kernel reads the KV cache a whole page at a time (FlashMLA's 64-token
+                // blocks), so a sequence costs what its pages hold.
+                let context = item.context_before + 1;
+                work.decode_context += u64::from(context.next_multiple_of(block_size.max(1)));
             } else {
                 work.prefill.push((tokens, item.context_before + offset));
             }

@@ -95,7 +95,8 @@ impl OpClass {
         }
     }
 
-    fn index(self) -> usize {
+    /// Position in [`OpClass::ALL`] (and in [`UsageCounts`]).
+    pub fn index(self) -> usize {
         self as usize
     }
 }
@@ -131,6 +132,9 @@ pub struct ClassUsage {
     pub roofline: u64,
     pub out_of_range: u64,
 }
+
+/// Usage counters of every class, in [`OpClass::ALL`] order.
+pub type UsageCounts = [ClassUsage; OpClass::ALL.len()];
 
 /// Why a calibration profile cannot price this model.
 #[derive(Debug, thiserror::Error)]
@@ -414,6 +418,44 @@ impl CostModel {
     /// Usage counters of one class so far.
     pub fn usage(&self, class: OpClass) -> ClassUsage {
         self.usage[class.index()].get()
+    }
+
+    /// Every class's usage counters so far, in [`OpClass::ALL`] order.
+    pub fn usage_all(&self) -> UsageCounts {
+        std::array::from_fn(|i| self.usage[i].get())
+    }
+
+    /// What the counters counted since the snapshot `before` (from [`CostModel::usage_all`]), per
+    /// class index.
+    pub fn usage_since(&self, before: &UsageCounts) -> Vec<(usize, ClassUsage)> {
+        let mut delta = Vec::new();
+        for (i, b) in before.iter().enumerate() {
+            let a = self.usage[i].get();
+            if a != *b {
+                delta.push((
+                    i,
+                    ClassUsage {
+                        calibrated: a.calibrated - b.calibrated,
+                        roofline: a.roofline - b.roofline,
+                        out_of_range: a.out_of_range - b.out_of_range,
+                    },
+                ));
+            }
+        }
+        delta
+    }
+
+    /// Counts `delta` (from [`CostModel::usage_since`]) again: a memoised step replays the usage
+    /// its pricing recorded, so the report counts every step as if it had been priced.
+    pub fn add_usage(&self, delta: &[(usize, ClassUsage)]) {
+        for &(i, add) in delta {
+            let cell = &self.usage[i];
+            let mut usage = cell.get();
+            usage.calibrated += add.calibrated;
+            usage.roofline += add.roofline;
+            usage.out_of_range += add.out_of_range;
+            cell.set(usage);
+        }
     }
 
     /// Where each class was priced from: `"calibration"`, `"roofline"`, `"calibration+roofline"`, or

@@ -3,14 +3,25 @@
 //! Per distinct `(real rows, padded rows)` of an EP group, a small pool of routings is sampled once
 //! (per-token top-k from `model/workload.rs`), each reduced to what prices an EP rank's routed
 //! experts: its active local experts and the most tokens any of them got (the `moe.routed_experts`
-//! calibration axes). Every (step, layer, stage) then picks one pool entry with its own stream, so
-//! the load imbalance between layers and ranks comes from sampled routings, never from averages.
+//! calibration axes). Every (step, layer, stage) then picks one pool entry, so the load imbalance
+//! between layers and ranks comes from sampled routings, never from averages.
+//!
+//! The picks of a step come from a stream named by the step's inputs ([`RoutingPools::seed_picks`]
+//! with a digest of the step's shape): two steps with identical inputs route identically. That
+//! makes a step a pure function of its shape, so `Cluster` can memoise whole steps and give the
+//! same bytes with the memo on or off.
+//!
+//! Each pool is drawn from its own stream, named by its row counts, so a pool is a pure function of
+//! the run's seed, the sampler, the EP ranks and its row counts, whatever order the run needs
+//! pools in. The sampled loads are therefore shared between runs in one process (a sweep's
+//! candidates) through [`SHARED_LOADS`]; each run prices them with its own cost model.
 //!
 //! Padded rows (CUDA-graph padding, afd-spec §5.1) carry identical dummy hidden states, so they all
 //! pick the same top-k experts; that fixed set is drawn once per run [inferred: padding rows are the
 //! embedding of one token id].
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use rand::RngExt;
 
@@ -24,7 +35,7 @@ struct Pool {
     /// `entries[e * ranks + r]` is the routed-expert time of EP rank `r` in pool entry `e`.
     cost: Vec<SimDuration>,
     /// `(active experts, max tokens per expert)` in the same layout, for tests and reports.
-    load: Vec<(u32, u32)>,
+    load: Arc<[(u32, u32)]>,
 }
 
 /// All pools of a run and the streams that fill and pick from them.
@@ -36,10 +47,15 @@ pub struct RoutingPools {
     pool_size: usize,
     pools: BTreeMap<(u32, u32), Pool>,
     padding_experts: Vec<u32>,
-    build_rng: SimRng,
+    /// The pools' stream before any draw; each pool draws from its own stream of the same seed.
+    build_template: SimRng,
     pick_rng: SimRng,
+    /// The run's pick stream before any pick; [`RoutingPools::seed_picks`] derives each step's.
+    pick_template: SimRng,
     token: Vec<u32>,
     counts: Vec<u32>,
+    /// `(real, padded)` of every pool picked from since the last [`RoutingPools::seed_picks`].
+    touched: Vec<(u32, u32)>,
 }
 
 impl RoutingPools {
@@ -57,6 +73,7 @@ impl RoutingPools {
         );
         let mut padding_experts = Vec::new();
         sampler.sample_token(&mut build_rng, &mut padding_experts);
+        build_rng.set_word_pos(0);
         let experts = sampler.experts() as usize;
         RoutingPools {
             sampler,
@@ -64,10 +81,40 @@ impl RoutingPools {
             pool_size,
             pools: BTreeMap::new(),
             padding_experts,
-            build_rng,
+            build_template: build_rng,
+            pick_template: pick_rng.clone(),
             pick_rng,
             token: Vec::new(),
             counts: vec![0; experts],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Restarts the picks on the stream named `key` (a digest of a step's inputs): every later pick
+    /// until the next call is a pure function of the run's seed and `key`.
+    pub fn seed_picks(&mut self, key: u64) {
+        self.touched.clear();
+        self.pick_rng.clone_from(&self.pick_template);
+        self.pick_rng.set_stream(key);
+        self.pick_rng.set_word_pos(0);
+    }
+
+    /// The pools picked from since the last [`RoutingPools::seed_picks`], as `(real, padded)`.
+    pub fn touched(&self) -> &[(u32, u32)] {
+        &self.touched
+    }
+
+    /// Builds the pool for `(real, padded)` if this run has not yet: a step replayed from another
+    /// run's memo builds (and prices, and counts) the pools it would have picked from.
+    pub fn ensure(
+        &mut self,
+        real: u32,
+        padded: u32,
+        mut price: impl FnMut(u32, u32) -> SimDuration,
+    ) {
+        if !self.pools.contains_key(&(real, padded)) {
+            let pool = self.build(real, padded, &mut price);
+            self.pools.insert((real, padded), pool);
         }
     }
 
@@ -80,20 +127,46 @@ impl RoutingPools {
         (expert / per_rank) as usize
     }
 
-    fn build(
-        &mut self,
-        real: u32,
-        padded: u32,
-        price: &mut impl FnMut(u32, u32) -> SimDuration,
-    ) -> Pool {
+    /// The sampled `(active experts, max tokens per expert)` of every rank of every entry of the
+    /// pool for `(real, padded)`: from [`SHARED_LOADS`] when another run drew it, else drawn now.
+    fn loads_of(&mut self, real: u32, padded: u32) -> Arc<[(u32, u32)]> {
+        let key = LoadsKey {
+            seed: self.build_template.get_seed(),
+            stream: self.build_template.get_stream(),
+            sampler: self.sampler.fingerprint(),
+            ranks: self.ranks,
+            pool_size: self.pool_size as u32,
+            real,
+            padded,
+        };
+        if let Some(loads) = shared_loads().get(&key) {
+            return Arc::clone(loads);
+        }
+        let loads: Arc<[(u32, u32)]> = self.draw_loads(real, padded).into();
+        let mut shared = shared_loads();
+        if shared.len() < SHARED_LOADS_CAPACITY {
+            shared.insert(key, Arc::clone(&loads));
+        }
+        loads
+    }
+
+    fn draw_loads(&mut self, real: u32, padded: u32) -> Vec<(u32, u32)> {
         let ranks = self.ranks as usize;
-        let mut cost = Vec::with_capacity(self.pool_size * ranks);
+        let mut rng = self.build_template.clone();
+        rng.set_stream(xxhash_rust::xxh3::xxh3_64(
+            &[
+                b"pool".as_slice(),
+                &real.to_le_bytes(),
+                &padded.to_le_bytes(),
+            ]
+            .concat(),
+        ));
+        rng.set_word_pos(0);
         let mut load = Vec::with_capacity(self.pool_size * ranks);
         for _ in 0..self.pool_size {
             self.counts.iter_mut().for_each(|c| *c = 0);
             for _ in 0..real {
-                self.sampler
-                    .sample_token(&mut self.build_rng, &mut self.token);
+                self.sampler.sample_token(&mut rng, &mut self.token);
                 for &e in &self.token {
                     self.counts[e as usize] += 1;
                 }
@@ -109,11 +182,22 @@ impl RoutingPools {
                     slot.1 = slot.1.max(n);
                 }
             }
-            for (active, max_tokens) in per_rank {
-                cost.push(price(active, max_tokens));
-                load.push((active, max_tokens));
-            }
+            load.extend(per_rank);
         }
+        load
+    }
+
+    fn build(
+        &mut self,
+        real: u32,
+        padded: u32,
+        price: &mut impl FnMut(u32, u32) -> SimDuration,
+    ) -> Pool {
+        let load = self.loads_of(real, padded);
+        let cost = load
+            .iter()
+            .map(|&(active, max_tokens)| price(active, max_tokens))
+            .collect();
         Pool { cost, load }
     }
 
@@ -146,6 +230,9 @@ impl RoutingPools {
         mut price: impl FnMut(u32, u32) -> SimDuration,
         out: &mut Vec<SimDuration>,
     ) {
+        if self.touched.last() != Some(&(real, padded)) {
+            self.touched.push((real, padded));
+        }
         if !self.pools.contains_key(&(real, padded)) {
             let pool = self.build(real, padded, &mut price);
             self.pools.insert((real, padded), pool);
@@ -179,8 +266,39 @@ impl RoutingPools {
 
     /// Every `(active, max tokens per expert)` per rank of the pool for `(real, padded)`, if built.
     pub fn loads(&self, real: u32, padded: u32) -> Option<&[(u32, u32)]> {
-        self.pools.get(&(real, padded)).map(|p| p.load.as_slice())
+        self.pools.get(&(real, padded)).map(|p| &p.load[..])
     }
+}
+
+/// What names a pool's sampled loads across runs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct LoadsKey {
+    seed: [u8; 32],
+    stream: u64,
+    sampler: u64,
+    ranks: u32,
+    pool_size: u32,
+    real: u32,
+    padded: u32,
+}
+
+/// Pools' sampled loads shared by every run of the process; a pure cache (a pool is a function of
+/// its key), bounded by [`SHARED_LOADS_CAPACITY`] pools.
+static SHARED_LOADS: LazyLock<Mutex<LoadsTable>> = LazyLock::new(Mutex::default);
+
+#[expect(
+    clippy::disallowed_types,
+    reason = "a lookup table of pools' loads; it is never iterated"
+)]
+type LoadsTable = std::collections::HashMap<LoadsKey, Arc<[(u32, u32)]>>;
+
+const SHARED_LOADS_CAPACITY: usize = 1 << 16;
+
+fn shared_loads() -> std::sync::MutexGuard<'static, LoadsTable> {
+    // A poisoned lock only means another run panicked while inserting a complete entry.
+    SHARED_LOADS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //!   process.
 //! - Expert routing: per-token top-k over a uniform or power-law expert popularity.
 
-use rand::RngExt;
+use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Gamma};
 
 use crate::rng::{RngStream, Seed, SimRng, stream};
@@ -344,6 +344,17 @@ impl ExpertSampler {
         self.experts
     }
 
+    /// A digest of everything that decides the sampler's draws.
+    pub fn fingerprint(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(8 + 8 * self.cumulative.len());
+        bytes.extend_from_slice(&self.experts.to_le_bytes());
+        bytes.extend_from_slice(&self.top_k.to_le_bytes());
+        for c in &self.cumulative {
+            bytes.extend_from_slice(&c.to_bits().to_le_bytes());
+        }
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+
     pub fn top_k(&self) -> u32 {
         self.top_k
     }
@@ -361,6 +372,10 @@ impl ExpertSampler {
     /// replacement by rejection; after many rejections the least-indexed free experts are used).
     pub fn sample_token(&self, rng: &mut SimRng, out: &mut Vec<u32>) {
         out.clear();
+        if self.cumulative.is_empty() && self.experts.is_power_of_two() && self.experts > 1 {
+            self.sample_uniform_pow2(rng, out);
+            return;
+        }
         let mut attempts = 0u32;
         while out.len() < self.top_k as usize {
             let e = self.draw_one(rng);
@@ -375,6 +390,37 @@ impl ExpertSampler {
                         out.push(e);
                     }
                     e += 1;
+                }
+            }
+        }
+    }
+
+    /// Uniform top-k of a power-of-two number of experts: each draw is `log2(experts)` bits of a
+    /// 64-bit word (exactly uniform), repeats rejected as in the general path.
+    fn sample_uniform_pow2(&self, rng: &mut SimRng, out: &mut Vec<u32>) {
+        let bits = self.experts.trailing_zeros();
+        let mask = u64::from(self.experts - 1);
+        let per_word = 64 / bits;
+        let mut seen = [0u64; 4];
+        let wide = self.experts > 256;
+        while out.len() < self.top_k as usize {
+            let mut word = rng.next_u64();
+            for _ in 0..per_word {
+                let e = (word & mask) as u32;
+                word >>= bits;
+                let fresh = if wide {
+                    !out.contains(&e)
+                } else {
+                    let (slot, bit) = ((e / 64) as usize, 1u64 << (e % 64));
+                    let fresh = seen[slot] & bit == 0;
+                    seen[slot] |= bit;
+                    fresh
+                };
+                if fresh {
+                    out.push(e);
+                    if out.len() == self.top_k as usize {
+                        return;
+                    }
                 }
             }
         }

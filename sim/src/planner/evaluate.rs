@@ -13,8 +13,9 @@ use afd_traces::calibration::CalibrationProfile;
 use afd_traces::sweep::{SWEEP_SCHEMA_VERSION, SweepRow};
 
 use crate::closed_form::ClosedFormSummary;
+use crate::cluster::StepMemo;
 use crate::cluster::kv_capacity;
-use crate::engine::{RunOptions, run};
+use crate::engine::{RunOptions, run_sharing_memo};
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostLayout, CostModel};
 use crate::model::limits::{LimitSpans, LimitValues};
@@ -72,7 +73,7 @@ pub fn evaluate(
     sweep: &str,
     inputs: &Inputs<'_>,
 ) -> SweepRow {
-    simulate(candidate, index, candidates, sweep, inputs).row
+    simulate(candidate, index, candidates, sweep, inputs, &mut None).row
 }
 
 /// The scheduler limits `candidate` runs with, the KV capacity per engine included.
@@ -130,21 +131,24 @@ pub fn reuse(
     }
 }
 
-/// Simulates `candidate`: its row and the limit spans of its run.
+/// Simulates `candidate`: its row and the limit spans of its run. `memo` carries the step memo
+/// between runs of one pipeline (`cluster/memo.rs`): the row is the same with or without it.
 pub fn simulate(
     candidate: &Candidate,
     index: u64,
     candidates: u64,
     sweep: &str,
     inputs: &Inputs<'_>,
+    memo: &mut Option<StepMemo>,
 ) -> Evaluated {
     let config = &candidate.config;
     let mut row = config_row(candidate, index, candidates, sweep, inputs);
-    let result = match run(
+    let result = match run_sharing_memo(
         config,
         cost_model(config, inputs),
         inputs.workload,
         &inputs.options,
+        memo,
     ) {
         Ok(result) => result,
         Err(err) => {

@@ -404,3 +404,132 @@ fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
     assert_eq!(c1_end, 260.0);
     assert_eq!(last_step_us(dbo), (2, h + c1_end + lm));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The step memo (`cluster/memo.rs`) is a cache: with it off every step is priced and swept,
+    /// and the run is the same to the byte — summary, event-log hash and every step's record —
+    /// over AFD and colocated layouts, eager and graph, DBO, preemption, and the measured H200
+    /// profile (hand-off wait curves, NCCL busy times) as well as the roofline.
+    #[test]
+    fn the_step_memo_is_exact(
+        n in 1u32..40,
+        input in 1u32..400,
+        output in 1u32..48,
+        attention_dp in 1u32..4,
+        ffn_dp in 1u32..3,
+        ffn_ep in any::<bool>(),
+        colocated in any::<bool>(),
+        eager in any::<bool>(),
+        dbo in any::<bool>(),
+        tiny_kv in any::<bool>(),
+        measured in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let model = ModelArch::deepseek_v2_lite();
+        let mut config = ServingConfig::seed_recipe();
+        config.attention = RoleLayout { dp: attention_dp, tp: 1, expert_parallel: true };
+        config.ffn = RoleLayout { dp: ffn_dp.min(attention_dp), tp: 1, expert_parallel: ffn_ep };
+        if colocated {
+            config = config.to_colocated(config.attention);
+        }
+        if eager {
+            config.graph = GraphMode::Eager;
+        }
+        if !dbo {
+            config.dbo = None;
+        }
+        if tiny_kv {
+            let weights = model.attention_weight_bytes(1);
+            let kv = model.kv_bytes_per_token(1) * 64 * 6;
+            let memory = GpuKind::H200.spec().memory_bytes as f64;
+            config.kv_reserve_bytes = 0;
+            config.gpu_memory_utilization = (weights + kv) as f64 / memory;
+        }
+        let w = workload(n, input, output, Some(40.0), Some(8), seed);
+        let cost = || {
+            if measured {
+                afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, layout_of(&config))
+                    .expect("the built-in H200 profile prices DeepSeek-V2-Lite")
+            } else {
+                CostModel::roofline(&model, GpuKind::H200, layout_of(&config))
+            }
+        };
+        let mut options = RunOptions::new(Seed(seed));
+        options.record_steps = true;
+        let Ok(with) = afd_sim::engine::run(&config, cost(), &w, &options) else {
+            // Too little memory for this layout's weights: nothing to compare.
+            return Ok(());
+        };
+        options.model.step_memo = false;
+        let without = afd_sim::engine::run(&config, cost(), &w, &options)
+            .expect("the same deployment runs without the memo");
+        let context = |seed| ReportContext { config: &config, workload: &w, seed, dataset: "random" };
+        prop_assert_eq!(
+            build_report(&with, &context(Seed(seed))).to_json(),
+            build_report(&without, &context(Seed(seed))).to_json()
+        );
+        prop_assert_eq!(format!("{:?}", step_rows(&with.steps)), format!("{:?}", step_rows(&without.steps)));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A step memo handed from one run to the next run of the same pipeline (as the planner does
+    /// for the candidates of one layout) changes nothing: the second run, whatever its graph
+    /// mode, DBO and batch limits, is the same to the byte as that run alone without a memo.
+    #[test]
+    fn a_memo_handed_between_runs_is_exact(
+        n in 1u32..30,
+        input in 1u32..300,
+        output in 1u32..32,
+        attention_dp in 1u32..3,
+        colocated in any::<bool>(),
+        first_eager in any::<bool>(),
+        second_eager in any::<bool>(),
+        first_dbo in any::<bool>(),
+        second_dbo in any::<bool>(),
+        second_tokens in prop::sample::select(vec![64u32, 128, 512]),
+        seed in 0u64..1000,
+    ) {
+        let model = ModelArch::deepseek_v2_lite();
+        let configure = |eager: bool, dbo: bool, tokens: u32| {
+            let mut config = ServingConfig::seed_recipe();
+            config.attention = RoleLayout { dp: attention_dp, tp: 1, expert_parallel: true };
+            config.ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
+            if colocated {
+                config = config.to_colocated(config.attention);
+            }
+            if eager {
+                config.graph = GraphMode::Eager;
+            }
+            if !dbo {
+                config.dbo = None;
+            }
+            config.max_num_batched_tokens = tokens;
+            config
+        };
+        let first = configure(first_eager, first_dbo, 64);
+        let second = configure(second_eager, second_dbo, second_tokens);
+        let w = workload(n, input, output, Some(40.0), Some(8), seed);
+        let cost = |config: &ServingConfig| {
+            afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, layout_of(config))
+                .expect("the built-in H200 profile prices DeepSeek-V2-Lite")
+        };
+        let mut options = RunOptions::new(Seed(seed));
+        options.record_steps = true;
+        let mut memo = None;
+        afd_sim::engine::run_sharing_memo(&first, cost(&first), &w, &options, &mut memo)
+            .expect("the deployment runs");
+        let shared = afd_sim::engine::run_sharing_memo(&second, cost(&second), &w, &options, &mut memo)
+            .expect("the deployment runs");
+        options.model.step_memo = false;
+        let alone = afd_sim::engine::run(&second, cost(&second), &w, &options)
+            .expect("the deployment runs");
+        let context = ReportContext { config: &second, workload: &w, seed: Seed(seed), dataset: "random" };
+        prop_assert_eq!(build_report(&shared, &context).to_json(), build_report(&alone, &context).to_json());
+        prop_assert_eq!(format!("{:?}", step_rows(&shared.steps)), format!("{:?}", step_rows(&alone.steps)));
+    }
+}

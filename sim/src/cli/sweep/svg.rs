@@ -129,6 +129,18 @@ fn panel(
     );
     let caption = format!("output tokens/s per GPU vs {stat} {}", latency.as_str());
     let x_format = move |v: &f64| format!("{v:.digits$}");
+    // Enough decimals that neighbouring ticks differ (a narrow throughput band needs them).
+    let y_span = y_range.end - y_range.start;
+    let y_digits: usize = if y_span < 0.5 {
+        3
+    } else if y_span < 5.0 {
+        2
+    } else if y_span < 50.0 {
+        1
+    } else {
+        0
+    };
+    let y_format = move |v: &f64| format!("{v:.y_digits$}");
     if log {
         let chart = ChartBuilder::on(area)
             .margin(16)
@@ -137,7 +149,15 @@ fn panel(
             .caption(caption, ("sans-serif", 18))
             .build_cartesian_2d(x_range.log_scale(), y_range)
             .map_err(plot_error)?;
-        plot(chart, &points, rows, slo, latency, &x_label, &x_format)
+        plot(
+            chart,
+            &points,
+            rows,
+            slo,
+            latency,
+            &x_label,
+            (&x_format, &y_format),
+        )
     } else {
         let chart = ChartBuilder::on(area)
             .margin(16)
@@ -146,9 +166,20 @@ fn panel(
             .caption(caption, ("sans-serif", 18))
             .build_cartesian_2d(x_range, y_range)
             .map_err(plot_error)?;
-        plot(chart, &points, rows, slo, latency, &x_label, &x_format)
+        plot(
+            chart,
+            &points,
+            rows,
+            slo,
+            latency,
+            &x_label,
+            (&x_format, &y_format),
+        )
     }
 }
+
+/// Formats an axis tick.
+type TickFormat = dyn Fn(&f64) -> String;
 
 /// Draws the mesh, the SLO line, the points, the frontier and the chosen points on `chart`.
 fn plot<'a, X>(
@@ -162,7 +193,7 @@ fn plot<'a, X>(
     slo: Option<f64>,
     latency: Latency,
     x_label: &str,
-    x_format: &dyn Fn(&f64) -> String,
+    (x_format, y_format): (&TickFormat, &TickFormat),
 ) -> anyhow::Result<()>
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
@@ -173,7 +204,7 @@ where
         .y_desc("output tokens/s per GPU")
         .x_labels(8)
         .x_label_formatter(x_format)
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(y_format)
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 15))
         .light_line_style(WHITE.mix(0.0))
