@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use afd_benches::{default_predict, roofline};
+use afd_benches::{default_costs, default_predict, roofline};
 use afd_sim::engine::{RunOptions, run};
 use afd_sim::event::Event;
 use afd_sim::queue::EventQueue;
@@ -68,7 +68,15 @@ fn predict(c: &mut Criterion) {
     let options = RunOptions::new(Seed(0));
     let mut group = c.benchmark_group("sim/predict");
     group.sample_size(20);
+    // What `afd-sim` runs with no flags (the built-in H200 profile), and the datasheet roofline.
     group.bench_function("default_run", |b| {
+        b.iter(|| {
+            let result = run(&config, default_costs(&config, &model), &workload, &options)
+                .expect("the seed recipe serves its model");
+            black_box(result.event_log_hash)
+        })
+    });
+    group.bench_function("default_run_roofline", |b| {
         b.iter(|| {
             let result = run(&config, roofline(&config, &model), &workload, &options)
                 .expect("the seed recipe serves its model");

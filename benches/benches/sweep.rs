@@ -1,29 +1,49 @@
 //! Planner throughput (DESIGN §8, issue 8): candidates per second of `afd-sim sweep` on one and two
-//! threads, each candidate simulated in full (DeepSeek-V2-Lite on 16 H200s, the recipe's 1,024
-//! requests). The acceptance figure (≥ 4,500 candidates in < 30 s on 2 cores) follows from the
+//! threads, each candidate simulated in full (DeepSeek-V2-Lite on 16 H200s priced by the built-in
+//! H200 profile, the recipe's 1,024 requests): `planner/sweep` over 24 candidates spread across the
+//! space (no two share a layout: the worst case), `planner/sweep_slice` over 96 consecutive ones
+//! (as a full sweep sees them). The acceptance figure (≥ 4,500 candidates in < 30 s on 2 cores) follows from the
 //! two-thread rate; docs/planner.md has the full-sweep command and its measured wall time.
 //!
 //! Run with `cargo bench -p afd-benches --bench sweep`.
 
 use std::hint::black_box;
 
-use afd_benches::{sweep_inputs, sweep_sample};
-use afd_sim::planner::{Shard, run};
+use afd_benches::{sweep_inputs, sweep_sample, sweep_slice};
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::workload::Workload;
+use afd_sim::planner::{Plan, Shard, run};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// Candidates per measured iteration, spread over the default space.
 const CANDIDATES: usize = 24;
 
+/// Consecutive candidates per measured iteration (neighbours share layouts, as in a full sweep).
+const SLICE: usize = 96;
+
 fn sweep(c: &mut Criterion) {
-    let (model, workload, plan) = sweep_sample(CANDIDATES);
-    let inputs = sweep_inputs(&model, &workload);
-    let mut group = c.benchmark_group("planner/sweep");
+    for (name, (model, workload, plan)) in [
+        ("planner/sweep", sweep_sample(CANDIDATES)),
+        ("planner/sweep_slice", sweep_slice(SLICE)),
+    ] {
+        measure(c, name, &model, &workload, &plan);
+    }
+}
+
+fn measure(c: &mut Criterion, name: &str, model: &ModelArch, workload: &Workload, plan: &Plan) {
+    // Priced as `afd-sim sweep` prices by default: the built-in H200 profile.
+    let profile = afd_sim::model::profiles::builtin(GpuKind::H200)
+        .expect("the built-in profiles parse")
+        .expect("the H200 has built-in profiles");
+    let inputs = sweep_inputs(model, workload, Some(&profile));
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
     group.throughput(Throughput::Elements(plan.candidates.len() as u64));
     for threads in [1, 2] {
         group.bench_function(format!("{threads}_thread"), |b| {
             b.iter(|| {
-                let rows = run(&plan, &inputs, Shard::WHOLE, threads, &|| {});
+                let rows = run(plan, &inputs, Shard::WHOLE, threads, &|| {});
                 black_box(rows.len())
             })
         });

@@ -4,6 +4,7 @@ use afd_sim::engine::RunOptions;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::{CostLayout, CostModel};
 use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::profiles::LoadedProfile;
 use afd_sim::model::workload::{Arrivals, RandomDataset, Workload, random_workload};
 use afd_sim::planner::candidate::Context;
 use afd_sim::planner::evaluate::Inputs;
@@ -40,22 +41,38 @@ pub fn default_predict() -> (ServingConfig, ModelArch, Workload) {
 
 /// The roofline cost model of a deployment.
 pub fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
-    CostModel::roofline(
-        model,
-        config.gpu,
-        CostLayout {
-            attention_tp: config.attention.tp,
-            ffn_dp: config.ffn.dp,
-            ffn_tp: config.ffn.tp,
-            expert_parallel: config.ffn.expert_parallel,
-        },
-    )
+    CostModel::roofline(model, config.gpu, cost_layout(config))
+}
+
+/// The cost model `afd-sim predict` uses without flags: the GPU's built-in measured profile.
+pub fn default_costs(config: &ServingConfig, model: &ModelArch) -> CostModel {
+    afd_sim::model::profiles::default_cost_model(model, config.gpu, cost_layout(config))
+        .expect("the built-in profiles price the shipped model")
+}
+
+fn cost_layout(config: &ServingConfig) -> CostLayout {
+    CostLayout {
+        attention_tp: config.attention.tp,
+        ffn_dp: config.ffn.dp,
+        ffn_tp: config.ffn.tp,
+        expert_parallel: config.ffn.expert_parallel,
+    }
 }
 
 /// The planner's benchmark: `count` candidates spread evenly over the default sweep of 16 H200s
 /// (every kind of split, layout, DBO, graph and batch setting), DeepSeek-V2-Lite, the recipe's
 /// workload. Returns the model, the workload and the plan holding those candidates.
 pub fn sweep_sample(count: usize) -> (ModelArch, Workload, Plan) {
+    sweep_subset(count, false)
+}
+
+/// `count` consecutive candidates from the middle of the same space: neighbours share layouts, so
+/// the sweep's reuse of identical runs and its step memo per layout work as in a full sweep.
+pub fn sweep_slice(count: usize) -> (ModelArch, Workload, Plan) {
+    sweep_subset(count, true)
+}
+
+fn sweep_subset(count: usize, consecutive: bool) -> (ModelArch, Workload, Plan) {
     let (_, model, workload) = default_predict();
     let context = Context {
         model: &model,
@@ -69,21 +86,31 @@ pub fn sweep_sample(count: usize) -> (ModelArch, Workload, Plan) {
         },
     };
     let mut plan = plan(&Dimensions::default(), &context);
-    let stride = (plan.candidates.len() / count.max(1)).max(1);
+    let (skip, stride) = if consecutive {
+        (plan.candidates.len().saturating_sub(count) / 2, 1)
+    } else {
+        (0, (plan.candidates.len() / count.max(1)).max(1))
+    };
     plan.candidates = plan
         .candidates
         .into_iter()
+        .skip(skip)
         .step_by(stride)
         .take(count)
         .collect();
     (model, workload, plan)
 }
 
-/// The sweep's shared inputs for `workload` on `model` (roofline costs, seed 0, no SLO).
-pub fn sweep_inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
+/// The sweep's shared inputs for `workload` on `model` (seed 0, no SLO), priced by `profile` (as
+/// `afd-sim sweep` prices by the GPU's built-in profile) or the roofline.
+pub fn sweep_inputs<'a>(
+    model: &'a ModelArch,
+    workload: &'a Workload,
+    profile: Option<&'a LoadedProfile>,
+) -> Inputs<'a> {
     Inputs {
         model,
-        calibration: None,
+        calibration: profile.map(|p| (&p.profile, p.name.as_str())),
         workload,
         dataset: "random",
         options: RunOptions::new(Seed(0)),
