@@ -147,7 +147,13 @@ fn panel(
             .x_label_area_size(48)
             .y_label_area_size(72)
             .caption(caption, ("sans-serif", 18))
-            .build_cartesian_2d(x_range.log_scale(), y_range)
+            .build_cartesian_2d(
+                x_range
+                    .clone()
+                    .log_scale()
+                    .with_key_points(log_ticks(&x_range)),
+                y_range,
+            )
             .map_err(plot_error)?;
         plot(
             chart,
@@ -176,6 +182,22 @@ fn panel(
             (&x_format, &y_format),
         )
     }
+}
+
+/// Ticks of a log axis over `range`: 1, 2, 5 times each power of ten inside it.
+pub(super) fn log_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
+    let mut ticks = Vec::new();
+    let mut decade = 10f64.powf(range.start.max(1e-9).log10().floor());
+    while decade <= range.end {
+        for m in [1.0, 2.0, 5.0] {
+            let t = m * decade;
+            if range.contains(&t) {
+                ticks.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    ticks
 }
 
 /// Formats an axis tick.
