@@ -1,11 +1,11 @@
 //! Whole-run behaviour: hand arithmetic from a profile, conservation, padding, DBO, TPOT floor,
 //! determinism.
 
-use afd_sim::engine::RunOptions;
+use afd_sim::engine::{RunOptions, RunResult};
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
-use afd_sim::model::workload::{Arrivals, TraceEntry, trace_workload};
+use afd_sim::model::workload::{Arrivals, TraceEntry, Workload, trace_workload};
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows};
 use afd_sim::rng::Seed;
 use afd_sim::serving::{GraphMode, RoleLayout, ServingConfig};
@@ -40,6 +40,36 @@ fn one_by_one_eager() -> ServingConfig {
     config
 }
 
+/// Runs one request (4 prompt tokens, 2 output tokens, sent at 0) of the one-layer model priced by
+/// `tables` on `config`.
+fn one_request(
+    config: &ServingConfig,
+    tables: Vec<afd_traces::calibration::CostTable>,
+) -> (RunResult, Workload) {
+    let model = one_layer_model();
+    let cost = CostModel::calibrated(
+        &model,
+        GpuKind::H200,
+        layout_of(config),
+        &profile(tables),
+        "flat",
+    )
+    .unwrap();
+    let workload = trace_workload(
+        &[TraceEntry {
+            arrival_us: Some(0),
+            input_tokens: 4,
+            output_tokens: 2,
+        }],
+        Arrivals::AllAtOnce,
+        None,
+        Seed(0),
+    )
+    .unwrap();
+    let result = afd_sim::engine::run(config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    (result, workload)
+}
+
 #[test]
 fn one_layer_one_request_times_follow_from_the_profile() {
     // Flat tables: every operation costs the same at any size, launches are free.
@@ -65,27 +95,7 @@ fn one_layer_one_request_times_follow_from_the_profile() {
         flat("host.step", &[], &["requests"], h),
     ];
     let config = one_by_one_eager();
-    let model = one_layer_model();
-    let cost = CostModel::calibrated(
-        &model,
-        GpuKind::H200,
-        layout_of(&config),
-        &profile(tables),
-        "flat",
-    )
-    .unwrap();
-    let workload = trace_workload(
-        &[TraceEntry {
-            arrival_us: Some(0),
-            input_tokens: 4,
-            output_tokens: 2,
-        }],
-        Arrivals::AllAtOnce,
-        None,
-        Seed(0),
-    )
-    .unwrap();
-    let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    let (result, workload) = one_request(&config, tables);
     let row = &request_rows(&result, &workload)[0];
     // Prefill step: host, two control sends, projections + prefill, A→F, router + dispatch + experts
     // + shared, F→A, LM head.
@@ -290,27 +300,7 @@ fn colocated_baseline_times_follow_from_the_profile() {
     };
     let config = one_by_one_eager().to_colocated(layout);
     assert_eq!((config.gpus(), config.attention_ranks()), (2, 2));
-    let model = one_layer_model();
-    let cost = CostModel::calibrated(
-        &model,
-        GpuKind::H200,
-        layout_of(&config),
-        &profile(tables),
-        "flat",
-    )
-    .unwrap();
-    let workload = trace_workload(
-        &[TraceEntry {
-            arrival_us: Some(0),
-            input_tokens: 4,
-            output_tokens: 2,
-        }],
-        Arrivals::AllAtOnce,
-        None,
-        Seed(0),
-    )
-    .unwrap();
-    let result = afd_sim::engine::run(&config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    let (result, workload) = one_request(&config, tables);
     let row = &request_rows(&result, &workload)[0];
     let moe = router + a2a + dispatch + experts + shared + a2a;
     let ttft = h + proj + prefill + moe + lm;
