@@ -54,7 +54,7 @@ fn one_request(
         &profile(tables),
         "flat",
     )
-    .unwrap();
+    .expect("flat tables price the one-layer model");
     let workload = trace_workload(
         &[TraceEntry {
             arrival_us: Some(0),
@@ -65,8 +65,9 @@ fn one_request(
         None,
         Seed(0),
     )
-    .unwrap();
-    let result = afd_sim::engine::run(config, cost, &workload, &RunOptions::new(Seed(0))).unwrap();
+    .expect("one request is a valid trace");
+    let result = afd_sim::engine::run(config, cost, &workload, &RunOptions::new(Seed(0)))
+        .expect("the scenario's deployment is valid");
     (result, workload)
 }
 
