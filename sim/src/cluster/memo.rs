@@ -129,28 +129,66 @@ impl StepMemo {
     /// Encodes the inputs of the step `shape` with `scheduled` requests on the busiest engine and
     /// returns their digest (also the name of the step's routing stream).
     pub(super) fn encode(&mut self, shape: &StepShape, scheduled: u32) -> u64 {
+        // The digest folds the inputs' canonical words (flags, sampled counts, then per stage and
+        // engine: rows|real, seqs|prefill chunks, decode context, each chunk); the key kept for
+        // comparison is a compact, equally injective packing of the same values.
+        let works = &shape.work[..shape.stages];
+        let words = 1
+            + shape.sampled.len()
+            + works
+                .iter()
+                .flatten()
+                .map(|w| 3 + w.prefill.len())
+                .sum::<usize>();
+        let flags = u64::from(shape.graph)
+            | u64::from(shape.ffn_graph) << 1
+            | (shape.stages as u64) << 2
+            | u64::from(scheduled) << 8;
+        let mut fold = Fold::new(words);
         let key = &mut self.key;
         key.clear();
-        key.push(
-            u64::from(shape.graph)
-                | u64::from(shape.ffn_graph) << 1
-                | (shape.stages as u64) << 2
-                | u64::from(scheduled) << 8,
-        );
-        key.extend(shape.sampled.iter().map(|&s| u64::from(s)));
-        for stage in &shape.work[..shape.stages] {
-            for work in stage {
-                key.push(u64::from(work.rows) | u64::from(work.real) << 32);
-                key.push(u64::from(work.decode_seqs) | (work.prefill.len() as u64) << 32);
-                key.push(work.decode_context);
-                key.extend(
-                    work.prefill
-                        .iter()
-                        .map(|&(tokens, context)| u64::from(tokens) | u64::from(context) << 32),
+        fold.add(flags);
+        key.push(flags);
+        for pair in shape.sampled.chunks(2) {
+            let (a, b) = (u64::from(pair[0]), pair.get(1).map_or(0, |&b| u64::from(b)));
+            fold.add(a);
+            if pair.len() == 2 {
+                fold.add(b);
+            }
+            key.push(a | b << 32);
+        }
+        for work in works.iter().flatten() {
+            let (rows, real, seqs) = (work.rows, work.real, work.decode_seqs);
+            let chunks = work.prefill.len();
+            fold.add(u64::from(rows) | u64::from(real) << 32);
+            fold.add(u64::from(seqs) | (chunks as u64) << 32);
+            fold.add(work.decode_context);
+            if rows < 1 << 20 && real < 1 << 20 && seqs < 1 << 16 && chunks < 1 << 7 {
+                key.push(
+                    1 << 63
+                        | u64::from(rows)
+                        | u64::from(real) << 20
+                        | u64::from(seqs) << 40
+                        | (chunks as u64) << 56,
                 );
+                // A decode context is a sum over decode sequences: zero without them.
+                if seqs > 0 {
+                    key.push(work.decode_context);
+                }
+            } else {
+                // Too large to pack: a zero word (packed words have bit 63 set), then in full.
+                key.push(0);
+                key.push(u64::from(rows) | u64::from(real) << 32);
+                key.push(u64::from(seqs) | (chunks as u64) << 32);
+                key.push(work.decode_context);
+            }
+            for &(tokens, context) in &work.prefill {
+                let chunk = u64::from(tokens) | u64::from(context) << 32;
+                fold.add(chunk);
+                key.push(chunk);
             }
         }
-        self.digest = digest(key);
+        self.digest = fold.finish();
         self.digest
     }
 
@@ -238,18 +276,29 @@ impl Remembered {
     }
 }
 
-/// A 64-bit digest of `words`: a multiply-rotate fold and a SplitMix64 finish, so every input
-/// bit reaches every output bit (digests name routing streams and index the memo; equal digests
-/// of different keys are told apart by comparing the keys).
-fn digest(words: &[u64]) -> u64 {
+/// A 64-bit digest of a sequence of words whose count is known up front: a multiply-rotate fold
+/// and a SplitMix64 finish, so every input bit reaches every output bit (digests name routing
+/// streams and index the memo; equal digests of different keys are told apart by the keys).
+struct Fold(u64);
+
+impl Fold {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (words.len() as u64).wrapping_mul(K);
-    for &w in words {
-        h = (h.rotate_left(23) ^ w).wrapping_mul(K);
+
+    fn new(words: usize) -> Fold {
+        Fold((words as u64).wrapping_mul(Self::K))
     }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^ (h >> 31)
+
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(23) ^ word).wrapping_mul(Self::K);
+    }
+
+    fn finish(self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 30;
+        h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 27;
+        h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+        h ^ (h >> 31)
+    }
 }
