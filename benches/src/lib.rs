@@ -2,7 +2,7 @@
 
 use afd_sim::engine::RunOptions;
 use afd_sim::model::arch::ModelArch;
-use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::profiles::LoadedProfile;
 use afd_sim::model::workload::{Arrivals, RandomDataset, Workload, random_workload};
@@ -41,22 +41,13 @@ pub fn default_predict() -> (ServingConfig, ModelArch, Workload) {
 
 /// The roofline cost model of a deployment.
 pub fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
-    CostModel::roofline(model, config.gpu, cost_layout(config))
+    CostModel::roofline(model, config.gpu, config.cost_layout())
 }
 
 /// The cost model `afd-sim predict` uses without flags: the GPU's built-in measured profile.
 pub fn default_costs(config: &ServingConfig, model: &ModelArch) -> CostModel {
-    afd_sim::model::profiles::default_cost_model(model, config.gpu, cost_layout(config))
+    afd_sim::model::profiles::default_cost_model(model, config.gpu, config.cost_layout())
         .expect("the built-in profiles price the shipped model")
-}
-
-fn cost_layout(config: &ServingConfig) -> CostLayout {
-    CostLayout {
-        attention_tp: config.attention.tp,
-        ffn_dp: config.ffn.dp,
-        ffn_tp: config.ffn.tp,
-        expert_parallel: config.ffn.expert_parallel,
-    }
 }
 
 /// The planner's benchmark: `count` candidates spread evenly over the default sweep of 16 H200s

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use afd_sim::engine::{RunOptions, run_observed};
-use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::cost::CostModel;
 use afd_sim::model::workload::Workload;
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, timeline};
 use afd_sim::rng::Seed;
@@ -193,13 +193,12 @@ impl Inputs {
         config.validate().context("invalid deployment")?;
         let model = read_model(&args.hardware.model)?;
         let popularity = parse_routing(&args.hardware.routing)?;
-        let layout = CostLayout {
-            attention_tp: config.attention.tp,
-            ffn_dp: config.ffn.dp,
-            ffn_tp: config.ffn.tp,
-            expert_parallel: config.ffn.expert_parallel,
-        };
-        let cost = cost_model(&args.hardware.cost_source(), &model, config.gpu, layout)?;
+        let cost = cost_model(
+            &args.hardware.cost_source(),
+            &model,
+            config.gpu,
+            config.cost_layout(),
+        )?;
         let seed = Seed(args.seed);
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);

@@ -17,7 +17,7 @@ use crate::cluster::StepMemo;
 use crate::cluster::kv_capacity;
 use crate::engine::{RunOptions, run_sharing_memo};
 use crate::model::arch::ModelArch;
-use crate::model::cost::{CostLayout, CostModel};
+use crate::model::cost::CostModel;
 use crate::model::limits::{LimitSpans, LimitValues};
 use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
@@ -43,12 +43,7 @@ pub struct Inputs<'a> {
 
 /// The cost model of `config` (calibrated where the profile has a table, else the roofline).
 pub fn cost_model(config: &ServingConfig, inputs: &Inputs<'_>) -> CostModel {
-    let layout = CostLayout {
-        attention_tp: config.attention.tp,
-        ffn_dp: config.ffn.dp,
-        ffn_tp: config.ffn.tp,
-        expert_parallel: config.ffn.expert_parallel,
-    };
+    let layout = config.cost_layout();
     match inputs.calibration {
         None => CostModel::roofline(inputs.model, config.gpu, layout),
         Some((profile, name)) => {

@@ -12,7 +12,7 @@ use afd_sim::serving::{GraphMode, RoleLayout, ServingConfig};
 use afd_traces::model_config::ModelConfig;
 use proptest::prelude::*;
 
-use crate::support::{flat, flat_costs, layout_of, profile, simulate, workload};
+use crate::support::{flat, flat_costs, profile, simulate, workload};
 
 /// One MoE layer of DeepSeek-V2-Lite's shapes.
 fn one_layer_model() -> ModelArch {
@@ -50,7 +50,7 @@ fn one_request(
     let cost = CostModel::calibrated(
         &model,
         GpuKind::H200,
-        layout_of(config),
+        config.cost_layout(),
         &profile(tables),
         "flat",
     )
@@ -224,6 +224,69 @@ fn two_attention_engines_share_one_ffn_and_route_by_load() {
     );
 }
 
+/// The seed recipe with Attention DP `attention_dp` (TP 1), the FFN role `ffn`, optionally
+/// colocated, eager and without DBO.
+fn seed_variant(
+    attention_dp: u32,
+    ffn: RoleLayout,
+    colocated: bool,
+    eager: bool,
+    dbo: bool,
+) -> ServingConfig {
+    let mut config = ServingConfig::seed_recipe();
+    config.attention = RoleLayout {
+        dp: attention_dp,
+        tp: 1,
+        expert_parallel: true,
+    };
+    config.ffn = ffn;
+    if colocated {
+        config = config.to_colocated(config.attention);
+    }
+    if eager {
+        config.graph = GraphMode::Eager;
+    }
+    if !dbo {
+        config.dbo = None;
+    }
+    config
+}
+
+/// Leaves room for a few hundred tokens of KV cache, so requests preempt each other.
+fn leave_kv_for_a_few_hundred_tokens(config: &mut ServingConfig, model: &ModelArch) {
+    let weights = model.attention_weight_bytes(1);
+    let kv = model.kv_bytes_per_token(1) * 64 * 6;
+    let memory = GpuKind::H200.spec().memory_bytes as f64;
+    config.kv_reserve_bytes = 0;
+    config.gpu_memory_utilization = (weights + kv) as f64 / memory;
+}
+
+/// Two runs of `config` on `w` are the same to the byte: summary (event-log hash included) and
+/// every step's record.
+fn prop_assert_same_run(
+    a: &RunResult,
+    b: &RunResult,
+    config: &ServingConfig,
+    w: &Workload,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let context = ReportContext {
+        config,
+        workload: w,
+        seed: Seed(seed),
+        dataset: "random",
+    };
+    prop_assert_eq!(
+        build_report(a, &context).to_json(),
+        build_report(b, &context).to_json()
+    );
+    prop_assert_eq!(
+        format!("{:?}", step_rows(&a.steps)),
+        format!("{:?}", step_rows(&b.steps))
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -238,25 +301,12 @@ proptest! {
         tiny_kv in any::<bool>(),
         seed in 0u64..1000,
     ) {
-        let mut config = ServingConfig::seed_recipe();
-        config.attention = RoleLayout { dp, tp: 1, expert_parallel: true };
-        config.ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
-        if eager {
-            config.graph = GraphMode::Eager;
-        }
-        if !dbo {
-            config.dbo = None;
-        }
-        if tiny_kv {
-            // Leave room for a few hundred tokens so requests preempt each other.
-            let model = ModelArch::deepseek_v2_lite();
-            let weights = model.attention_weight_bytes(1);
-            let kv = model.kv_bytes_per_token(1) * 64 * 6;
-            let memory = GpuKind::H200.spec().memory_bytes as f64;
-            config.kv_reserve_bytes = 0;
-            config.gpu_memory_utilization = (weights + kv) as f64 / memory;
-        }
         let model = ModelArch::deepseek_v2_lite();
+        let ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
+        let mut config = seed_variant(dp, ffn, false, eager, dbo);
+        if tiny_kv {
+            leave_kv_for_a_few_hundred_tokens(&mut config, &model);
+        }
         let w = workload(n, input, output, Some(40.0), Some(8), seed);
         let (result, report) = simulate(&config, &model, &w, &RunOptions::new(Seed(seed)));
         prop_assert_eq!(report.outcome.as_str(), "completed");
@@ -366,7 +416,7 @@ fn colocated_dbo_ping_pongs_compute_and_all_to_alls_by_hand() {
         let cost = CostModel::calibrated(
             &model,
             GpuKind::H200,
-            layout_of(&config),
+            config.cost_layout(),
             &profile(tables.clone()),
             "flat",
         )
@@ -419,32 +469,18 @@ proptest! {
         seed in 0u64..1000,
     ) {
         let model = ModelArch::deepseek_v2_lite();
-        let mut config = ServingConfig::seed_recipe();
-        config.attention = RoleLayout { dp: attention_dp, tp: 1, expert_parallel: true };
-        config.ffn = RoleLayout { dp: ffn_dp.min(attention_dp), tp: 1, expert_parallel: ffn_ep };
-        if colocated {
-            config = config.to_colocated(config.attention);
-        }
-        if eager {
-            config.graph = GraphMode::Eager;
-        }
-        if !dbo {
-            config.dbo = None;
-        }
+        let ffn = RoleLayout { dp: ffn_dp.min(attention_dp), tp: 1, expert_parallel: ffn_ep };
+        let mut config = seed_variant(attention_dp, ffn, colocated, eager, dbo);
         if tiny_kv {
-            let weights = model.attention_weight_bytes(1);
-            let kv = model.kv_bytes_per_token(1) * 64 * 6;
-            let memory = GpuKind::H200.spec().memory_bytes as f64;
-            config.kv_reserve_bytes = 0;
-            config.gpu_memory_utilization = (weights + kv) as f64 / memory;
+            leave_kv_for_a_few_hundred_tokens(&mut config, &model);
         }
         let w = workload(n, input, output, Some(40.0), Some(8), seed);
         let cost = || {
             if measured {
-                afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, layout_of(&config))
+                afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, config.cost_layout())
                     .expect("the built-in H200 profile prices DeepSeek-V2-Lite")
             } else {
-                CostModel::roofline(&model, GpuKind::H200, layout_of(&config))
+                CostModel::roofline(&model, GpuKind::H200, config.cost_layout())
             }
         };
         let mut options = RunOptions::new(Seed(seed));
@@ -456,12 +492,7 @@ proptest! {
         options.model.step_memo = false;
         let without = afd_sim::engine::run(&config, cost(), &w, &options)
             .expect("the same deployment runs without the memo");
-        let context = |seed| ReportContext { config: &config, workload: &w, seed, dataset: "random" };
-        prop_assert_eq!(
-            build_report(&with, &context(Seed(seed))).to_json(),
-            build_report(&without, &context(Seed(seed))).to_json()
-        );
-        prop_assert_eq!(format!("{:?}", step_rows(&with.steps)), format!("{:?}", step_rows(&without.steps)));
+        prop_assert_same_run(&with, &without, &config, &w, seed)?;
     }
 }
 
@@ -487,18 +518,8 @@ proptest! {
     ) {
         let model = ModelArch::deepseek_v2_lite();
         let configure = |eager: bool, dbo: bool, tokens: u32| {
-            let mut config = ServingConfig::seed_recipe();
-            config.attention = RoleLayout { dp: attention_dp, tp: 1, expert_parallel: true };
-            config.ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
-            if colocated {
-                config = config.to_colocated(config.attention);
-            }
-            if eager {
-                config.graph = GraphMode::Eager;
-            }
-            if !dbo {
-                config.dbo = None;
-            }
+            let ffn = RoleLayout { dp: 1, tp: 1, expert_parallel: true };
+            let mut config = seed_variant(attention_dp, ffn, colocated, eager, dbo);
             config.max_num_batched_tokens = tokens;
             config
         };
@@ -506,7 +527,7 @@ proptest! {
         let second = configure(second_eager, second_dbo, second_tokens);
         let w = workload(n, input, output, Some(40.0), Some(8), seed);
         let cost = |config: &ServingConfig| {
-            afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, layout_of(config))
+            afd_sim::model::profiles::default_cost_model(&model, GpuKind::H200, config.cost_layout())
                 .expect("the built-in H200 profile prices DeepSeek-V2-Lite")
         };
         let mut options = RunOptions::new(Seed(seed));
@@ -519,8 +540,6 @@ proptest! {
         options.model.step_memo = false;
         let alone = afd_sim::engine::run(&second, cost(&second), &w, &options)
             .expect("the deployment runs");
-        let context = ReportContext { config: &second, workload: &w, seed: Seed(seed), dataset: "random" };
-        prop_assert_eq!(build_report(&shared, &context).to_json(), build_report(&alone, &context).to_json());
-        prop_assert_eq!(format!("{:?}", step_rows(&shared.steps)), format!("{:?}", step_rows(&alone.steps)));
+        prop_assert_same_run(&shared, &alone, &second, &w, seed)?;
     }
 }

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use afd_sim::engine::{RunOptions, RunResult, run};
 use afd_sim::model::arch::ModelArch;
-use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::cost::CostModel;
 use afd_sim::model::workload::{Arrivals, RandomDataset, Workload, random_workload};
 use afd_sim::report::{ReportContext, build_report};
 use afd_sim::rng::Seed;
@@ -39,17 +39,8 @@ pub(crate) fn json(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}: {}", run.stdout))
 }
 
-pub(crate) fn layout_of(config: &ServingConfig) -> CostLayout {
-    CostLayout {
-        attention_tp: config.attention.tp,
-        ffn_dp: config.ffn.dp,
-        ffn_tp: config.ffn.tp,
-        expert_parallel: config.ffn.expert_parallel,
-    }
-}
-
 pub(crate) fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
-    CostModel::roofline(model, config.gpu, layout_of(config))
+    CostModel::roofline(model, config.gpu, config.cost_layout())
 }
 
 /// `n` random-dataset requests of `input`/`output` tokens at `rate` req/s (None: all at once).
