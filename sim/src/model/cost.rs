@@ -133,6 +133,17 @@ pub struct ClassUsage {
     pub out_of_range: u64,
 }
 
+impl ClassUsage {
+    /// What was counted between `before` and `self` (a later snapshot of the same counters).
+    fn since(self, before: ClassUsage) -> ClassUsage {
+        ClassUsage {
+            calibrated: self.calibrated - before.calibrated,
+            roofline: self.roofline - before.roofline,
+            out_of_range: self.out_of_range - before.out_of_range,
+        }
+    }
+}
+
 /// Usage counters of every class, in [`OpClass::ALL`] order.
 pub type UsageCounts = [ClassUsage; OpClass::ALL.len()];
 
@@ -428,34 +439,32 @@ impl CostModel {
     /// What the counters counted since the snapshot `before` (from [`CostModel::usage_all`]), per
     /// class index.
     pub fn usage_since(&self, before: &UsageCounts) -> Vec<(usize, ClassUsage)> {
-        let mut delta = Vec::new();
-        for (i, b) in before.iter().enumerate() {
-            let a = self.usage[i].get();
-            if a != *b {
-                delta.push((
-                    i,
-                    ClassUsage {
-                        calibrated: a.calibrated - b.calibrated,
-                        roofline: a.roofline - b.roofline,
-                        out_of_range: a.out_of_range - b.out_of_range,
-                    },
-                ));
-            }
-        }
-        delta
+        before
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let a = self.usage[i].get();
+                (a != *b).then(|| (i, a.since(*b)))
+            })
+            .collect()
     }
 
     /// Counts `delta` (from [`CostModel::usage_since`]) again: a memoised step replays the usage
     /// its pricing recorded, so the report counts every step as if it had been priced.
     pub fn add_usage(&self, delta: &[(usize, ClassUsage)]) {
-        for &(i, add) in delta {
-            let cell = &self.usage[i];
-            let mut usage = cell.get();
-            usage.calibrated += add.calibrated;
-            usage.roofline += add.roofline;
-            usage.out_of_range += add.out_of_range;
-            cell.set(usage);
+        for &(class, add) in delta {
+            self.count(class, add);
         }
+    }
+
+    /// Adds `add` to the counters of class index `class`.
+    fn count(&self, class: usize, add: ClassUsage) {
+        let cell = &self.usage[class];
+        let mut usage = cell.get();
+        usage.calibrated += add.calibrated;
+        usage.roofline += add.roofline;
+        usage.out_of_range += add.out_of_range;
+        cell.set(usage);
     }
 
     /// Where each class was priced from: `"calibration"`, `"roofline"`, `"calibration+roofline"`, or
@@ -493,16 +502,11 @@ impl CostModel {
     fn memoised(&self, key: (PricedOp, u64, u64), price: impl FnOnce() -> Priced) -> Priced {
         if let Some(&(value, delta)) = self.memo.borrow().entries.get(&key) {
             for &(class, add) in &delta.items[..delta.len as usize] {
-                let cell = &self.usage[class as usize];
-                let mut usage = cell.get();
-                usage.calibrated += add.calibrated;
-                usage.roofline += add.roofline;
-                usage.out_of_range += add.out_of_range;
-                cell.set(usage);
+                self.count(class as usize, add);
             }
             return value;
         }
-        let before: [ClassUsage; OpClass::ALL.len()] = std::array::from_fn(|i| self.usage[i].get());
+        let before = self.usage_all();
         let value = price();
         let mut delta = UsageDelta::default();
         for (i, before) in before.iter().enumerate() {
@@ -514,14 +518,7 @@ impl CostModel {
                 // Too many classes to replay: price this one afresh every time.
                 return value;
             }
-            delta.items[delta.len as usize] = (
-                i as u8,
-                ClassUsage {
-                    calibrated: after.calibrated - before.calibrated,
-                    roofline: after.roofline - before.roofline,
-                    out_of_range: after.out_of_range - before.out_of_range,
-                },
-            );
+            delta.items[delta.len as usize] = (i as u8, after.since(*before));
             delta.len += 1;
         }
         self.memo.borrow_mut().entries.insert(key, (value, delta));

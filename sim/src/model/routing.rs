@@ -210,10 +210,7 @@ impl RoutingPools {
         padded: u32,
         mut price: impl FnMut(u32, u32) -> SimDuration,
     ) -> &[SimDuration] {
-        if !self.pools.contains_key(&(real, padded)) {
-            let pool = self.build(real, padded, &mut price);
-            self.pools.insert((real, padded), pool);
-        }
+        self.ensure(real, padded, &mut price);
         let entry = self.pick_rng.random_range(0..self.pool_size);
         let ranks = self.ranks as usize;
         let pool = &self.pools[&(real, padded)];
@@ -233,10 +230,7 @@ impl RoutingPools {
         if self.touched.last() != Some(&(real, padded)) {
             self.touched.push((real, padded));
         }
-        if !self.pools.contains_key(&(real, padded)) {
-            let pool = self.build(real, padded, &mut price);
-            self.pools.insert((real, padded), pool);
-        }
+        self.ensure(real, padded, &mut price);
         let ranks = self.ranks as usize;
         let pool = &self.pools[&(real, padded)];
         if self.pool_size.is_power_of_two() && self.pool_size <= 256 {
