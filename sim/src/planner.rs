@@ -170,20 +170,13 @@ pub fn run_counted(
     // One task per pipeline (the layouts of both roles): its groups run one after another and
     // hand the step memo on, so a step shared by several candidates is priced once. Largest
     // first, so the last tasks are short.
-    let mut pipelines: Vec<Vec<Vec<u64>>> = Vec::new();
-    let mut by_pipeline: BTreeMap<String, usize> = BTreeMap::new();
-    for group in groups {
+    let mut pipelines = group_in_order(groups, |group| {
         let config = &plan.candidates[group[0] as usize].config;
-        let key = format!(
+        format!(
             "{:?} {:?} {:?}",
             config.placement, config.attention, config.ffn
-        );
-        let at = *by_pipeline.entry(key).or_insert_with(|| {
-            pipelines.push(Vec::new());
-            pipelines.len() - 1
-        });
-        pipelines[at].push(group);
-    }
+        )
+    });
     pipelines.sort_by_key(|groups| std::cmp::Reverse(groups.iter().map(Vec::len).sum::<usize>()));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
@@ -259,9 +252,7 @@ fn evaluate_group(
 /// erased: only members of one group can run identically. Groups come in order of their first
 /// member, members in candidate order.
 pub fn reuse_groups(plan: &Plan, chosen: &[u64]) -> Vec<Vec<u64>> {
-    let mut groups: Vec<Vec<u64>> = Vec::new();
-    let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
-    for &index in chosen {
+    group_in_order(chosen.iter().copied(), |&index| {
         let config = &plan.candidates[index as usize].config;
         // Everything but the two limits decides the run (the KV capacity follows from the rest
         // and is checked against the spans with them). `ServingConfig` holds an f64, so its
@@ -271,14 +262,23 @@ pub fn reuse_groups(plan: &Plan, chosen: &[u64]) -> Vec<Vec<u64>> {
             max_num_batched_tokens: 0,
             ..config.clone()
         };
-        let key = format!("{erased:?}");
-        match by_key.get(&key) {
-            Some(&group) => groups[group].push(index),
-            None => {
-                by_key.insert(key, groups.len());
-                groups.push(vec![index]);
-            }
-        }
+        format!("{erased:?}")
+    })
+}
+
+/// `items` grouped by `key`: groups in order of their first member, members in their order.
+fn group_in_order<T, K: Ord>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> K,
+) -> Vec<Vec<T>> {
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    let mut by_key: BTreeMap<K, usize> = BTreeMap::new();
+    for item in items {
+        let at = *by_key.entry(key(&item)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[at].push(item);
     }
     groups
 }
