@@ -175,10 +175,6 @@ pub struct Cluster {
     options: ModelOptions,
     last: Option<StepRecord>,
     memo: StepMemo,
-    /// Busiest LM head and control payload of the step in flight (closed-form cross-checks).
-    fixed: (u64, u64),
-    /// What the step in flight adds to the totals.
-    accounted: Accounted,
 }
 
 impl Cluster {
@@ -319,8 +315,6 @@ impl Cluster {
             options,
             last: None,
             memo: StepMemo::new(memo_context),
-            fixed: (0, 0),
-            accounted: Accounted::default(),
         })
     }
 
@@ -478,7 +472,7 @@ impl Cluster {
                 || (self.state.ffn_ready.iter().all(|&t| t <= start_ns)
                     && self.state.port_free.iter().all(|&t| t <= start_ns)));
         let generation = self.memo.generation;
-        if memo && let Some(step) = self.memo.find() {
+        let accounted = if memo && let Some(step) = self.memo.find() {
             if step.generation != generation {
                 // Made by an earlier run: build the pools this run has not built yet.
                 if let Some(routing) = &mut self.routing {
@@ -492,7 +486,7 @@ impl Cluster {
             let state = (!colocated).then_some(&mut self.state);
             step.replay(start_ns, &mut self.timing, state);
             self.cost.add_usage(&step.usage);
-            self.accounted = step.accounted;
+            step.accounted
         } else {
             let before = memo.then(|| self.cost.usage_all());
             if let Some(routing) = &mut self.routing {
@@ -507,7 +501,6 @@ impl Cluster {
                     start_ns,
                     &mut self.timing,
                 );
-                self.fixed = (0, 0);
             } else {
                 self.price(scheduled);
                 run_step(
@@ -520,10 +513,8 @@ impl Cluster {
                     sink,
                     self.options.periodic_shortcut,
                 );
-                let lm_head = self.costs.lm_head.iter().copied().max().unwrap_or(0);
-                self.fixed = (lm_head, self.costs.control);
             }
-            self.accounted = self.accounted();
+            let accounted = self.accounted();
             if let Some(before) = before {
                 // Routed experts are priced only while a routing pool is built, once per run; a
                 // step replayed later finds its pools built and prices none.
@@ -533,12 +524,12 @@ impl Cluster {
                 let state = (!colocated).then_some(&self.state);
                 let pools = self.routing.as_ref().map_or(&[][..], |r| r.touched());
                 self.memo
-                    .store(start_ns, &self.timing, state, self.accounted, usage, pools);
+                    .store(start_ns, &self.timing, state, accounted, usage, pools);
             }
-        }
+            accounted
+        };
         self.in_step = true;
         self.step_start = start_ns;
-        let accounted = self.accounted;
         self.account(&accounted);
         Some(self.timing.end)
     }
@@ -626,8 +617,12 @@ impl Cluster {
             real_rows,
             padded_rows,
             oversized,
-            decode: decode
-                .then(|| decode_step(&self.layout, shape, self.fixed, t, (a_busy, f_busy, l_busy))),
+            decode: decode.then(|| {
+                // The busiest LM head and the control payload, as this step priced them.
+                let lm_head = self.costs.lm_head.iter().copied().max().unwrap_or(0);
+                let fixed = (lm_head, self.costs.control);
+                decode_step(&self.layout, shape, fixed, t, (a_busy, f_busy, l_busy))
+            }),
         }
     }
 
