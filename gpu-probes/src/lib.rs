@@ -20,3 +20,4 @@ pub mod shapes;
 pub mod spec;
 pub mod stats;
 pub mod sweep;
+pub mod vllm;

@@ -83,6 +83,60 @@ enum Command {
         after_help = "Example: afd-probe pipeline --tokens 4,32,128,512 --contexts 1024,4096 --out pipeline.json"
     )]
     Pipeline(PipelineArgs),
+    /// A real vLLM engine: start `vllm serve` with the words after `--`, run a plan of `vllm bench serve`
+    /// workloads and fixed-shape bursts, keep per-step logs, /metrics and chosen backends (no CUDA here).
+    #[command(after_help = VLLM_HELP)]
+    Vllm(VllmArgs),
+}
+
+const VLLM_HELP: &str = "\
+The server is started as `VLLM serve WORDS --host 127.0.0.1 --port PORT --enable-logging-iteration-details`
+(host, port and the per-step log only where WORDS lack them), in its own process group, stopped with
+SIGTERM then SIGKILL on every path. Each workload is bounded by its timeout_s; a server that exits or
+never answers /health is an error (exit 2) carrying its log tail. OUT gets run.json (afd-vllm-run),
+server.log and every bench result and log.
+
+Example (the lent H200, vLLM from ../shared/vllm):
+  afd-probe vllm --plan gpu-probes/plans/engine-dsv2l.json --out out/eager-64 --label eager-64-64 \\
+      --vllm 'python3 -m vllm.entrypoints.cli.main' -- /root/model/dsv2l --load-format dummy \\
+      --enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64";
+
+#[derive(Args, Debug)]
+struct VllmArgs {
+    /// The plan (afd-vllm-plan JSON): warm-up and recorded workloads, in order.
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+    /// Folder for run.json, server.log and the bench results (created).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Short name of the server configuration (default: the folder's name).
+    #[arg(long)]
+    label: Option<String>,
+    /// The `vllm` command, split on spaces.
+    #[arg(long, default_value = "vllm")]
+    vllm: String,
+    /// The Python that has vLLM (read for vLLM, torch and CUDA versions).
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Port for the server when the serve words give none.
+    #[arg(long, default_value_t = 18420)]
+    port: u16,
+    /// Seconds to wait for /health (vLLM's start-up compiles and captures graphs).
+    #[arg(long, default_value_t = 900.0, value_name = "SECONDS")]
+    ready_timeout: f64,
+    /// Provenance notes, KEY=VALUE, repeatable (for example plugin=2e4378f).
+    #[arg(long = "note", value_name = "KEY=VALUE")]
+    notes: Vec<String>,
+    /// A shell command run after the workloads while the server is still up, with VLLM_URL and
+    /// VLLM_MODEL set (for example a conformance run); its output goes to OUT/hook.log.
+    #[arg(long, value_name = "SHELL_COMMAND")]
+    hook: Option<String>,
+    /// Seconds the hook may take before its process group is killed.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    hook_timeout: f64,
+    /// The `vllm serve` words after `serve`: the model path first.
+    #[arg(last = true, required = true, value_name = "SERVE_WORDS")]
+    serve: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -401,7 +455,74 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Launch(args) => launch(args),
         Command::Calibrate(args) => calibrate(args),
         Command::Pipeline(args) => pipeline(args),
+        Command::Vllm(args) => vllm(args),
     }
+}
+
+fn vllm(args: VllmArgs) -> anyhow::Result<()> {
+    use afd_gpu_probes::vllm::{self as engine, VllmSpec};
+    use afd_traces::vllm_run::VllmPlan;
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("reading the plan {}", args.plan.display()))?;
+    let plan =
+        VllmPlan::from_json(&text).with_context(|| format!("plan {}", args.plan.display()))?;
+    for (flag, value) in [
+        ("--ready-timeout", args.ready_timeout),
+        ("--hook-timeout", args.hook_timeout),
+    ] {
+        if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+            anyhow::bail!(ProbeError::setting(
+                flag,
+                format!("{value} is not in (0, 86400] seconds")
+            ));
+        }
+    }
+    let mut notes = std::collections::BTreeMap::new();
+    for note in &args.notes {
+        let (k, v) = note
+            .split_once('=')
+            .ok_or_else(|| ProbeError::setting("--note", format!("{note:?} is not KEY=VALUE")))?;
+        notes.insert(k.to_owned(), v.to_owned());
+    }
+    let vllm_command: Vec<String> = args.vllm.split_whitespace().map(str::to_owned).collect();
+    if vllm_command.is_empty() {
+        anyhow::bail!(ProbeError::setting("--vllm", "is empty"));
+    }
+    let label = args.label.clone().unwrap_or_else(|| {
+        args.out
+            .file_name()
+            .map_or("vllm".into(), |n| n.to_string_lossy().into_owned())
+    });
+    let spec = VllmSpec {
+        vllm_command,
+        python: args.python.clone(),
+        serve_args: args.serve.clone(),
+        port: args.port,
+        label,
+        plan,
+        out_dir: args.out.clone(),
+        ready_timeout: Duration::from_secs_f64(args.ready_timeout),
+        command_line: command_line(),
+        notes,
+        hook: args.hook.clone(),
+        hook_timeout: Duration::from_secs_f64(args.hook_timeout),
+    };
+    let t0 = std::time::Instant::now();
+    let run = engine::run(&spec, |line| {
+        eprintln!("[{:7.1} s] {line}", t0.elapsed().as_secs_f64())
+    })?;
+    let failed = run.records.iter().filter(|r| r.failure.is_some()).count();
+    println!(
+        "{}: {} workloads recorded ({} failed), start-up {:.1} s, vLLM {} on {}; wrote {}",
+        run.label,
+        run.records.len(),
+        failed,
+        run.startup_s,
+        run.provenance.vllm_version,
+        run.provenance.gpus.first().map_or("no GPU", String::as_str),
+        args.out.join("run.json").display()
+    );
+    Ok(())
 }
 
 fn list(flag: &str, text: &str, min: u64, max: u64) -> anyhow::Result<Vec<u64>> {

@@ -12,4 +12,5 @@ pub mod pipeline;
 pub mod report;
 pub mod sweep;
 pub mod timeline;
+pub mod vllm_run;
 pub mod workload;

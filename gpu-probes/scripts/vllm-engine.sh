@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call of real-vLLM engine measurements (issue "Real vLLM as the ground truth"): for each
+# server configuration named, `afd-probe vllm` starts `vllm serve` of DeepSeek-V2-Lite (dummy weights)
+# on GPU 0, runs the configuration's plan, and the outputs are packed as $OUT/LABEL.tgz.
+# usage: vllm-engine.sh LABEL...    (labels: eager-64-64 graph-64-64 graph-256-2048 graph-256-8192 eager-256-8192)
+# env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
+#        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+PROBE=${PROBE:-.device/bin/afd-probe}
+MODEL=${MODEL:-/root/model/dsv2l}
+TOOLS=${TOOLS:-.device/vllm-tools}
+OUT=${OUT:-/tmp/out}
+source "$TOOLS/device-env.sh"
+if [ ! -f "$MODEL/config.json" ]; then
+  python3 "$TOOLS/make_model.py" "$TOOLS/deepseek-v2-lite-config.json" "$MODEL"
+fi
+graph='{"cudagraph_mode": "FULL_DECODE_ONLY"}'
+# FlashInfer's start-up autotune costs about 2 minutes per start and tunes no kernel these runs use
+# (Triton fused MoE, FLASH_ATTN_MLA): switched off, and recorded in every run's serve words.
+kernel='{"enable_flashinfer_autotune": false}'
+labels=("$@")
+for i in "${!labels[@]}"; do
+  label=${labels[$i]}
+  case "$label" in
+    eager-64-64)    plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
+    graph-64-64)    plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
+    eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    *) echo "unknown label $label" >&2; exit 2 ;;
+  esac
+  hook=()
+  if [ -n "${HOOK:-}" ] && [ "$i" -eq $((${#labels[@]} - 1)) ]; then hook=(--hook "$HOOK" --hook-timeout 240); fi
+  rm -rf "/root/runs/$label"
+  timeout "${LIMIT_S:-560}" "$PROBE" vllm --plan "$here/../plans/engine-dsv2l-$plan.json" \
+    --out "/root/runs/$label" --label "$label" --vllm 'python3 -m vllm.entrypoints.cli.main' \
+    --note gpu_machine=nvidia-h200 --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
+    "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
+  tar czf "$OUT/$label.tgz" -C /root/runs "$label"
+  ls -la "$OUT/$label.tgz"
+done

@@ -1,0 +1,132 @@
+use super::*;
+
+fn words(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn plan() -> VllmPlan {
+    VllmPlan::from_json(
+        r#"{"format":"afd-vllm-plan","schema_version":1,"workloads":[
+            {"name":"b1","kind":"fixed-shape","input_len":16,"output_len":4,"num_prompts":1,"timeout_s":5}]}"#,
+    )
+    .unwrap()
+}
+
+fn spec(vllm: &[&str], python: &str, out: &Path) -> VllmSpec {
+    VllmSpec {
+        vllm_command: words(vllm),
+        python: python.into(),
+        serve_args: words(&["/m", "--enforce-eager"]),
+        port: 1,
+        label: "t".into(),
+        plan: plan(),
+        out_dir: out.to_owned(),
+        ready_timeout: Duration::from_secs(5),
+        command_line: "test".into(),
+        notes: BTreeMap::new(),
+        hook: None,
+        hook_timeout: Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn server_words_add_loopback_port_and_step_logging_only_when_missing() {
+    let added = server_words(&words(&["/m", "--enforce-eager"]), 8123);
+    assert_eq!(
+        added,
+        words(&[
+            "/m",
+            "--enforce-eager",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "8123",
+            "--enable-logging-iteration-details"
+        ])
+    );
+    let given = words(&[
+        "/m",
+        "--host=0.0.0.0",
+        "--port",
+        "9",
+        "--enable-logging-iteration-details",
+    ]);
+    assert_eq!(server_words(&given, 8123), given);
+}
+
+#[test]
+fn bench_words_fix_lengths_and_leave_out_an_unset_concurrency() {
+    let mut w = plan().workloads[0].clone();
+    w.kind = WorkloadKind::BenchServe;
+    w.request_rate = Some(2.5);
+    let b = bench_words(&w, "http://127.0.0.1:1", "m", "/m", Path::new("/tmp/x"));
+    let joined = b.join(" ");
+    assert!(
+        joined.starts_with("bench serve --base-url http://127.0.0.1:1 --model m --tokenizer /m"),
+        "{joined}"
+    );
+    for part in [
+        "--random-range-ratio 0",
+        "--ignore-eos",
+        "--request-rate 2.5",
+        "--random-input-len 16",
+        "--result-filename bench-b1.json",
+    ] {
+        assert!(joined.contains(part), "{part} missing from {joined}");
+    }
+    assert!(!joined.contains("--max-concurrency"));
+    w.request_rate = None;
+    w.max_concurrency = Some(8);
+    let joined = bench_words(&w, "u", "m", "/m", Path::new("d")).join(" ");
+    assert!(
+        joined.contains("--request-rate inf") && joined.contains("--max-concurrency 8"),
+        "{joined}"
+    );
+}
+
+#[test]
+fn a_missing_vllm_is_an_error_naming_the_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = run(&spec(&["vllm"], "/nonexistent/python3", dir.path()), |_| {}).unwrap_err();
+    assert!(matches!(err, VllmError::NotInstalled { .. }), "{err}");
+    assert!(err.to_string().contains("/nonexistent/python3"), "{err}");
+    assert!(!dir.path().join("run.json").exists());
+}
+
+#[test]
+fn a_server_that_dies_at_start_is_an_error_with_its_log_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    // `echo` stands in for Python (provenance reads whatever it prints); the "server" exits at once.
+    let vllm = ["sh", "-c", "echo 'CUDA out of memory'; exit 3", "sh"];
+    let err = run(&spec(&vllm, "echo", dir.path()), |_| {}).unwrap_err();
+    assert!(matches!(err, VllmError::ServerDied { .. }), "{err}");
+    assert!(err.to_string().contains("CUDA out of memory"), "{err}");
+    assert!(!dir.path().join("run.json").exists());
+}
+
+#[test]
+fn a_server_that_never_gets_healthy_is_stopped_after_the_ready_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(
+        &["sh", "-c", "echo loading; sleep 30", "sh"],
+        "echo",
+        dir.path(),
+    );
+    s.ready_timeout = Duration::from_millis(800);
+    let t0 = Instant::now();
+    let err = run(&s, |_| {}).unwrap_err();
+    assert!(matches!(err, VllmError::NotReady { .. }), "{err}");
+    assert!(err.to_string().contains("loading"), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the group was not stopped promptly"
+    );
+}
+
+#[test]
+fn serve_words_must_start_with_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(&["vllm"], "echo", dir.path());
+    s.serve_args = words(&["--enforce-eager"]);
+    assert!(matches!(run(&s, |_| {}), Err(VllmError::Setting(_))));
+}

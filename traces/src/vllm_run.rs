@@ -1,0 +1,358 @@
+//! Real vLLM engine runs: what `afd-probe vllm` measured on a live `vllm serve`, and the plan it ran.
+//!
+//! A run file holds one server configuration (every `vllm serve` word), the machine and software it ran
+//! on, the backends vLLM reported choosing, and one record per workload: either an end-to-end
+//! `vllm bench serve` result kept verbatim (the figures the simulator is judged by), or a fixed-shape
+//! measurement (a burst of identical requests whose decode steps all have one batch size and context),
+//! used for calibration. The engine's own per-step lines (`--enable-logging-iteration-details`) are
+//! kept per workload.
+//!
+//! This module defines, reads, writes and checks the format; it fits nothing.
+//! Deriving step costs from the fixed-shape records is the simulator's job (`afd-sim`'s engine model).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Schema version written by this build; readers accept exactly this version.
+pub const VLLM_RUN_SCHEMA_VERSION: u32 = 1;
+/// The `format` tag of a run file.
+pub const VLLM_RUN_FORMAT: &str = "afd-vllm-run";
+/// Schema version of a plan file.
+pub const VLLM_PLAN_SCHEMA_VERSION: u32 = 1;
+/// The `format` tag of a plan file.
+pub const VLLM_PLAN_FORMAT: &str = "afd-vllm-plan";
+
+/// A plan: the workloads `afd-probe vllm` runs against one server, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VllmPlan {
+    /// Always [`VLLM_PLAN_FORMAT`].
+    pub format: String,
+    /// Always [`VLLM_PLAN_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Workloads run first and not recorded (Triton compiles kernels on a shape's first use).
+    #[serde(default)]
+    pub warmup: Vec<Workload>,
+    pub workloads: Vec<Workload>,
+}
+
+/// One workload of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Unique within the plan; names the record and the result file.
+    pub name: String,
+    pub kind: WorkloadKind,
+    /// Prompt length in tokens, every request.
+    pub input_len: u32,
+    /// Output length in tokens, every request (`ignore_eos`).
+    pub output_len: u32,
+    pub num_prompts: u32,
+    /// Requests per second (Poisson, `burstiness` 1); `None` sends all at once (`inf`).
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    /// Client-side limit on requests in flight; `None` for no limit.
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    /// Seed of `vllm bench serve`'s random dataset, or of the fixed-shape prompts.
+    #[serde(default)]
+    pub seed: u64,
+    /// Seconds the workload may take before it is stopped and recorded as failed.
+    pub timeout_s: f64,
+    /// Skip the workload when the server's `max_num_seqs` is below this (fixed shapes larger than the batch).
+    #[serde(default)]
+    pub min_max_num_seqs: Option<u32>,
+}
+
+/// How a workload is driven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// `vllm bench serve` with the random dataset; its `--save-result` JSON is the record.
+    BenchServe,
+    /// The probe's own client: `num_prompts` identical-length requests sent together, streamed,
+    /// every token's arrival time kept.
+    FixedShape,
+}
+
+/// A run file as stored on disk (JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VllmRun {
+    /// Always [`VLLM_RUN_FORMAT`].
+    pub format: String,
+    /// Always [`VLLM_RUN_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// A short name for the server configuration (`graph-256-8192`).
+    pub label: String,
+    pub provenance: VllmProvenance,
+    /// The `vllm serve` words after `serve`, model path first, exactly as started (host and port included).
+    pub serve_args: Vec<String>,
+    /// Environment variables set for the server (`VLLM_*`, `CUDA_*`, `NCCL_*`).
+    pub server_env: BTreeMap<String, String>,
+    /// What vLLM logged choosing: key → the first log line that says it (model runner, attention backend,
+    /// MoE kernel and config, async scheduling, KV cache size, capture sizes, ...).
+    pub backends: BTreeMap<String, String>,
+    /// Seconds from starting the server to `/health` answering 200.
+    pub startup_s: f64,
+    pub records: Vec<WorkloadRecord>,
+}
+
+/// Where and with what a run was measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VllmProvenance {
+    /// `afd-probe <version>`.
+    pub tool: String,
+    /// The probe's command line.
+    pub command: String,
+    /// UTC start time, RFC 3339.
+    pub date_utc: String,
+    pub hostname: String,
+    pub vllm_version: String,
+    pub torch_version: String,
+    /// CUDA version torch was built with.
+    pub torch_cuda: String,
+    /// `nvidia-smi`: name, driver, memory per GPU, one line each.
+    pub gpus: Vec<String>,
+    pub driver_version: String,
+    pub cpu_model: String,
+    /// Logical CPUs the probe could use.
+    pub cpu_cores: u32,
+    pub python: String,
+    /// Anything else worth keeping (plugin commit, notes).
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
+}
+
+/// One workload's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadRecord {
+    pub workload: Workload,
+    /// `None` when it completed; else why not (timeout, client error, server died), with the log tail.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// Wall seconds the workload took, as the probe saw it.
+    pub wall_s: f64,
+    /// `vllm bench serve --save-result` JSON, verbatim (bench-serve workloads).
+    #[serde(default)]
+    pub bench_result: Option<serde_json::Value>,
+    /// Per-request timing (fixed-shape workloads).
+    #[serde(default)]
+    pub fixed: Option<FixedShapeResult>,
+    /// The engine's per-step lines logged while the workload ran, in order.
+    pub steps: Vec<EngineStep>,
+    /// `/metrics` text read after the workload.
+    pub metrics_after: String,
+}
+
+/// Token arrival times of a fixed-shape burst.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedShapeResult {
+    /// One entry per request, in sending order.
+    pub requests: Vec<FixedShapeRequest>,
+}
+
+/// One request of a fixed-shape burst.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedShapeRequest {
+    /// Seconds from the burst's start to this request being sent.
+    pub sent_s: f64,
+    /// Seconds from the burst's start to each streamed chunk that carried text, in order.
+    pub chunk_s: Vec<f64>,
+    /// Output tokens the server reported (`usage.completion_tokens`), when it did.
+    #[serde(default)]
+    pub completion_tokens: Option<u32>,
+    /// Prompt tokens the server reported.
+    #[serde(default)]
+    pub prompt_tokens: Option<u32>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One engine step as `--enable-logging-iteration-details` logs it.
+///
+/// `elapsed_ms` is the time the engine core blocked waiting for the step's model output, not the step's
+/// period: with async scheduling (vLLM 0.26's default) the next step is scheduled and launched while this
+/// one runs (vllm/v1/engine/core.py, `capture_iteration_details`). Use it for step shapes, not durations.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineStep {
+    pub iteration: u64,
+    pub ctx_requests: u32,
+    pub ctx_tokens: u32,
+    pub gen_requests: u32,
+    pub gen_tokens: u32,
+    pub elapsed_ms: f64,
+    pub kv_usage_pct: f64,
+}
+
+/// Why a run or plan file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum VllmRunError {
+    #[error("{0}")]
+    Json(String),
+    #[error("{what}: format is {found:?}, expected {expected:?}")]
+    Format {
+        what: &'static str,
+        found: String,
+        expected: &'static str,
+    },
+    #[error("{what}: schema_version {found}, this build reads {expected}")]
+    Schema {
+        what: &'static str,
+        found: u32,
+        expected: u32,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl VllmPlan {
+    /// Parses and checks a plan file's text.
+    pub fn from_json(text: &str) -> Result<Self, VllmRunError> {
+        let plan: VllmPlan = parse(text)?;
+        check_tag(
+            "plan",
+            &plan.format,
+            VLLM_PLAN_FORMAT,
+            plan.schema_version,
+            VLLM_PLAN_SCHEMA_VERSION,
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, w) in plan.warmup.iter().chain(&plan.workloads).enumerate() {
+            w.check()
+                .map_err(|e| VllmRunError::Invalid(format!("workload {i} ({:?}): {e}", w.name)))?;
+            if i >= plan.warmup.len() && !seen.insert(w.name.as_str()) {
+                return Err(VllmRunError::Invalid(format!(
+                    "workload name {:?} appears twice",
+                    w.name
+                )));
+            }
+        }
+        if plan.workloads.is_empty() {
+            return Err(VllmRunError::Invalid("the plan has no workloads".into()));
+        }
+        Ok(plan)
+    }
+}
+
+impl Workload {
+    /// Checks the numbers a server would otherwise refuse or a run could not finish with.
+    pub fn check(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if !name_ok {
+            return Err("name must be non-empty letters, digits, '-', '_' or '.'".into());
+        }
+        if self.input_len == 0 || self.output_len == 0 || self.num_prompts == 0 {
+            return Err("input_len, output_len and num_prompts must be at least 1".into());
+        }
+        if let Some(rate) = self.request_rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(format!(
+                "request_rate {rate} must be a positive finite number (omit it for inf)"
+            ));
+        }
+        if self.max_concurrency == Some(0) {
+            return Err("max_concurrency must be at least 1".into());
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
+            return Err(format!(
+                "timeout_s {} must be in (0, 86400]",
+                self.timeout_s
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl VllmRun {
+    /// Parses and checks a run file's text.
+    pub fn from_json(text: &str) -> Result<Self, VllmRunError> {
+        let run: VllmRun = parse(text)?;
+        check_tag(
+            "run",
+            &run.format,
+            VLLM_RUN_FORMAT,
+            run.schema_version,
+            VLLM_RUN_SCHEMA_VERSION,
+        )?;
+        if run.serve_args.is_empty() {
+            return Err(VllmRunError::Invalid("serve_args is empty".into()));
+        }
+        for r in &run.records {
+            r.workload
+                .check()
+                .map_err(|e| VllmRunError::Invalid(format!("record {:?}: {e}", r.workload.name)))?;
+        }
+        Ok(run)
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a run serialises");
+        text.push('\n');
+        text
+    }
+
+    /// The value of a `vllm serve` flag (`--max-num-seqs 64` or `--max-num-seqs=64`), last one wins.
+    pub fn serve_flag(&self, flag: &str) -> Option<&str> {
+        serve_flag(&self.serve_args, flag)
+    }
+}
+
+/// The value of a flag in `vllm serve` words, last occurrence winning as argparse does.
+pub fn serve_flag<'a>(words: &'a [String], flag: &str) -> Option<&'a str> {
+    let mut found = None;
+    let mut iter = words.iter().peekable();
+    while let Some(w) = iter.next() {
+        if w == flag {
+            found = iter.peek().map(|v| v.as_str());
+        } else if let Some(v) = w.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
+            found = Some(v);
+        }
+    }
+    found
+}
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, VllmRunError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| VllmRunError::Json(format!("at {}: {}", e.path(), e.inner())))
+}
+
+fn check_tag(
+    what: &'static str,
+    format: &str,
+    expected: &'static str,
+    version: u32,
+    expected_version: u32,
+) -> Result<(), VllmRunError> {
+    if format != expected {
+        return Err(VllmRunError::Format {
+            what,
+            found: format.to_owned(),
+            expected,
+        });
+    }
+    if version != expected_version {
+        return Err(VllmRunError::Schema {
+            what,
+            found: version,
+            expected: expected_version,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

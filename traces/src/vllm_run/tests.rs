@@ -1,0 +1,121 @@
+use super::*;
+
+fn plan_text(workloads: &str) -> String {
+    format!(r#"{{"format":"afd-vllm-plan","schema_version":1,"workloads":[{workloads}]}}"#)
+}
+
+const ONE: &str = r#"{"name":"b8","kind":"fixed-shape","input_len":128,"output_len":64,"num_prompts":8,"timeout_s":60}"#;
+
+#[test]
+fn a_plan_with_one_fixed_shape_workload_reads() {
+    let plan = VllmPlan::from_json(&plan_text(ONE)).unwrap();
+    assert_eq!(plan.workloads[0].kind, WorkloadKind::FixedShape);
+    assert_eq!(plan.workloads[0].request_rate, None);
+}
+
+#[test]
+fn a_plan_names_the_field_that_is_wrong() {
+    let bad = ONE.replace("\"input_len\":128", "\"input_len\":\"x\"");
+    let err = VllmPlan::from_json(&plan_text(&bad))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("workloads[0].input_len"), "{err}");
+}
+
+#[test]
+fn a_plan_refuses_duplicate_names_zero_lengths_and_infinite_rates() {
+    let twice = format!("{ONE},{ONE}");
+    assert!(
+        VllmPlan::from_json(&plan_text(&twice))
+            .unwrap_err()
+            .to_string()
+            .contains("twice")
+    );
+    let zero = ONE.replace("\"output_len\":64", "\"output_len\":0");
+    assert!(
+        VllmPlan::from_json(&plan_text(&zero))
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1")
+    );
+    let rate = ONE.replace("\"timeout_s\":60", "\"timeout_s\":60,\"request_rate\":-1");
+    assert!(
+        VllmPlan::from_json(&plan_text(&rate))
+            .unwrap_err()
+            .to_string()
+            .contains("request_rate")
+    );
+    let empty = plan_text("");
+    assert!(
+        VllmPlan::from_json(&empty)
+            .unwrap_err()
+            .to_string()
+            .contains("no workloads")
+    );
+}
+
+#[test]
+fn a_plan_of_another_format_or_version_is_refused() {
+    let other = plan_text(ONE).replace("afd-vllm-plan", "afd-vllm-run");
+    assert!(matches!(
+        VllmPlan::from_json(&other),
+        Err(VllmRunError::Format { .. })
+    ));
+    let newer = plan_text(ONE).replace("\"schema_version\":1", "\"schema_version\":2");
+    assert!(matches!(
+        VllmPlan::from_json(&newer),
+        Err(VllmRunError::Schema { .. })
+    ));
+}
+
+#[test]
+fn serve_flags_read_both_spellings_and_the_last_wins() {
+    let words: Vec<String> = [
+        "/m",
+        "--max-num-seqs",
+        "64",
+        "--enforce-eager",
+        "--max-num-seqs=128",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(serve_flag(&words, "--max-num-seqs"), Some("128"));
+    assert_eq!(serve_flag(&words, "--max-num-batched-tokens"), None);
+}
+
+#[test]
+fn a_run_round_trips() {
+    let plan = VllmPlan::from_json(&plan_text(ONE)).unwrap();
+    let run = VllmRun {
+        format: VLLM_RUN_FORMAT.into(),
+        schema_version: VLLM_RUN_SCHEMA_VERSION,
+        label: "eager-64-64".into(),
+        provenance: VllmProvenance::default(),
+        serve_args: vec!["/m".into()],
+        server_env: BTreeMap::new(),
+        backends: BTreeMap::new(),
+        startup_s: 61.0,
+        records: vec![WorkloadRecord {
+            workload: plan.workloads[0].clone(),
+            failure: None,
+            wall_s: 1.5,
+            bench_result: None,
+            fixed: Some(FixedShapeResult {
+                requests: vec![FixedShapeRequest {
+                    sent_s: 0.0,
+                    chunk_s: vec![0.1, 0.11],
+                    ..Default::default()
+                }],
+            }),
+            steps: vec![EngineStep {
+                iteration: 3,
+                gen_requests: 8,
+                gen_tokens: 8,
+                ..Default::default()
+            }],
+            metrics_after: String::new(),
+        }],
+    };
+    assert_eq!(VllmRun::from_json(&run.to_json()).unwrap(), run);
+}
