@@ -13,6 +13,7 @@ mod replay;
 mod rules;
 mod sweep;
 mod topology;
+mod vllm;
 
 use std::process::ExitCode;
 
@@ -57,6 +58,12 @@ enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Join the shard CSVs of one sweep into the result a single run gives.
     SweepMerge(sweep::MergeArgs),
+    /// Derive a real vLLM engine's step costs from `afd-probe vllm` fixed-shape records.
+    EngineProfile(vllm::EngineProfileArgs),
+    /// Simulate the deployment and workload of a real `vllm bench serve` result; real vs predicted.
+    Compare(vllm::CompareArgs),
+    /// `compare` every bench record of the afd-probe vllm runs in a folder, against the bars.
+    ReplayVllm(vllm::ReplayVllmArgs),
 }
 
 /// Parses `v0.26` / `latest` for `--rules`.
@@ -75,6 +82,9 @@ pub(crate) fn run() -> ExitCode {
         Some(Command::ReplayPipeline(args)) => replay::run(&args),
         Some(Command::Sweep(args)) => sweep::run(&args),
         Some(Command::SweepMerge(args)) => sweep::merge_shards(&args),
+        Some(Command::EngineProfile(args)) => vllm::engine_profile(&args),
+        Some(Command::Compare(args)) => vllm::compare(&args),
+        Some(Command::ReplayVllm(args)) => vllm::replay(&args),
         None => match Cli::parse_from(["afd-sim", "predict"]).command {
             Some(Command::Predict(args)) => predict::run(&args),
             _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),

@@ -65,6 +65,7 @@ pub struct ColocatedModel {
     moe_layers: usize,
     prices: Prices,
     lanes: Lanes,
+    graph: crate::serving::GraphMode,
 }
 
 /// Device and host costs of the step being run, nanoseconds; `[stage][engine]` unless noted.
@@ -119,6 +120,7 @@ impl ColocatedModel {
             moe_layers,
             prices: Prices::default(),
             lanes: Lanes::default(),
+            graph: config.graph.clone(),
         }
     }
 
@@ -136,6 +138,15 @@ impl ColocatedModel {
     ) {
         self.price(shape, scheduled, cost, routing);
         self.sweep(shape, start, timing);
+        // With a real engine's profile the step costs what that engine's fixed-shape steps cost
+        // (its host path overlapped with the kernels vLLM runs, `model/engine.rs`); the kernel
+        // sweep above keeps the per-GPU busy times.
+        if let Some(period) = cost
+            .engine()
+            .and_then(|e| e.step_floor_ns(&self.graph, shape))
+        {
+            timing.end = start + period;
+        }
     }
 
     fn engine_of(&self, gpu: usize) -> usize {

@@ -24,3 +24,4 @@ pub mod serving;
 pub mod step;
 pub mod time;
 pub mod topology;
+pub mod vllm_compare;

@@ -6,6 +6,7 @@
 
 pub mod arch;
 pub mod cost;
+pub mod engine;
 pub mod hardware;
 pub mod kv_cache;
 pub mod limits;

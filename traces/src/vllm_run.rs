@@ -191,6 +191,105 @@ pub struct EngineStep {
     pub kv_usage_pct: f64,
 }
 
+/// Schema version of an engine profile.
+pub const VLLM_ENGINE_SCHEMA_VERSION: u32 = 1;
+/// The `format` tag of an engine profile.
+pub const VLLM_ENGINE_FORMAT: &str = "afd-vllm-engine-profile";
+
+/// What a real vLLM engine's step costs beyond its kernels, derived from fixed-shape records
+/// (`afd-sim engine-profile`): one entry per execution mode measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VllmEngineProfile {
+    /// Always [`VLLM_ENGINE_FORMAT`].
+    pub format: String,
+    /// Always [`VLLM_ENGINE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// GPU name as the runs' provenance gives it (`NVIDIA H200`).
+    pub gpu: String,
+    /// The model folder served (its config names the architecture).
+    pub model: String,
+    pub vllm_version: String,
+    /// The GPU host's CPU, which prices every host-side cost here.
+    pub cpu_model: String,
+    pub cpu_cores: u32,
+    /// The run files derived from, with each one's start time.
+    pub sources: Vec<String>,
+    /// Latency the front end (HTTP, input processing, the hop to the engine core and back) adds to a
+    /// request's first token without delaying any step, nanoseconds.
+    pub frontend_ns: u64,
+    pub modes: Vec<EngineModeCosts>,
+}
+
+/// One execution mode's step costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineModeCosts {
+    /// `eager` (`--enforce-eager`) or `full-decode-only` (CUDA graphs for uniform decode batches,
+    /// torch.compile without graphs for every other batch).
+    pub mode: String,
+    /// Period of a uniform decode step by batch size (median inter-token time of a fixed-shape
+    /// burst), nanoseconds, ascending batch.
+    pub decode_period_ns: Vec<(u32, u64)>,
+    /// Least period of a non-uniform (prefill or mixed) step: an isolated prefill of 1,024 to
+    /// 4,096 tokens, its time to first token less the front end's latency, nanoseconds.
+    pub nonuniform_floor_ns: u64,
+    /// Marginal time per scheduled token of a large non-uniform step, nanoseconds: the slope of the
+    /// time to first token between the shortest and the longest isolated prefill of 1,024 or more.
+    pub nonuniform_token_ns: f64,
+    /// The records each figure came from (`file:workload`).
+    pub evidence: BTreeMap<String, String>,
+}
+
+impl VllmEngineProfile {
+    /// Parses and checks an engine profile.
+    pub fn from_json(text: &str) -> Result<Self, VllmRunError> {
+        let profile: VllmEngineProfile = parse(text)?;
+        check_tag(
+            "engine profile",
+            &profile.format,
+            VLLM_ENGINE_FORMAT,
+            profile.schema_version,
+            VLLM_ENGINE_SCHEMA_VERSION,
+        )?;
+        for m in &profile.modes {
+            if m.decode_period_ns.is_empty()
+                || m.decode_period_ns.windows(2).any(|w| w[0].0 >= w[1].0)
+            {
+                return Err(VllmRunError::Invalid(format!(
+                    "mode {:?}: decode_period_ns must be non-empty with ascending batch sizes",
+                    m.mode
+                )));
+            }
+            if !(m.nonuniform_token_ns.is_finite() && m.nonuniform_token_ns >= 0.0) {
+                return Err(VllmRunError::Invalid(format!(
+                    "mode {:?}: nonuniform_token_ns is not a finite non-negative number",
+                    m.mode
+                )));
+            }
+        }
+        Ok(profile)
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a profile serialises");
+        text.push('\n');
+        text
+    }
+}
+
+/// The engine profile shipped for `gpu` (`h200`), derived by `afd-sim engine-profile` from the
+/// committed runs under `data/vllm/`.
+pub fn builtin_engine_profile(gpu: &str) -> Option<&'static str> {
+    match gpu {
+        "h200" => Some(include_str!(
+            "../data/calibration/h200-dsv2l-vllm-engine.json"
+        )),
+        _ => None,
+    }
+}
+
 /// Why a run or plan file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum VllmRunError {

@@ -224,6 +224,8 @@ pub struct CostModel {
     memo_p2p: RefCell<Vec<Option<MemoTransfer>>>,
     /// Prices by operation and integer arguments, with the usage each recorded.
     memo: RefCell<PriceMemo>,
+    /// The real engine's step floors (`model/engine.rs`), when an engine profile was given.
+    engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
 }
 
 /// A memoised transfer and the lookup that priced it (to count memo hits by source).
@@ -373,7 +375,23 @@ impl CostModel {
             usage: Default::default(),
             memo_p2p: RefCell::new(Vec::new()),
             memo: RefCell::new(PriceMemo::default()),
+            engine: None,
         }
+    }
+
+    /// The same model, with every step also at least as long as the real engine's floor for its
+    /// shape (colocated deployments; `model/engine.rs`).
+    pub fn with_engine(
+        mut self,
+        engine: std::sync::Arc<crate::model::engine::EngineModel>,
+    ) -> CostModel {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// The engine model, when one was given.
+    pub fn engine(&self) -> Option<&crate::model::engine::EngineModel> {
+        self.engine.as_deref()
     }
 
     /// A cost model that prices from `profile` wherever it has a table for this model, else from the

@@ -13,3 +13,4 @@ mod scenarios;
 mod support;
 mod sweep_cli;
 mod topology_cli;
+mod vllm_fidelity;

@@ -1,0 +1,586 @@
+//! `afd-sim engine-profile`, `compare` and `replay-vllm`: the simulator held against real vLLM.
+//!
+//! `engine-profile` derives the engine's step costs from the fixed-shape records of `afd-probe vllm`
+//! runs; `compare` simulates the deployment and workload of one real `vllm bench serve` result and
+//! prints real, predicted and error per metric; `replay-vllm` does that for every bench record of
+//! every run file in a folder and checks the acceptance bars. This module reads and writes the files;
+//! the library's `vllm_compare` and `model::engine` do the work.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::engine::{self, EngineModel};
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::profiles::default_cost_model;
+use afd_sim::rng::Seed;
+use afd_sim::serving::ServingConfig;
+use afd_sim::vllm_compare::{self, MetricRow};
+use afd_traces::vllm_run::{VllmEngineProfile, VllmRun, builtin_engine_profile};
+
+use crate::cli::inputs::read_model;
+use crate::cli::output::{emit, json_text, table};
+
+/// Acceptance bars of issue "Real vLLM as the ground truth", checked by `replay-vllm --check`.
+const MEDIAN_BAR: f64 = 0.10;
+const WORST_BAR: f64 = 0.25;
+const RATIO_BAR: f64 = 0.10;
+/// The metrics the bars judge, per run.
+const JUDGED: [&str; 3] = ["output_throughput", "mean_tpot_ms", "mean_ttft_ms"];
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Example:
+  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out engine.json
+
+Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY).
+Per mode: the median inter-token time of each uniform decode burst (prompts of at most 512 tokens)
+by batch size; the time to first token of an isolated prefill of 1,024-4,096 tokens (the floor of a
+non-uniform step); the spread of first tokens over a burst filling four or more full-budget steps,
+per token (a large prefill step's cost). Only fixed-shape records are read; bench-serve records are
+what the model is judged by and are never used here.")]
+pub(crate) struct EngineProfileArgs {
+    /// Run files written by `afd-probe vllm`.
+    #[arg(value_name = "RUN.json", required = true)]
+    runs: Vec<PathBuf>,
+    /// Write the profile here (atomically); stdout when absent.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json     every bench record of a run file
+  afd-sim compare result.json --serve-args 'vllm serve /models/dsv2l --enforce-eager --max-num-seqs 256'
+
+RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
+`vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
+(num_prompts, request_rate, burstiness, max_concurrency, token totals; the random dataset at fixed
+lengths). Costs: the GPU's built-in profile plus its built-in engine profile (or --engine).
+Exit status: 0, or 2 for bad input.")]
+pub(crate) struct CompareArgs {
+    /// A run file of `afd-probe vllm`, or a `vllm bench serve --save-result` JSON.
+    #[arg(value_name = "RESULT.json")]
+    result: PathBuf,
+    /// The server's command line (`vllm serve MODEL --flag ...`), for a plain bench result.
+    #[arg(long, value_name = "COMMAND")]
+    serve_args: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Example:
+  afd-sim replay-vllm traces/data/vllm/ --check
+
+Compares every bench-serve record of every afd-vllm-run file in DIR (as `compare` does), then
+judges: the median and worst |error| over output throughput, mean TPOT and mean TTFT of every
+record (bars 10 % and 25 %), and the graph-over-eager mean-TPOT ratio of each workload run under
+both modes with the same limits (within 10 % of the measured ratio).
+Exit status: 0, or 1 with --check when a bar is missed; 2 for bad input.")]
+pub(crate) struct ReplayVllmArgs {
+    /// Folder of run files (other JSON files are skipped with a note).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Exit 1 when a bar is missed.
+    #[arg(long)]
+    check: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+struct Common {
+    /// Model architecture (a shipped name or a Hugging Face config.json); the runs serve a folder
+    /// whose name says nothing.
+    #[arg(
+        long,
+        default_value = "deepseek-v2-lite",
+        value_name = "NAME_OR_CONFIG"
+    )]
+    model: String,
+    /// GPU kind the runs were made on.
+    #[arg(long, default_value = "h200")]
+    gpu: String,
+    /// Engine profile (`afd-sim engine-profile`); default: the GPU's built-in one.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_engine")]
+    engine: Option<PathBuf>,
+    /// Price steps from kernels alone, without the engine's host floors (to see what they add).
+    #[arg(long)]
+    no_engine: bool,
+    /// Seed of the simulated workload.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCode> {
+    let mut runs = Vec::new();
+    let mut names = Vec::new();
+    for path in &args.runs {
+        runs.push(read_run(path)?);
+        names.push(path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ));
+    }
+    let profile = engine::derive(&runs, &names)?;
+    let text = profile.to_json();
+    match &args.out {
+        Some(path) => {
+            write_atomic(path, &text)?;
+            eprintln!("wrote {} ({} modes)", path.display(), profile.modes.len());
+        }
+        None => emit(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let setup = Setup::new(&args.common)?;
+    let text = read_text(&args.result)?;
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", args.result.display()))?;
+    let cases: Vec<Case> = if value.get("format").and_then(Value::as_str) == Some("afd-vllm-run") {
+        if args.serve_args.is_some() {
+            bail!(
+                "--serve-args: {} is a run file and carries its own serve words",
+                args.result.display()
+            );
+        }
+        let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
+        cases_of(&run, &args.result)?
+    } else {
+        let Some(command) = &args.serve_args else {
+            bail!(
+                "{} is a plain bench result: give the server's command line with --serve-args",
+                args.result.display()
+            );
+        };
+        let words = serve_words(command)?;
+        let config = vllm_compare::plain_config(&words, setup.gpu)
+            .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
+        vec![Case {
+            run: "result".into(),
+            label: words.join(" "),
+            workload: stem(&args.result),
+            config,
+            result: value,
+        }]
+    };
+    let rows = setup.compare_all(&cases)?;
+    if args.common.json {
+        emit(&json_text(&Value::Array(
+            rows.iter().map(CaseRows::to_json).collect(),
+        )))?;
+    } else {
+        emit(&render(&rows))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
+    let setup = Setup::new(&args.common)?;
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&args.dir)
+        .with_context(|| format!("reading folder {}", args.dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    let mut cases = Vec::new();
+    for path in &paths {
+        let text = read_text(path)?;
+        let is_run = serde_json::from_str::<Value>(&text)
+            .ok()
+            .is_some_and(|v| v.get("format").and_then(Value::as_str) == Some("afd-vllm-run"));
+        if !is_run {
+            eprintln!(
+                "note: {} is not an afd-vllm-run file; skipped",
+                path.display()
+            );
+            continue;
+        }
+        let run = VllmRun::from_json(&text).with_context(|| path.display().to_string())?;
+        cases.extend(cases_of(&run, path)?);
+    }
+    if cases.is_empty() {
+        bail!(
+            "{} holds no bench-serve record of an afd-vllm-run file",
+            args.dir.display()
+        );
+    }
+    let rows = setup.compare_all(&cases)?;
+    let verdict = Verdict::of(&rows);
+    if args.common.json {
+        let value = json!({
+            "records": rows.iter().map(CaseRows::to_json).collect::<Vec<_>>(),
+            "median_abs_error": verdict.median,
+            "worst_abs_error": verdict.worst,
+            "graph_over_eager_tpot": verdict.ratios.iter().map(|r| json!({
+                "workload": r.workload, "limits": r.limits, "real": r.real, "predicted": r.predicted, "error": r.error(),
+            })).collect::<Vec<_>>(),
+            "bars": {"median": MEDIAN_BAR, "worst": WORST_BAR, "ratio": RATIO_BAR},
+            "pass": verdict.pass(),
+        });
+        emit(&json_text(&value))?;
+    } else {
+        let mut text = render(&rows);
+        text.push_str(&verdict.render());
+        emit(&text)?;
+    }
+    Ok(if args.check && !verdict.pass() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One bench record to simulate.
+struct Case {
+    run: String,
+    label: String,
+    workload: String,
+    config: ServingConfig,
+    result: Value,
+}
+
+struct CaseRows {
+    case_run: String,
+    label: String,
+    workload: String,
+    limits: String,
+    eager: bool,
+    rows: Vec<MetricRow>,
+}
+
+impl CaseRows {
+    fn to_json(&self) -> Value {
+        json!({
+            "run": self.case_run, "server": self.label, "workload": self.workload,
+            "metrics": self.rows.iter().map(|r| json!({
+                "metric": r.key, "real": r.real, "predicted": r.predicted, "error": r.error(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    fn metric(&self, key: &str) -> Option<&MetricRow> {
+        self.rows.iter().find(|r| r.key == key)
+    }
+}
+
+struct Setup {
+    model: ModelArch,
+    gpu: GpuKind,
+    engine: Option<Arc<EngineModel>>,
+    seed: Seed,
+}
+
+impl Setup {
+    fn new(common: &Common) -> anyhow::Result<Setup> {
+        let model = read_model(&common.model)?;
+        let gpu = GpuKind::parse(&common.gpu)
+            .ok_or_else(|| anyhow::anyhow!("--gpu {:?} is not a known GPU kind", common.gpu))?;
+        let engine = if common.no_engine {
+            None
+        } else {
+            let profile = match &common.engine {
+                Some(path) => VllmEngineProfile::from_json(&read_text(path)?)
+                    .with_context(|| path.display().to_string())?,
+                None => match builtin_engine_profile(gpu.as_str()) {
+                    Some(text) => {
+                        VllmEngineProfile::from_json(text).context("the built-in engine profile")?
+                    }
+                    None => bail!(
+                        "no built-in engine profile for {}: give --engine or --no-engine",
+                        gpu.as_str()
+                    ),
+                },
+            };
+            Some(Arc::new(EngineModel::new(profile)))
+        };
+        Ok(Setup {
+            model,
+            gpu,
+            engine,
+            seed: Seed(common.seed),
+        })
+    }
+
+    fn compare_all(&self, cases: &[Case]) -> anyhow::Result<Vec<CaseRows>> {
+        cases
+            .iter()
+            .map(|case| {
+                let setting = vllm_compare::bench_setting(&case.result)
+                    .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
+                let mut cost =
+                    default_cost_model(&self.model, self.gpu, case.config.cost_layout())?;
+                if let Some(engine) = &self.engine {
+                    cost = cost.with_engine(engine.clone());
+                }
+                let frontend_ns = self.engine.as_ref().map_or(0, |e| e.profile().frontend_ns);
+                let rows = vllm_compare::compare(
+                    &case.config,
+                    cost,
+                    &setting,
+                    &case.result,
+                    self.seed,
+                    frontend_ns,
+                )
+                .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
+                Ok(CaseRows {
+                    case_run: case.run.clone(),
+                    label: case.label.clone(),
+                    workload: case.workload.clone(),
+                    limits: format!(
+                        "{}/{}",
+                        case.config.max_num_seqs, case.config.max_num_batched_tokens
+                    ),
+                    eager: case.config.graph == afd_sim::serving::GraphMode::Eager,
+                    rows,
+                })
+            })
+            .collect()
+    }
+}
+
+fn cases_of(run: &VllmRun, path: &Path) -> anyhow::Result<Vec<Case>> {
+    let words: Vec<String> = strip_probe_words(&run.serve_args);
+    let config = vllm_compare::plain_config(&words, GpuKind::H200)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(run
+        .records
+        .iter()
+        .filter(|r| r.failure.is_none())
+        .filter_map(|r| {
+            Some(Case {
+                run: stem(path),
+                label: run.label.clone(),
+                workload: r.workload.name.clone(),
+                config: config.clone(),
+                result: r.bench_result.clone()?,
+            })
+        })
+        .collect())
+}
+
+/// The serve words without the ones the probe adds that change no timing (`--host`, `--port`,
+/// the per-step log) and the kernel-config switch of FlashInfer's start-up autotune.
+fn strip_probe_words(words: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for w in words {
+        if skip {
+            skip = false;
+            continue;
+        }
+        match w.as_str() {
+            "--host" | "--port" | "--kernel-config" => skip = true,
+            "--enable-logging-iteration-details" => {}
+            _ => out.push(w.clone()),
+        }
+    }
+    out
+}
+
+/// `vllm serve MODEL ...` (or just `MODEL ...`) into the words after `serve`, honouring quotes.
+fn serve_words(command: &str) -> anyhow::Result<Vec<String>> {
+    let mut words = Vec::new();
+    let (mut word, mut quote, mut any) = (String::new(), None::<char>, false);
+    for c in command.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if any || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            (None, '\\') => {}
+            (None, c) => word.push(c),
+        }
+    }
+    if quote.is_some() {
+        bail!("--serve-args: an unclosed quote in {command:?}");
+    }
+    if any || !word.is_empty() {
+        words.push(word);
+    }
+    let start = match (
+        words.first().map(String::as_str),
+        words.get(1).map(String::as_str),
+    ) {
+        (Some("vllm"), Some("serve")) => 2,
+        _ => 0,
+    };
+    let words = words.split_off(start);
+    if words.is_empty() || words[0].starts_with('-') {
+        bail!("--serve-args: expected `vllm serve MODEL ...`, got {command:?}");
+    }
+    Ok(words)
+}
+
+fn render(cases: &[CaseRows]) -> String {
+    let mut rows = vec![vec![
+        "run".into(),
+        "workload".into(),
+        "metric".into(),
+        "real".into(),
+        "predicted".into(),
+        "error".into(),
+    ]];
+    for case in cases {
+        for r in &case.rows {
+            rows.push(vec![
+                case.case_run.clone(),
+                case.workload.clone(),
+                r.key.into(),
+                format!("{:.2}", r.real),
+                format!("{:.2}", r.predicted),
+                format!("{:+.1}%", 100.0 * r.error()),
+            ]);
+        }
+    }
+    table(&rows)
+}
+
+struct Ratio {
+    workload: String,
+    limits: String,
+    real: f64,
+    predicted: f64,
+}
+
+impl Ratio {
+    fn error(&self) -> f64 {
+        (self.predicted - self.real) / self.real
+    }
+}
+
+struct Verdict {
+    median: f64,
+    worst: f64,
+    ratios: Vec<Ratio>,
+}
+
+impl Verdict {
+    fn of(cases: &[CaseRows]) -> Verdict {
+        let mut errors: Vec<f64> = cases
+            .iter()
+            .flat_map(|c| {
+                JUDGED
+                    .iter()
+                    .filter_map(|k| c.metric(k))
+                    .map(|r| r.error().abs())
+            })
+            .collect();
+        errors.sort_by(f64::total_cmp);
+        let median = if errors.is_empty() {
+            0.0
+        } else {
+            errors[errors.len() / 2]
+        };
+        let worst = errors.last().copied().unwrap_or(0.0);
+        let mut ratios = Vec::new();
+        for graph in cases.iter().filter(|c| !c.eager) {
+            let eager = cases
+                .iter()
+                .find(|c| c.eager && c.workload == graph.workload && c.limits == graph.limits);
+            if let (Some(eager), Some(g)) = (eager, graph.metric("mean_tpot_ms"))
+                && let Some(e) = eager.metric("mean_tpot_ms")
+            {
+                ratios.push(Ratio {
+                    workload: graph.workload.clone(),
+                    limits: graph.limits.clone(),
+                    real: g.real / e.real,
+                    predicted: g.predicted / e.predicted,
+                });
+            }
+        }
+        Verdict {
+            median,
+            worst,
+            ratios,
+        }
+    }
+
+    fn pass(&self) -> bool {
+        self.median <= MEDIAN_BAR
+            && self.worst <= WORST_BAR
+            && self.ratios.iter().all(|r| r.error().abs() <= RATIO_BAR)
+    }
+
+    fn render(&self) -> String {
+        let mut text = format!(
+            "\n|error| over output throughput, mean TPOT, mean TTFT: median {:.1}% (bar {:.0}%), worst {:.1}% (bar {:.0}%)\n",
+            100.0 * self.median,
+            100.0 * MEDIAN_BAR,
+            100.0 * self.worst,
+            100.0 * WORST_BAR
+        );
+        for r in &self.ratios {
+            text.push_str(&format!(
+                "graph/eager mean TPOT, {} at {}: real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
+                r.workload,
+                r.limits,
+                r.real,
+                r.predicted,
+                100.0 * r.error(),
+                100.0 * RATIO_BAR
+            ));
+        }
+        text.push_str(if self.pass() {
+            "result: within every bar\n"
+        } else {
+            "result: a bar is missed\n"
+        });
+        text
+    }
+}
+
+fn read_run(path: &Path) -> anyhow::Result<VllmRun> {
+    VllmRun::from_json(&read_text(path)?).with_context(|| path.display().to_string())
+}
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let temp = folder.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map_or("out".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    std::fs::write(&temp, text)
+        .and_then(|()| std::fs::rename(&temp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            anyhow::anyhow!("writing {}: {e}", path.display())
+        })
+}

@@ -1,0 +1,396 @@
+//! The real vLLM engine's step costs beyond its kernels: what makes a measured vLLM 0.26 step on one
+//! GPU cost what it costs, priced from fixed-shape measurements (`afd-probe vllm`).
+//!
+//! vLLM 0.26 schedules asynchronously by default (vllm/config/vllm.py:1059-1107): the host prepares
+//! step n+1 (scheduler, input preparation, Python dispatch of the forward, sampler, output
+//! processing) while the GPU runs step n, so a step's period is the larger of its host path and its
+//! GPU work. The host path depends on how the forward is issued:
+//! - a uniform decode batch under `FULL_DECODE_ONLY` replays a captured CUDA graph: one launch, and
+//!   the period measured for that batch size is the whole story (host floor and replayed kernels);
+//! - every other batch under `FULL_DECODE_ONLY` runs the torch.compile'd model without a graph, and
+//!   every batch under `--enforce-eager` runs the model op by op from Python: a host floor far above
+//!   the kernels of a small batch (about 50 ms a step for DeepSeek-V2-Lite's 27 layers on the lent
+//!   H200's host), while a full-budget prefill is bound by its kernels (Triton fused MoE with vLLM's
+//!   default config, FLASH_ATTN_MLA prefill), priced per scheduled token.
+//!
+//! [`derive`] turns fixed-shape records into an [`VllmEngineProfile`]; [`EngineModel`] prices a
+//! planned step from one. This module reads no file: the caller hands it parsed runs or a profile.
+//! It does not model the front end (HTTP, tokenisation, detokenisation), whose share sits inside the
+//! non-uniform floor (it is measured as a time to first token), nor per-context decode attention,
+//! which the decode table measures at short contexts only.
+
+use std::collections::BTreeMap;
+
+use afd_traces::vllm_run::{
+    EngineModeCosts, FixedShapeRequest, VLLM_ENGINE_FORMAT, VLLM_ENGINE_SCHEMA_VERSION,
+    VllmEngineProfile, VllmRun, WorkloadRecord,
+};
+
+use crate::serving::GraphMode;
+use crate::step::StepShape;
+
+/// The engine mode name of `--enforce-eager`.
+pub const EAGER: &str = "eager";
+/// The engine mode name of `cudagraph_mode` `FULL_DECODE_ONLY`.
+pub const FULL_DECODE_ONLY: &str = "full-decode-only";
+
+/// Longest prompt of a decode-table burst: its steps attend to short contexts.
+const DECODE_TABLE_MAX_INPUT: u32 = 512;
+/// Prompt lengths of the isolated prefills that give the non-uniform floor.
+const FLOOR_INPUTS: std::ops::RangeInclusive<u32> = 1024..=4096;
+
+/// Why fixed-shape records could not make a profile.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EngineProfileError {
+    #[error(
+        "{file}: the serve words run cudagraph mode {mode:?}; only --enforce-eager and FULL_DECODE_ONLY are priced"
+    )]
+    Mode { file: String, mode: String },
+    #[error("{mode}: no {what} among the fixed-shape records of {files}")]
+    Missing {
+        mode: String,
+        what: &'static str,
+        files: String,
+    },
+    #[error("the runs are of different {what}: {a:?} and {b:?}")]
+    Mixed {
+        what: &'static str,
+        a: String,
+        b: String,
+    },
+}
+
+/// The engine mode a run's serve words select.
+pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
+    if run.serve_args.iter().any(|w| w == "--enforce-eager") {
+        return Ok(EAGER);
+    }
+    let config = run
+        .serve_flag("--compilation-config")
+        .or_else(|| run.serve_flag("-cc"))
+        .unwrap_or("");
+    let mode = serde_json::from_str::<serde_json::Value>(config)
+        .ok()
+        .and_then(|v| v["cudagraph_mode"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "FULL_AND_PIECEWISE (vLLM's default)".to_owned());
+    if mode.eq_ignore_ascii_case("FULL_DECODE_ONLY") {
+        Ok(FULL_DECODE_ONLY)
+    } else {
+        Err(mode)
+    }
+}
+
+/// Derives the engine profile from runs (`names[i]` names `runs[i]` in the evidence).
+pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, EngineProfileError> {
+    let mut by_mode: BTreeMap<&'static str, Vec<(&str, &VllmRun)>> = BTreeMap::new();
+    for (run, name) in runs.iter().zip(names) {
+        let mode = run_mode(run).map_err(|mode| EngineProfileError::Mode {
+            file: name.clone(),
+            mode,
+        })?;
+        by_mode.entry(mode).or_default().push((name, run));
+    }
+    let first = runs.first();
+    for run in runs {
+        for (what, a, b) in [
+            ("GPUs", gpu_name(first.unwrap_or(run)), gpu_name(run)),
+            (
+                "models",
+                first.map_or("", |r| r.serve_args[0].as_str()).to_owned(),
+                run.serve_args[0].clone(),
+            ),
+            (
+                "vLLM versions",
+                first
+                    .map_or("", |r| r.provenance.vllm_version.as_str())
+                    .to_owned(),
+                run.provenance.vllm_version.clone(),
+            ),
+        ] {
+            if a != b {
+                return Err(EngineProfileError::Mixed { what, a, b });
+            }
+        }
+    }
+    // The front end's latency: a one-token-step request's first token less its step's period,
+    // the least over modes (it is one process, whatever the engine's mode).
+    let frontend_s = by_mode
+        .values()
+        .filter_map(|runs| frontend_s(runs))
+        .fold(f64::INFINITY, f64::min);
+    if !frontend_s.is_finite() {
+        return Err(EngineProfileError::Missing {
+            mode: "any".into(),
+            what: "isolated prefill of 1,024 tokens or more with a full-budget prefill burst",
+            files: names.join(", "),
+        });
+    }
+    let modes = by_mode
+        .into_iter()
+        .map(|(mode, runs)| mode_costs(mode, &runs, frontend_s))
+        .collect::<Result<_, _>>()?;
+    let sources = runs
+        .iter()
+        .zip(names)
+        .map(|(r, n)| format!("{n} ({})", r.provenance.date_utc))
+        .collect();
+    Ok(VllmEngineProfile {
+        format: VLLM_ENGINE_FORMAT.into(),
+        schema_version: VLLM_ENGINE_SCHEMA_VERSION,
+        gpu: first.map(gpu_name).unwrap_or_default(),
+        model: first.map(|r| r.serve_args[0].clone()).unwrap_or_default(),
+        vllm_version: first
+            .map(|r| r.provenance.vllm_version.clone())
+            .unwrap_or_default(),
+        cpu_model: first
+            .map(|r| r.provenance.cpu_model.clone())
+            .unwrap_or_default(),
+        cpu_cores: first.map_or(0, |r| r.provenance.cpu_cores),
+        sources,
+        frontend_ns: (frontend_s * 1e9).round() as u64,
+        modes,
+    })
+}
+
+fn gpu_name(run: &VllmRun) -> String {
+    run.provenance
+        .gpus
+        .first()
+        .and_then(|g| g.split(',').next())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+type Fixed<'a> = (&'a str, &'a WorkloadRecord, &'a [FixedShapeRequest]);
+
+fn fixed_records<'a>(runs: &[(&'a str, &'a VllmRun)]) -> Vec<Fixed<'a>> {
+    runs.iter()
+        .flat_map(|(name, run)| {
+            run.records
+                .iter()
+                .filter(|r| r.failure.is_none())
+                .filter_map(move |r| r.fixed.as_ref().map(|f| (*name, r, f.requests.as_slice())))
+        })
+        .collect()
+}
+
+/// Seconds from sending to the first token of a fixed-shape burst's only request.
+fn isolated_ttft(requests: &[FixedShapeRequest]) -> Option<f64> {
+    match requests {
+        [only] => Some(only.chunk_s.first()? - only.sent_s),
+        _ => None,
+    }
+}
+
+/// Per-token cost of full-budget prefill steps: the spread of first tokens across one burst whose
+/// prompts fill four or more steps, over the tokens prefilled after the first request's.
+fn burst_token_s(
+    runs: &[(&str, &VllmRun)],
+    evidence: &mut BTreeMap<String, String>,
+) -> Option<f64> {
+    let per_token: Vec<f64> = fixed_records(runs)
+        .iter()
+        .filter_map(|(name, r, q)| {
+            let w = &r.workload;
+            let (_, run) = runs.iter().find(|(n, _)| n == name)?;
+            let budget: u64 = run.serve_flag("--max-num-batched-tokens")?.parse().ok()?;
+            let total = u64::from(w.num_prompts) * u64::from(w.input_len);
+            if w.num_prompts < 8 || total < 4 * budget {
+                return None;
+            }
+            let firsts: Vec<f64> = q
+                .iter()
+                .filter_map(|x| Some(x.chunk_s.first()? - x.sent_s))
+                .collect();
+            let (lo, hi) = firsts
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+            evidence.insert(
+                format!("nonuniform_token_{}", w.name),
+                format!("{name}:{}", w.name),
+            );
+            Some((hi - lo) / (total - u64::from(w.input_len)) as f64)
+        })
+        .collect();
+    median(per_token)
+}
+
+/// The front end's latency in one mode: the longest isolated prefill's first token less its step
+/// (priced at the burst's per-token cost).
+fn frontend_s(runs: &[(&str, &VllmRun)]) -> Option<f64> {
+    let token_s = burst_token_s(runs, &mut BTreeMap::new())?;
+    fixed_records(runs)
+        .iter()
+        .filter(|(_, r, _)| {
+            r.workload.num_prompts == 1 && r.workload.input_len >= *FLOOR_INPUTS.start()
+        })
+        .max_by_key(|(_, r, _)| r.workload.input_len)
+        .and_then(|(_, r, q)| Some(isolated_ttft(q)? - token_s * f64::from(r.workload.input_len)))
+        .map(|f| f.max(0.0))
+}
+
+fn mode_costs(
+    mode: &str,
+    runs: &[(&str, &VllmRun)],
+    frontend_s: f64,
+) -> Result<EngineModeCosts, EngineProfileError> {
+    let files = runs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    let missing = |what| EngineProfileError::Missing {
+        mode: mode.to_owned(),
+        what,
+        files: files.clone(),
+    };
+    let fixed = fixed_records(runs);
+    let mut evidence = BTreeMap::new();
+    // Uniform decode: the median gap between streamed tokens of a burst of B short prompts.
+    let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (name, record, requests) in &fixed {
+        let w = &record.workload;
+        if w.input_len <= DECODE_TABLE_MAX_INPUT && w.output_len >= 8 {
+            let gaps: Vec<f64> = requests
+                .iter()
+                .flat_map(|q| q.chunk_s.windows(2).map(|p| p[1] - p[0]))
+                .collect();
+            if let Some(m) = median(gaps) {
+                decode.entry(w.num_prompts).or_default().push(m);
+                evidence.insert(
+                    format!("decode_b{}", w.num_prompts),
+                    format!("{name}:{}", w.name),
+                );
+            }
+        }
+    }
+    let decode_period_ns: Vec<(u32, u64)> = decode
+        .into_iter()
+        .filter_map(|(b, ms)| median(ms).map(|s| (b, (s * 1e9).round() as u64)))
+        .collect();
+    if decode_period_ns.is_empty() {
+        return Err(missing(
+            "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
+        ));
+    }
+    // Isolated prefills: their first token, less the front end, is one non-uniform step.
+    let mut prefills: Vec<(u32, f64, String)> = fixed
+        .iter()
+        .filter(|(_, r, _)| r.workload.input_len >= *FLOOR_INPUTS.start())
+        .filter_map(|(name, r, q)| {
+            Some((
+                r.workload.input_len,
+                isolated_ttft(q)? - frontend_s,
+                format!("{name}:{}", r.workload.name),
+            ))
+        })
+        .collect();
+    prefills.sort_by_key(|p| p.0);
+    let floors: Vec<f64> = prefills
+        .iter()
+        .filter(|p| FLOOR_INPUTS.contains(&p.0))
+        .map(|p| p.1)
+        .collect();
+    for p in prefills.iter().filter(|p| FLOOR_INPUTS.contains(&p.0)) {
+        evidence.insert(format!("floor_p{}", p.0), p.2.clone());
+    }
+    let nonuniform_floor_ns = (median(floors)
+        .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?
+        .max(0.0)
+        * 1e9) as u64;
+    let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
+        .ok_or_else(|| missing("burst of 8 or more prompts filling 4 or more full-budget steps"))?
+        * 1e9;
+    Ok(EngineModeCosts {
+        mode: mode.to_owned(),
+        decode_period_ns,
+        nonuniform_floor_ns,
+        nonuniform_token_ns,
+        evidence,
+    })
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+/// Engine step costs of one GPU kind, model and vLLM version, ready to price steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineModel {
+    profile: VllmEngineProfile,
+}
+
+impl EngineModel {
+    pub fn new(profile: VllmEngineProfile) -> EngineModel {
+        EngineModel { profile }
+    }
+
+    pub fn profile(&self) -> &VllmEngineProfile {
+        &self.profile
+    }
+
+    fn mode(&self, graph: &GraphMode) -> Option<&EngineModeCosts> {
+        let name = match graph {
+            GraphMode::Eager => EAGER,
+            GraphMode::FullDecodeOnly { .. } => FULL_DECODE_ONLY,
+        };
+        self.profile.modes.iter().find(|m| m.mode == name)
+    }
+
+    /// The least period of a planned step, nanoseconds, or `None` when the profile has no costs for
+    /// the deployment's mode. Every engine of the step is priced and the slowest counts.
+    pub fn step_floor_ns(&self, graph: &GraphMode, shape: &StepShape) -> Option<u64> {
+        let costs = self.mode(graph)?;
+        let engines = shape.tokens.len();
+        let mut floor = 0u64;
+        for e in 0..engines {
+            let works = shape.work.iter().filter_map(|stage| stage.get(e));
+            let (mut decodes, mut prefill) = (0u32, 0u32);
+            for w in works {
+                decodes += w.decode_seqs;
+                prefill += w.prefill.iter().map(|&(t, _)| t).sum::<u32>();
+            }
+            let tokens = shape.tokens[e].max(1);
+            let uniform = prefill == 0 && decodes > 0;
+            let ns = match graph {
+                GraphMode::FullDecodeOnly { .. } if uniform && shape.graph => interpolate(
+                    &costs.decode_period_ns,
+                    shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
+                ),
+                GraphMode::Eager if uniform => interpolate(&costs.decode_period_ns, decodes),
+                _ => costs
+                    .nonuniform_floor_ns
+                    .max((costs.nonuniform_token_ns * f64::from(tokens)).round() as u64),
+            };
+            floor = floor.max(ns);
+        }
+        Some(floor)
+    }
+}
+
+/// Piecewise-linear in batch size; flat below the first point, the last segment's slope above.
+fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
+    let x = f64::from(batch);
+    let at = |i: usize| (f64::from(points[i].0), points[i].1 as f64);
+    let (x0, y0) = at(0);
+    if points.len() == 1 || x <= x0 {
+        return y0 as u64;
+    }
+    let i = points
+        .iter()
+        .position(|p| f64::from(p.0) >= x)
+        .unwrap_or(points.len() - 1)
+        .max(1);
+    let ((xa, ya), (xb, yb)) = (at(i - 1), at(i));
+    (ya + (yb - ya) * (x - xa) / (xb - xa)).max(0.0).round() as u64
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! Real vLLM against the simulator: a plain `vllm serve` deployment and a `vllm bench serve` result
+//! are simulated with the same deployment and workload, and each headline metric is set beside the
+//! measured one (`afd-sim compare`, `afd-sim replay-vllm`).
+//!
+//! The deployment comes from the server's `vllm serve` words, read by the same deployment model as
+//! `check` and `predict`; the workload from the result's own fields (prompts, rate, burstiness,
+//! concurrency, token counts). Nothing here is fitted: the simulated run is priced by whatever cost
+//! model the caller gives (the built-in profile plus the engine profile, `model/engine.rs`).
+
+use crate::deployment::{Deployment, RoleConfig};
+use crate::engine::{RunOptions, run};
+use crate::model::cost::CostModel;
+use crate::model::hardware::GpuKind;
+use crate::model::workload::{Arrivals, RandomDataset, random_workload};
+use crate::rng::Seed;
+use crate::serving::{RoleLayout, ServingConfig};
+use crate::topology::RuleSet;
+
+/// What `vllm bench serve` was asked to run, read back from its result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BenchSetting {
+    pub num_prompts: u32,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// `None` for `inf`.
+    pub request_rate: Option<f64>,
+    pub burstiness: f64,
+    pub max_concurrency: Option<u32>,
+}
+
+/// One metric, real and predicted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricRow {
+    /// The `vllm bench serve` result key (`output_throughput`, `mean_ttft_ms`, ...).
+    pub key: &'static str,
+    pub real: f64,
+    pub predicted: f64,
+}
+
+impl MetricRow {
+    /// Signed relative error of the prediction, `(predicted - real) / real`.
+    pub fn error(&self) -> f64 {
+        if self.real == 0.0 {
+            0.0
+        } else {
+            (self.predicted - self.real) / self.real
+        }
+    }
+}
+
+/// The metrics compared, in report order.
+pub const METRICS: [&str; 10] = [
+    "output_throughput",
+    "request_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "mean_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+];
+
+/// Reads the workload of a `vllm bench serve --save-result` JSON (random dataset, fixed lengths:
+/// every request's length is the result's mean).
+pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String> {
+    let number = |key: &str| result.get(key).and_then(serde_json::Value::as_f64);
+    let need = |key: &str| number(key).ok_or_else(|| format!("the result has no number {key:?}"));
+    let completed = need("completed")?;
+    let num_prompts = number("num_prompts").unwrap_or(completed);
+    if completed < 1.0 || num_prompts < 1.0 {
+        return Err("the result completed no request".into());
+    }
+    let input_len = (need("total_input_tokens")? / completed).round() as u32;
+    let output_len = (need("total_output_tokens")? / completed).round() as u32;
+    let request_rate = match result.get("request_rate") {
+        Some(serde_json::Value::String(s)) if s == "inf" => None,
+        Some(v) => match v.as_f64() {
+            Some(r) if r.is_finite() && r > 0.0 => Some(r),
+            Some(r) if r.is_infinite() => None,
+            _ => {
+                return Err(format!(
+                    "request_rate {v} is neither a positive number nor \"inf\""
+                ));
+            }
+        },
+        None => return Err("the result has no request_rate".into()),
+    };
+    let burstiness = number("burstiness").unwrap_or(1.0);
+    if !(burstiness.is_finite() && burstiness > 0.0) {
+        return Err(format!("burstiness {burstiness} must be a positive number"));
+    }
+    let max_concurrency = match result.get("max_concurrency") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|&c| c >= 1)
+                .ok_or_else(|| format!("max_concurrency {v} is not a count"))? as u32,
+        ),
+    };
+    if input_len == 0 || output_len == 0 {
+        return Err("the result's requests have no input or output tokens".into());
+    }
+    Ok(BenchSetting {
+        num_prompts: num_prompts as u32,
+        input_len,
+        output_len,
+        request_rate,
+        burstiness,
+        max_concurrency,
+    })
+}
+
+/// The colocated deployment one plain `vllm serve` command runs (`words` after `serve`), through
+/// the deployment model `check` uses. An AFD block is refused: that is a pair, not one server.
+pub fn plain_config(words: &[String], gpu: GpuKind) -> Result<ServingConfig, String> {
+    let role =
+        RoleConfig::from_serve_args(words).map_err(|e| format!("the vllm serve words: {e}"))?;
+    if role.afd().is_some() {
+        return Err(
+            "the vllm serve words carry an afd block: compare a pair with both roles' words".into(),
+        );
+    }
+    let layout = RoleLayout {
+        dp: role.dp_size(),
+        tp: role.tp_size(),
+        expert_parallel: role.expert_parallel(),
+    };
+    let single = Deployment::new(role.clone(), role, RuleSet::Latest);
+    let config = ServingConfig::from_deployment(&single, gpu)
+        .map_err(|e| e.to_string())?
+        .to_colocated(layout);
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// Simulates `setting` on `config` and sets each metric of `real` beside the prediction; metrics the
+/// result lacks are left out.
+/// `frontend_ns` is the front end's per-request latency (the engine profile's): it is added to each
+/// request's time to first token and end-to-end latency and delays no step.
+pub fn compare(
+    config: &ServingConfig,
+    cost: CostModel,
+    setting: &BenchSetting,
+    real: &serde_json::Value,
+    seed: Seed,
+    frontend_ns: u64,
+) -> Result<Vec<MetricRow>, String> {
+    let frontend_ms = frontend_ns as f64 / 1e6;
+    let dataset = RandomDataset {
+        num_prompts: setting.num_prompts,
+        input_len: setting.input_len,
+        output_len: setting.output_len,
+        range_ratio: 0.0,
+    };
+    let arrivals = match setting.request_rate {
+        None => Arrivals::AllAtOnce,
+        Some(rate) => Arrivals::Gamma {
+            rate,
+            burstiness: setting.burstiness,
+        },
+    };
+    let workload = random_workload(dataset, arrivals, setting.max_concurrency, seed)
+        .map_err(|e| e.to_string())?;
+    let result = run(config, cost, &workload, &RunOptions::new(seed)).map_err(|e| e.to_string())?;
+    let m = &result.metrics;
+    let seconds = result.end.as_secs_f64().max(1e-9);
+    let [ttft_mean, ttft_median, _, ttft_p99] = m.ttft.summary_ms();
+    let [tpot_mean, tpot_median, _, _] = m.tpot.summary_ms();
+    let [itl_mean, ..] = m.itl.summary_ms();
+    let [e2el_mean, e2el_median, ..] = m.e2el.summary_ms();
+    let seconds = seconds + frontend_ms / 1e3;
+    let predicted = [
+        m.output_tokens as f64 / seconds,
+        m.completed as f64 / seconds,
+        ttft_mean + frontend_ms,
+        ttft_median + frontend_ms,
+        ttft_p99 + frontend_ms,
+        tpot_mean,
+        tpot_median,
+        itl_mean,
+        e2el_mean + frontend_ms,
+        e2el_median + frontend_ms,
+    ];
+    Ok(METRICS
+        .iter()
+        .zip(predicted)
+        .filter_map(|(&key, predicted)| {
+            let real = real.get(key)?.as_f64()?;
+            Some(MetricRow {
+                key,
+                real,
+                predicted,
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+use super::*;
+
+fn words(text: &str) -> Vec<String> {
+    text.split(' ').map(str::to_owned).collect()
+}
+
+#[test]
+fn the_setting_is_read_from_a_bench_result() {
+    let result = serde_json::json!({
+        "completed": 80, "num_prompts": 80, "total_input_tokens": 20480, "total_output_tokens": 10240,
+        "request_rate": 8.0, "burstiness": 1.0, "max_concurrency": null
+    });
+    let s = bench_setting(&result).unwrap();
+    assert_eq!(
+        (
+            s.num_prompts,
+            s.input_len,
+            s.output_len,
+            s.request_rate,
+            s.max_concurrency
+        ),
+        (80, 256, 128, Some(8.0), None)
+    );
+    let saturated = serde_json::json!({
+        "completed": 4, "total_input_tokens": 4, "total_output_tokens": 4, "request_rate": "inf", "max_concurrency": 64
+    });
+    let s = bench_setting(&saturated).unwrap();
+    assert_eq!((s.request_rate, s.max_concurrency), (None, Some(64)));
+}
+
+#[test]
+fn a_result_without_its_workload_names_the_missing_field() {
+    let err = bench_setting(&serde_json::json!({"completed": 3, "request_rate": 1.0})).unwrap_err();
+    assert!(err.contains("total_input_tokens"), "{err}");
+    let err = bench_setting(&serde_json::json!({"completed": 0, "total_input_tokens": 0, "total_output_tokens": 0, "request_rate": 1.0})).unwrap_err();
+    assert!(err.contains("no request"), "{err}");
+}
+
+#[test]
+fn plain_serve_words_give_a_colocated_single_gpu_deployment() {
+    let mut graph_words =
+        words("/m --max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config");
+    graph_words.push(r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#.into());
+    let graph = plain_config(&graph_words, GpuKind::H200).unwrap();
+    assert_eq!(
+        (
+            graph.attention.dp,
+            graph.attention.tp,
+            graph.max_num_seqs,
+            graph.max_num_batched_tokens
+        ),
+        (1, 1, 256, 8192)
+    );
+    let eager = plain_config(
+        &words("/m --enforce-eager --max-num-seqs 64"),
+        GpuKind::H200,
+    )
+    .unwrap();
+    assert_eq!(eager.graph, crate::serving::GraphMode::Eager);
+}
+
+#[test]
+fn vllm_s_default_piecewise_graphs_are_refused_by_name() {
+    let err = plain_config(&words("/m --max-num-seqs 256"), GpuKind::H200).unwrap_err();
+    assert!(err.contains("FULL_AND_PIECEWISE"), "{err}");
+}
+
+#[test]
+fn an_afd_server_is_not_a_plain_deployment() {
+    let afd = vec![
+        "/m".into(),
+        "--additional-config".into(),
+        r#"{"afd": {"role": "attention"}}"#.into(),
+    ];
+    assert!(plain_config(&afd, GpuKind::H200).is_err());
+}
+
+#[test]
+fn a_row_s_error_is_relative_to_the_real_figure() {
+    let row = MetricRow {
+        key: "mean_tpot_ms",
+        real: 10.0,
+        predicted: 11.0,
+    };
+    assert!((row.error() - 0.1).abs() < 1e-12);
+}

@@ -1,0 +1,137 @@
+//! Issue "Real vLLM as the ground truth": the committed real vLLM 0.26.0 runs on 1 × H200, replayed
+//! with the built-in engine profile, and the engine profile derived again from the committed runs.
+//!
+//! The issue's bars (median |error| ≤ 10 %, worst ≤ 25 %, graph/eager TPOT ratio within 10 %) are
+//! not met yet (docs/fidelity.md, "Real vLLM"); these tests hold the figures the model reaches now
+//! so that a change cannot make them worse unnoticed, and check the command's refusals.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn data(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/data")
+        .join(path)
+}
+
+fn afd_sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_afd-sim"))
+        .args(args)
+        .output()
+        .expect("afd-sim runs")
+}
+
+#[test]
+fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
+    let dir = data("vllm");
+    let out = afd_sim(&["replay-vllm", dir.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = value["records"].as_array().unwrap();
+    assert_eq!(
+        records.len(),
+        11,
+        "every bench record of the two committed runs"
+    );
+    let median = value["median_abs_error"].as_f64().unwrap();
+    let worst = value["worst_abs_error"].as_f64().unwrap();
+    // Recorded at this commit: median 17.6 %, worst 80.7 % (graph e2e-dec-r16 mean TTFT).
+    assert!(median <= 0.20, "median |error| {median}");
+    assert!(worst <= 0.85, "worst |error| {worst}");
+    let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
+    assert_eq!(ratios.len(), 5);
+    let within = ratios
+        .iter()
+        .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
+        .count();
+    assert!(
+        within >= 2,
+        "graph/eager TPOT ratios within 10 %: {within} of 5"
+    );
+}
+
+#[test]
+fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("engine.json");
+    let runs = [
+        data("vllm/h200-dsv2l-eager-256-8192.json"),
+        data("vllm/h200-dsv2l-graph-256-8192.json"),
+    ];
+    let out = afd_sim(&[
+        "engine-profile",
+        runs[0].to_str().unwrap(),
+        runs[1].to_str().unwrap(),
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let derived = std::fs::read_to_string(&out_path).unwrap();
+    let shipped = std::fs::read_to_string(data("calibration/h200-dsv2l-vllm-engine.json")).unwrap();
+    assert_eq!(
+        derived, shipped,
+        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out traces/data/calibration/h200-dsv2l-vllm-engine.json`"
+    );
+}
+
+#[test]
+fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("result.json");
+    std::fs::write(&result, r#"{"completed": 4, "total_input_tokens": 400, "total_output_tokens": 40, "request_rate": "inf"}"#).unwrap();
+    let path = result.to_str().unwrap();
+    let out = afd_sim(&["compare", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--serve-args"));
+    let out = afd_sim(&[
+        "compare",
+        path,
+        "--serve-args",
+        "vllm serve --enforce-eager",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = afd_sim(&[
+        "compare",
+        path,
+        "--serve-args",
+        "vllm serve /m --max-num-seqs 256",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "vLLM's default piecewise graphs are not simulated"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FULL_AND_PIECEWISE"));
+    let ok = afd_sim(&[
+        "compare",
+        path,
+        "--serve-args",
+        "vllm serve /m --enforce-eager --max-num-seqs 4",
+        "--json",
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    std::fs::write(&result, "[1, 2").unwrap();
+    assert_eq!(
+        afd_sim(&[
+            "compare",
+            path,
+            "--serve-args",
+            "vllm serve /m --enforce-eager"
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+}
