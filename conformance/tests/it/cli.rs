@@ -156,7 +156,7 @@ fn bad_input_exits_2_naming_what_was_wrong() {
             env!("CARGO_BIN_EXE_afd-twin"),
             "--time-scale=-1",
         ],
-        "--time-scale -1 must be a finite number >= 0",
+        "--time-scale -1: expected a number from 0 to 1000",
     );
     let recipe = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(recipe.path(), "vllm serve $(whoami)\n").expect("write");
@@ -338,4 +338,80 @@ fn up_starts_a_real_time_pair_by_default_and_stops_it_on_sigterm() {
             .any(|l| l == "attention twin stopped: exit status: 0"),
         "{rest:#?}"
     );
+}
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_afd-twin"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Issue 18: an endless recipe is refused at its size limit, absurd durations and scales are exit 2
+/// (never a panic, exit 101), and `--version` names the commit.
+#[test]
+fn endless_inputs_and_absurd_flags_exit_2_without_panicking() {
+    fails_with(
+        &[
+            "run",
+            "--recipe",
+            "/dev/zero",
+            "--attention-url",
+            "http://127.0.0.1:1",
+        ],
+        "recipe /dev/zero exceeds the size limit of 1 MiB",
+    );
+    fails_with(
+        &["up", "/dev/zero"],
+        "recipe /dev/zero exceeds the size limit of 1 MiB",
+    );
+    fails_with(
+        &["up", "/dev/null", "--time-scale", "1e300"],
+        "--time-scale 1e300: expected a number from 0 to 1000",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--time-budget",
+            "1e30",
+        ],
+        "not a duration between 0 and 10^9 s",
+    );
+    let serve = crate::support::seed_args(crate::support::Role::Attention, 1, 1);
+    for (flag, value, needle) in [
+        (
+            "--rendezvous-timeout",
+            "1e30",
+            "--rendezvous-timeout 1e30: expected a positive number of seconds up to 604800",
+        ),
+        (
+            "--time-scale",
+            "1e300",
+            "--time-scale 1e300: expected a number from 0 to 1000",
+        ),
+    ] {
+        let mut args = vec![flag, value];
+        args.extend(serve.iter().map(String::as_str));
+        let out = twin(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(needle), "{flag} {value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let out = twin(&[
+        "bench",
+        "--base-url",
+        "http://127.0.0.1:1",
+        "--timeout",
+        "1e30",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--timeout 1e30"), "{stderr}");
+    for out in [conformance(&["--version"]), twin(&["--version"])] {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success() && text.contains("(commit "), "{text}");
+    }
 }

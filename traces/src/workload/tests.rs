@@ -416,6 +416,12 @@ fn trace_files_are_named_after_their_stem_and_errors_carry_the_path() {
         )
     );
 
+    let err = read_trace_file_within(Path::new("/dev/zero"), None, 1 << 20).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "trace /dev/zero exceeds the size limit of 1 MiB (raise it with --max-trace-mib)"
+    );
+
     let missing = dir.path().join("missing.csv");
     let err = read_trace_file(&missing, None).unwrap_err();
     assert_eq!(
