@@ -1,7 +1,7 @@
 //! Bounded reads of input files: every file a tool reads (recipe, model config, trace, calibration
 //! profile, pipeline results, sweep shard) is read through [`read_text`] with a stated size limit per
-//! kind, so `/dev/zero` or a runaway file is refused after at most `limit + 1` bytes instead of growing
-//! without bound.
+//! kind, so a runaway file is refused after at most `limit + 1` bytes instead of growing without
+//! bound, and `/dev/zero` (a NUL byte, which no text format has) at its first read.
 //!
 //! It does not parse anything; the caller's format module does that with the text it gets back.
 
@@ -62,6 +62,13 @@ pub enum InputError {
         file: String,
         limit_bytes: u64,
     },
+    #[error("{file}:{line}: {kind} is not text (a NUL byte at column {column})")]
+    Binary {
+        kind: &'static str,
+        file: String,
+        line: u64,
+        column: u64,
+    },
     #[error("{file}:{line}: {kind} is not UTF-8 text (invalid byte at column {column})")]
     NotUtf8 {
         kind: &'static str,
@@ -72,49 +79,72 @@ pub enum InputError {
 }
 
 /// Reads at most `kind.limit_bytes` of `path`; a longer file (or an endless one) is an error after
-/// `limit + 1` bytes.
-pub fn read_bytes(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
+/// `limit + 1` bytes, a regular file's size is checked before reading, and a NUL byte (no text format
+/// has one: `/dev/zero`, a binary file) ends the read at once.
+pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
     let file = path.display().to_string();
     let io = |source| InputError::Io {
         kind: kind.name,
         file: file.clone(),
         source,
     };
-    let handle = std::fs::File::open(path).map_err(io)?;
-    if let Ok(metadata) = handle.metadata()
-        && metadata.is_dir()
-    {
-        return Err(io(std::io::Error::other("is a directory")));
+    let too_large = || InputError::TooLarge {
+        kind: kind.name,
+        file: file.clone(),
+        limit_bytes: kind.limit_bytes,
+    };
+    let mut handle = std::fs::File::open(path).map_err(io)?;
+    if let Ok(metadata) = handle.metadata() {
+        if metadata.is_dir() {
+            return Err(io(std::io::Error::other("is a directory")));
+        }
+        if metadata.is_file() && metadata.len() > kind.limit_bytes {
+            return Err(too_large());
+        }
     }
     let mut bytes = Vec::new();
-    handle
-        .take(kind.limit_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > kind.limit_bytes {
-        return Err(InputError::TooLarge {
-            kind: kind.name,
-            file,
-            limit_bytes: kind.limit_bytes,
-        });
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match handle.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(io(err)),
+        };
+        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
+            bytes.extend_from_slice(&chunk[..at]);
+            let (line, column) = position(&bytes);
+            return Err(InputError::Binary {
+                kind: kind.name,
+                file,
+                line,
+                column,
+            });
+        }
+        if (bytes.len() + n) as u64 > kind.limit_bytes {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk[..n]);
     }
-    Ok(bytes)
-}
-
-/// As [`read_bytes`], as UTF-8 text; invalid UTF-8 is an error naming the line and column.
-pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
-    let bytes = read_bytes(path, kind)?;
     String::from_utf8(bytes).map_err(|err| {
-        let valid = &err.as_bytes()[..err.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-        let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let (line, column) = position(&err.as_bytes()[..err.utf8_error().valid_up_to()]);
         InputError::NotUtf8 {
             kind: kind.name,
-            file: path.display().to_string(),
+            file,
             line,
-            column: (valid.len() - line_start) as u64 + 1,
+            column,
         }
     })
+}
+
+/// The 1-based line and column of the byte after `before`.
+fn position(before: &[u8]) -> (u64, u64) {
+    let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    (line, (before.len() - line_start) as u64 + 1)
 }
 
 fn show_bytes(bytes: u64) -> String {

@@ -104,6 +104,12 @@ pub enum TraceError {
         "trace {file} exceeds the size limit of {limit_mib} MiB (raise it with --max-trace-mib)"
     )]
     TooLarge { file: String, limit_mib: u64 },
+    #[error("{file}:{line}: not text (a NUL byte at column {column})")]
+    Binary {
+        file: String,
+        line: u64,
+        column: u64,
+    },
     #[error("{file}: empty trace: no requests")]
     Empty { file: String },
     #[error(
@@ -227,6 +233,11 @@ pub fn read_trace_file_within(
             line,
             column,
         },
+        InputError::Binary { line, column, .. } => TraceError::Binary {
+            file: file.clone(),
+            line,
+            column,
+        },
         InputError::TooLarge { limit_bytes, .. } => TraceError::TooLarge {
             file: file.clone(),
             limit_mib: limit_bytes >> 20,
@@ -264,6 +275,7 @@ impl TraceError {
         match self {
             TraceError::Io { .. } | TraceError::TooLarge { .. } | TraceError::Empty { .. } => None,
             TraceError::NotUtf8 { line, .. }
+            | TraceError::Binary { line, .. }
             | TraceError::UnknownFormat { line, .. }
             | TraceError::MissingColumn { line, .. }
             | TraceError::FieldCount { line, .. }

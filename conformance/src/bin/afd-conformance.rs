@@ -387,11 +387,15 @@ async fn run_command(args: RunArgs) -> Result<u8> {
     if !(0.0..=1.0).contains(&args.greedy_prefix) {
         bail!("--greedy-prefix {} must lie in 0..1", args.greedy_prefix);
     }
-    if args.concurrency == 0 || args.max_tokens == 0 || args.requests == 0 {
-        bail!("--concurrency, --max-tokens and --requests must be at least 1");
-    }
-    if args.attention_dp == Some(0) {
-        bail!("--attention-dp must be at least 1");
+    for (flag, value) in [
+        ("--concurrency", args.concurrency),
+        ("--max-tokens", args.max_tokens),
+        ("--requests", args.requests),
+        ("--attention-dp", args.attention_dp.unwrap_or(1)),
+    ] {
+        if value == 0 {
+            bail!("{flag} 0: must be at least 1");
+        }
     }
     for (flag, value) in [
         ("--max-itl-ms", args.max_itl_ms),

@@ -118,7 +118,7 @@ fn bad_input_exits_2_naming_what_was_wrong() {
             "--attention-dp",
             "0",
         ],
-        "--attention-dp must be at least 1",
+        "--attention-dp 0: must be at least 1",
     );
     fails_with(
         &[
@@ -359,11 +359,11 @@ fn endless_inputs_and_absurd_flags_exit_2_without_panicking() {
             "--attention-url",
             "http://127.0.0.1:1",
         ],
-        "recipe /dev/zero exceeds the size limit of 1 MiB",
+        "/dev/zero:1: recipe is not text (a NUL byte at column 1)",
     );
     fails_with(
         &["up", "/dev/zero"],
-        "recipe /dev/zero exceeds the size limit of 1 MiB",
+        "/dev/zero:1: recipe is not text (a NUL byte at column 1)",
     );
     fails_with(
         &["up", "/dev/null", "--time-scale", "1e300"],

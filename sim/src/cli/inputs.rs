@@ -217,7 +217,7 @@ pub(crate) fn parse_concurrency(text: &str) -> anyhow::Result<Option<u32>> {
         format!("--max-concurrency must be a positive integer or none, got {text:?}")
     })?;
     if n == 0 {
-        bail!("--max-concurrency must be at least 1 (or none)");
+        bail!("--max-concurrency {text}: must be at least 1 (or none)");
     }
     Ok(Some(n))
 }

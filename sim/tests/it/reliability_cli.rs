@@ -31,26 +31,43 @@ fn refused(args: &[&str], needle: &str) {
 }
 
 #[test]
-fn endless_input_files_are_refused_at_their_limit() {
-    refused(
-        &["check", "/dev/zero"],
-        "recipe /dev/zero exceeds the size limit of 1 MiB",
-    );
-    refused(
+fn endless_and_oversized_input_files_are_refused() {
+    for args in [
+        &["check", "/dev/zero"][..],
         &["predict", "--model", "/dev/zero"],
-        "model config /dev/zero exceeds the size limit of 4 MiB",
-    );
-    refused(
-        &["predict", "--trace", "/dev/zero", "--max-trace-mib", "1"],
-        "trace /dev/zero exceeds the size limit of 1 MiB",
-    );
-    refused(
+        &["predict", "--trace", "/dev/zero"],
         &["predict", "--calibration", "/dev/zero"],
-        "calibration profile /dev/zero exceeds the size limit of 64 MiB",
-    );
-    refused(
         &["replay-pipeline", "/dev/zero"],
-        "pipeline results /dev/zero exceeds the size limit of 64 MiB",
+        &[
+            "sweep-merge",
+            "/dev/zero",
+            "--out",
+            "/tmp/never-written.csv",
+        ],
+    ] {
+        refused(args, "/dev/zero:1: ");
+        refused(args, "not text (a NUL byte at column 1)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = |name: &str, mib: usize| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, "a".repeat((mib << 20) + 1)).unwrap();
+        file
+    };
+    let recipe = big("r.sh", 1);
+    refused(
+        &["check", path(&recipe)],
+        "r.sh exceeds the size limit of 1 MiB",
+    );
+    let model = big("config.json", 4);
+    refused(
+        &["predict", "--model", path(&model)],
+        "config.json exceeds the size limit of 4 MiB",
+    );
+    let trace = big("t.csv", 1);
+    refused(
+        &["predict", "--trace", path(&trace), "--max-trace-mib", "1"],
+        "t.csv exceeds the size limit of 1 MiB (raise it with --max-trace-mib)",
     );
 }
 

@@ -6,12 +6,30 @@ use std::path::Path;
 use super::*;
 
 #[test]
-fn an_endless_file_is_refused_after_the_limit() {
-    let kind = InputKind::new("recipe", 4096);
-    let err = read_text(Path::new("/dev/zero"), kind).expect_err("/dev/zero has no end");
+fn dev_zero_is_refused_at_its_first_byte() {
+    let err =
+        read_text(Path::new("/dev/zero"), InputKind::TRACE).expect_err("/dev/zero has no end");
     assert_eq!(
         err.to_string(),
-        "recipe /dev/zero exceeds the size limit of 4096 bytes"
+        "/dev/zero:1: trace is not text (a NUL byte at column 1)"
+    );
+}
+
+#[test]
+fn an_endless_text_stream_is_refused_after_the_limit() {
+    // A pipe has no size to check up front: the read stops one byte past the limit.
+    let mut child = std::process::Command::new("yes")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("yes runs");
+    let stdout = child.stdout.take().expect("piped");
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&stdout));
+    let err = read_text(Path::new(&path), InputKind::new("recipe", 4096)).expect_err("endless");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        err.to_string(),
+        format!("recipe {path} exceeds the size limit of 4096 bytes")
     );
 }
 
