@@ -328,6 +328,28 @@ fn up_starts_a_real_time_pair_by_default_and_stops_it_on_sigterm() {
         text.contains("; time scale 1\n"),
         "the attention twin runs in real time by default:\n{text}"
     );
+    // The README's flow: the printed run line works as written, its --recipe the moved ports.
+    let run_line = seen
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("afd-conformance run "))
+        .expect("up prints the run line");
+    let words: Vec<&str> = run_line.split_whitespace().collect();
+    let recipe = words
+        .windows(2)
+        .find(|w| w[0] == "--recipe")
+        .map(|w| w[1])
+        .expect("the run line names a recipe");
+    assert!(recipe.ends_with(".free-ports.sh"), "{run_line}");
+    let mut args = vec!["run"];
+    args.extend(&words);
+    args.extend(["--only", "static,api.models-ready", "--seed", "1"]);
+    let checked = conformance(&args);
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{run_line}:\n{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
     let status = up
         .terminate(Duration::from_secs(25))
         .expect("up exits on SIGTERM");
