@@ -321,7 +321,11 @@ pub async fn run(
     for (index, ((prompt, input_len, max_tokens), at)) in
         requests.into_iter().zip(schedule).enumerate()
     {
-        let intended = start + Duration::from_secs_f64(at);
+        // A schedule past a year (a vanishing rate) is clamped rather than overflowing the clock.
+        let intended = start
+            + Duration::try_from_secs_f64(at)
+                .unwrap_or(Duration::MAX)
+                .min(Duration::from_secs(365 * 86_400));
         tokio::time::sleep_until(intended).await;
         let client = client.clone();
         let config = config.clone();

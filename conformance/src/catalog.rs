@@ -251,8 +251,8 @@ own! {
     "the open-loop load's mean TTFT and TPOT lie within --max-sim-deviation of afd-sim's prediction for the same deployment and requests",
     "skipped without --max-sim-deviation; indeterminate when the pair is not an afd-twin, runs at time scale 0, no deployment was given, or a load request failed";
     "liveness.completes", Live, Liveness, "afd-spec §7.4 R10; probe-conformance-anchors §4.6",
-    "every request the Attention server accepted finishes within --request-timeout",
-    "never: a timeout is this invariant's failure";
+    "every request the Attention server accepted finishes within --request-timeout, and none is left unanswered for a tenth of the budget when it runs out",
+    "when no valid request ended (none sent, or all cut by the budget before they had waited that long): liveness is never passed on no evidence";
     "liveness.invalid-deployment-refused", Live, Liveness, "DESIGN §3, §6; afd-spec §2.3",
     "a pair whose launch breaks a deployment rule (an error) does not serve",
     "skipped when no deployment was given or it has no errors";

@@ -252,6 +252,11 @@ pub enum CallResult {
     Failed(HttpError),
     /// Not sent: the breaker had tripped (the pair stopped answering).
     NotSent(String),
+    /// The run's time budget ran out: before the request could be sent (`waited` zero), or while it
+    /// waited `waited` for its answer.
+    OutOfBudget {
+        waited: Duration,
+    },
 }
 
 /// One generation request and its fate.
@@ -318,6 +323,13 @@ impl Call {
             }
             CallResult::Failed(err) => err.to_string(),
             CallResult::NotSent(reason) => format!("not sent: {reason}"),
+            CallResult::OutOfBudget { waited } if waited.is_zero() => {
+                "not sent: the time budget was spent".to_owned()
+            }
+            CallResult::OutOfBudget { waited } => format!(
+                "no answer after {:.1} s, when the time budget ran out",
+                waited.as_secs_f64()
+            ),
         }
     }
 }
@@ -557,6 +569,13 @@ pub struct Session {
     run_tag: String,
     /// The run's open-loop load, sent once by whichever phase needs it first.
     open_loop: tokio::sync::OnceCell<Result<BenchResult, String>>,
+    /// When the run's time budget ends: no call outlasts it (`None`: no budget).
+    deadline: Option<Instant>,
+    /// An unanswered request that waited this long when the budget ran out fails liveness.
+    stall: Duration,
+    /// POSTs to the Attention server outside the ledger (the API phase's error probes) that got no
+    /// answer in time: what each was and how long it waited. Liveness evidence, as ledger timeouts.
+    silent_posts: Mutex<Vec<(String, Duration)>>,
 }
 
 impl Session {
@@ -579,6 +598,44 @@ impl Session {
             hung: Mutex::new(None),
             run_tag: format!("{seed:x}"),
             open_loop: tokio::sync::OnceCell::new(),
+            deadline: None,
+            stall: settings_stall(Duration::MAX, Duration::MAX),
+            silent_posts: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The same session with every call ending by `deadline`, the end of a `budget`-long run.
+    pub fn with_deadline(mut self, deadline: Instant, budget: Duration) -> Session {
+        self.deadline = Some(deadline);
+        self.stall = settings_stall(self.settings.request_timeout, budget);
+        self
+    }
+
+    /// When the run's budget ends, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// How long an unanswered request may have waited when the budget ran out without failing
+    /// liveness: the request timeout, or a tenth of the budget (at least 1 s) when that is shorter.
+    pub fn stall(&self) -> Duration {
+        self.stall
+    }
+
+    /// Time left of the budget (`Duration::MAX` without one).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.map_or(Duration::MAX, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// `timeout`, shortened to what is left of the budget; and whether the budget shortened it.
+    fn capped(&self, timeout: Duration) -> (Duration, bool) {
+        let remaining = self.remaining();
+        if remaining < timeout {
+            (remaining, true)
+        } else {
+            (timeout, false)
         }
     }
 
@@ -649,7 +706,7 @@ impl Session {
         config.max_concurrency = Some(settings.concurrency as usize);
         config.ignore_eos = true;
         config.seed = self.seed;
-        config.request_timeout = settings.request_timeout;
+        config.request_timeout = self.capped(settings.request_timeout).0;
         config
     }
 
@@ -662,18 +719,20 @@ impl Session {
     pub async fn generate(&self, mut spec: RequestSpec) -> usize {
         let n = self.next_request.fetch_add(1, Ordering::Relaxed);
         spec.request_id = format!("conf-{}-{n}", self.run_tag);
+        let (timeout, cut) = self.capped(self.settings.request_timeout);
         let result = match self.hung() {
             Some(reason) => CallResult::NotSent(reason),
+            None if timeout.is_zero() => CallResult::OutOfBudget {
+                waited: Duration::ZERO,
+            },
             None => {
                 let mut request = Request::post_json(spec.api.path(), &spec.body(&self.model))
                     .with_header(REQUEST_ID_HEADER, &spec.request_id);
                 if let Some(pin) = &spec.pin {
                     request = request.with_header(DP_RANK_HEADER, pin);
                 }
-                let client = self
-                    .client
-                    .clone()
-                    .with_timeout(self.settings.request_timeout);
+                let client = self.client.clone().with_timeout(timeout);
+                let sent = Instant::now();
                 let result = if spec.stream {
                     client
                         .stream(&self.target.attention, &request, spec.cancel_after)
@@ -681,10 +740,18 @@ impl Session {
                 } else {
                     client.send(&self.target.attention, &request).await
                 };
-                self.note_timeout(&result, &spec);
                 match result {
-                    Ok(response) => CallResult::Response(response),
-                    Err(err) => CallResult::Failed(err),
+                    // Cut by the budget, not by the request timeout: the breaker does not count it.
+                    Err(err) if cut && err.is_timeout() => CallResult::OutOfBudget {
+                        waited: sent.elapsed(),
+                    },
+                    result => {
+                        self.note_timeout(&result, &spec);
+                        match result {
+                            Ok(response) => CallResult::Response(response),
+                            Err(err) => CallResult::Failed(err),
+                        }
+                    }
                 }
             }
         };
@@ -733,26 +800,59 @@ impl Session {
         f(&ledger)
     }
 
-    /// A GET to the Attention server under the probe timeout.
+    /// A GET to the Attention server under the probe timeout (within the budget).
     pub async fn get(&self, path: &str) -> Result<Response, HttpError> {
         self.client
             .clone()
-            .with_timeout(self.settings.probe_timeout)
+            .with_timeout(self.capped(self.settings.probe_timeout).0)
             .send(&self.target.attention, &Request::get(path))
             .await
     }
 
-    /// A request to any endpoint under the probe timeout.
+    /// A request to any endpoint under the probe timeout (within the budget). A POST to the Attention
+    /// server that gets no answer is noted for liveness.
     pub async fn probe(
         &self,
         endpoint: &Endpoint,
         request: &Request,
     ) -> Result<Response, HttpError> {
-        self.client
+        let sent = Instant::now();
+        let result = self
+            .client
             .clone()
-            .with_timeout(self.settings.probe_timeout)
+            .with_timeout(self.capped(self.settings.probe_timeout).0)
             .send(endpoint, request)
-            .await
+            .await;
+        if let Err(err) = &result
+            && err.is_timeout()
+            && request.method == "POST"
+            && *endpoint == self.target.attention
+        {
+            self.note_silent_post(
+                format!("POST {} (an API probe)", request.path),
+                sent.elapsed(),
+            );
+        }
+        result
+    }
+
+    /// Notes a POST to the Attention server's host:port, outside the ledger, that got no answer
+    /// after `waited`: liveness evidence (see [`Session::silent_posts`]).
+    pub fn note_silent_post(&self, what: String, waited: Duration) {
+        self.silent_posts
+            .lock()
+            .expect("silent posts lock")
+            .push((what, waited));
+    }
+
+    /// `timeout`, cut to what is left of the run's budget.
+    pub fn within_budget(&self, timeout: Duration) -> Duration {
+        self.capped(timeout).0
+    }
+
+    /// The POSTs of [`Session::probe`] that got no answer, with how long each waited.
+    pub fn silent_posts(&self) -> Vec<(String, Duration)> {
+        self.silent_posts.lock().expect("silent posts lock").clone()
     }
 
     /// Scrapes the Attention server's `/metrics`. Tries three times: on a host:port shared with the
@@ -787,7 +887,7 @@ impl Session {
         within: Duration,
         done: impl Fn(&Scrape) -> bool,
     ) -> Result<(Scrape, bool), String> {
-        let deadline = Instant::now() + within;
+        let deadline = Instant::now() + self.capped(within).0;
         let mut pause = Duration::from_millis(20);
         loop {
             let scrape = self.scrape().await?;
@@ -801,6 +901,11 @@ impl Session {
             pause = (pause * 2).min(Duration::from_millis(250));
         }
     }
+}
+
+/// See [`Session::stall`].
+fn settings_stall(request_timeout: Duration, budget: Duration) -> Duration {
+    request_timeout.min((budget / 10).max(Duration::from_secs(1)))
 }
 
 /// Counter names of vLLM's `/metrics` the routing checks read (afd-spec §7.4).

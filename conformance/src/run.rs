@@ -162,6 +162,10 @@ const GREEDY_IDS: &[&str] = &[
 ];
 const TIMING_IDS: &[&str] = &["timing.itl", "timing.ttft", "timing.simulator"];
 
+/// How long after the time budget a phase still cut short may take to hand back: the run ends within
+/// `--time-budget` plus this (and the reports' writing).
+pub const BUDGET_GRACE: Duration = Duration::from_secs(1);
+
 /// Collects results with the time their phase took.
 struct Collector {
     selection: Selection,
@@ -293,17 +297,28 @@ async fn live(
         ..Client::default()
     };
     let provisional_model = target.expect.served_model.clone().unwrap_or_default();
+    // The budget covers the whole run, readiness included: every call ends by `deadline`, and each
+    // phase is dropped `BUDGET_GRACE` after it at the latest.
+    let deadline = tokio::time::Instant::from_std(started + options.time_budget);
+    let backstop = deadline + BUDGET_GRACE;
     let session = Session::new(
         client,
         target,
         options.settings.clone(),
         options.seed,
         provisional_model,
-    );
+    )
+    .with_deadline(deadline, options.time_budget);
 
     progress("waiting for the pair");
     let phase = Instant::now();
-    if let Err(reason) = checks::api::wait_ready(&session, options.ready_timeout).await {
+    let within = options.ready_timeout.min(session.remaining());
+    if let Err(reason) = checks::api::wait_ready(&session, within).await {
+        let reason = if within < options.ready_timeout {
+            format!("{reason} (the time budget allowed no longer)")
+        } else {
+            reason
+        };
         let refused = if deployment_errors.is_empty() {
             Outcome::skipped("the deployment has no rule errors")
         } else {
@@ -318,7 +333,11 @@ async fn live(
         );
         return Some(reason);
     }
-    let (models, first) = checks::api::models_ready(&session).await;
+    let Ok((models, first)) =
+        tokio::time::timeout_at(backstop, checks::api::models_ready(&session)).await
+    else {
+        return None;
+    };
     let model = session
         .target
         .expect
@@ -347,8 +366,11 @@ async fn live(
             ))
         },
     ));
-    if selection.any(READY_IDS) {
-        ready.extend(checks::mapping::live(&session).await);
+    if selection.any(READY_IDS)
+        && let Ok(outcomes) =
+            tokio::time::timeout_at(backstop, checks::mapping::live(&session)).await
+    {
+        ready.extend(outcomes);
     }
     collector.add(ready, phase.elapsed());
 
@@ -377,12 +399,18 @@ async fn live(
         }
         progress(name);
         let phase = Instant::now();
-        let outcomes = match name {
-            "api" => checks::api::check(&session).await,
-            "routing" => checks::routing::check(&session).await,
-            "ffn" => checks::ffn::check(&session).await,
-            "greedy" => checks::greedy::check(&session).await,
-            _ => checks::timing::check(&session).await,
+        let checked = async {
+            match name {
+                "api" => checks::api::check(&session).await,
+                "routing" => checks::routing::check(&session).await,
+                "ffn" => checks::ffn::check(&session).await,
+                "greedy" => checks::greedy::check(&session).await,
+                _ => checks::timing::check(&session).await,
+            }
+        };
+        // A phase the budget cuts short reports nothing; its ids end indeterminate below.
+        let Ok(outcomes) = tokio::time::timeout_at(backstop, checked).await else {
+            break;
         };
         collector.add(outcomes, phase.elapsed());
     }
@@ -401,29 +429,44 @@ async fn live(
         };
         let handle = tokio::runtime::Handle::current();
         let shared = Arc::clone(&session);
-        let outcomes =
-            tokio::task::spawn_blocking(move || stateful::run(&shared, &handle, &stateful_options))
-                .await
-                .unwrap_or_else(|err| {
-                    stateful::IDS
-                        .iter()
-                        .map(|&id| {
-                            (
-                                id,
-                                Outcome::indeterminate(format!(
-                                    "the stateful phase crashed: {err}"
-                                )),
-                            )
-                        })
-                        .collect()
-                });
+        let task =
+            tokio::task::spawn_blocking(move || stateful::run(&shared, &handle, &stateful_options));
+        let outcomes = tokio::time::timeout_at(backstop, task)
+            .await
+            .unwrap_or_else(|_| {
+                Ok(stateful::IDS
+                    .iter()
+                    .map(|&id| {
+                        (
+                            id,
+                            Outcome::indeterminate("the time budget ran out during the phase"),
+                        )
+                    })
+                    .collect())
+            })
+            .unwrap_or_else(|err| {
+                stateful::IDS
+                    .iter()
+                    .map(|&id| {
+                        (
+                            id,
+                            Outcome::indeterminate(format!("the stateful phase crashed: {err}")),
+                        )
+                    })
+                    .collect()
+            });
         collector.add(outcomes, phase.elapsed());
     }
 
     if needs_traffic {
         let phase = Instant::now();
         let outcomes = session.with_ledger(|ledger| {
-            checks::ledger::judge(ledger, session.target.expect.request_id_headers)
+            checks::ledger::judge(
+                ledger,
+                session.target.expect.request_id_headers,
+                session.stall(),
+                &session.silent_posts(),
+            )
         });
         collector.add(outcomes, phase.elapsed());
     }

@@ -88,8 +88,9 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
         let result = crate::model::with_engines(options.engines, max_tokens, || {
             runner
                 .run(&strategy, |(initial, transitions, seen)| {
-                    if session.hung().is_some() {
-                        // The pair stopped answering; further replays would only wait out timeouts.
+                    if session.hung().is_some() || session.remaining().is_zero() {
+                        // The pair stopped answering, or the run's budget is spent; further replays
+                        // would only wait out timeouts.
                         return Ok(());
                     }
                     let mut sut = Sut::new(session, handle, case).map_err(TestCaseError::fail)?;
@@ -111,6 +112,13 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
         });
         match result.map_err(|boxed| *boxed) {
             Ok(()) => cases_run += 1,
+            Err(TestError::Fail(reason, _)) if session.remaining().is_zero() => {
+                // A sequence the budget cut short proves nothing either way.
+                aborted = Some(format!(
+                    "the time budget ran out during sequence {case} ({reason})"
+                ));
+                break;
+            }
             Err(TestError::Fail(reason, (_, transitions, _))) => {
                 failure = Some((reason.to_string(), transitions, case));
                 break;
@@ -146,7 +154,7 @@ pub fn run(session: &Session, handle: &Handle, options: &StatefulOptions) -> Out
     }
     if let Some(reason) = aborted {
         return every(Outcome::indeterminate(format!(
-            "{summary}; proptest aborted: {reason}"
+            "{summary}; stopped: {reason}"
         )));
     }
     if cases_run == 0 && failure.is_none() {
@@ -364,6 +372,12 @@ impl<'a> Sut<'a> {
         let max_tokens = u64::from(call.spec.max_tokens);
         let response = match &call.result {
             CallResult::Response(response) => response,
+            CallResult::OutOfBudget { .. } => {
+                return Ok(Observed::Indeterminate {
+                    prompt_bytes,
+                    max_tokens,
+                });
+            }
             CallResult::Failed(err) if err.is_timeout() || err.is_lost_response() => {
                 return Ok(Observed::Indeterminate {
                     prompt_bytes,

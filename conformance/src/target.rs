@@ -13,6 +13,7 @@ use afd_sim::deployment::{
     Deployment, DeploymentError, RecipeOptions, Report as DeploymentReport, RoleConfig,
 };
 use afd_sim::topology::{RuleSet, Topology};
+use afd_traces::input::InputKind;
 
 use crate::client::{Endpoint, UrlError};
 
@@ -43,12 +44,9 @@ pub struct ServeWords {
 /// Input the suite cannot run with: exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("cannot read recipe {path}: {source}")]
-    ReadRecipe {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The recipe file could not be read, or is larger than [`InputKind::RECIPE`] allows.
+    #[error(transparent)]
+    ReadRecipe(#[from] afd_traces::input::InputError),
     #[error("{origin}: {message}")]
     Deployment { origin: String, message: String },
     #[error("{0}")]
@@ -186,10 +184,7 @@ fn load_deployment(
     let result = match input {
         DeploymentInput::None => return Ok(None),
         DeploymentInput::Recipe(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| TargetError::ReadRecipe {
-                path: path.clone(),
-                source,
-            })?;
+            let text = afd_traces::input::read_text(path, InputKind::RECIPE)?;
             Deployment::from_recipe(&text, &options, rules)
                 .map_err(|err| deployment_error(&path.display().to_string(), &err))
         }

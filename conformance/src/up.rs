@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use afd_sim::deployment::recipe::RedirectionKind;
 use afd_sim::deployment::{RecipeOptions, RoleConfig, ServeCommand, parse_recipe};
 use afd_sim::topology::{Role, RuleSet};
+use afd_traces::input::InputKind;
 
 use crate::client::{Client, Endpoint, Request};
 use crate::target::{DeploymentInput, ServeWords, TargetOptions};
@@ -50,12 +51,9 @@ pub struct UpOptions {
 /// Why a pair could not be started: exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum UpError {
-    #[error("cannot read recipe {path}: {source}")]
-    ReadRecipe {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The recipe file could not be read, or is larger than [`InputKind::RECIPE`] allows.
+    #[error(transparent)]
+    ReadRecipe(#[from] afd_traces::input::InputError),
     #[error("recipe {path}: {message}")]
     Recipe { path: PathBuf, message: String },
     #[error(
@@ -113,11 +111,7 @@ pub struct Pair {
 impl Pair {
     /// Starts the recipe's pair and waits until the Attention twin answers `/v1/models`.
     pub async fn start(options: &UpOptions) -> Result<Pair, UpError> {
-        let text =
-            std::fs::read_to_string(&options.recipe).map_err(|source| UpError::ReadRecipe {
-                path: options.recipe.clone(),
-                source,
-            })?;
+        let text = afd_traces::input::read_text(&options.recipe, InputKind::RECIPE)?;
         let recipe_error = |message: String| UpError::Recipe {
             path: options.recipe.clone(),
             message,
@@ -471,6 +465,47 @@ fn free_port_run(n: u16) -> Result<u16, UpError> {
     Err(UpError::Ports(format!(
         "no run of {n} consecutive free ports found"
     )))
+}
+
+/// A recipe script of the two commands the twins really got (after `--free-ports` moved the ports), so
+/// `afd-conformance run --recipe FILE` judges the pair as launched. Read back by the recipe reader, it
+/// gives the same words and environment.
+pub fn rewritten_recipe(
+    origin: &str,
+    attention: (&ServeWords, &Path),
+    ffn: (&ServeWords, &Path),
+) -> String {
+    let command = |(words, log): (&ServeWords, &Path)| {
+        let env = words
+            .env
+            .iter()
+            .map(|(name, value)| format!("{name}={}", shell_word(value)));
+        let args = words.args.iter().map(|w| shell_word(w));
+        let line: Vec<String> = env
+            .chain(["vllm".to_owned(), "serve".to_owned()])
+            .chain(args)
+            .collect();
+        let log = shell_word(&log.display().to_string());
+        format!("{} > {log} 2>&1 &\n", line.join(" "))
+    };
+    format!(
+        "#!/bin/bash\n# {origin}, with the ports afd-conformance up --free-ports moved (written by afd-conformance up).\n\n{}\n{}",
+        command(attention),
+        command(ffn)
+    )
+}
+
+/// A word as a POSIX shell (and the recipe reader) reads it back.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// The last `n` lines of a file.

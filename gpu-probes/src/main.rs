@@ -43,7 +43,7 @@ a failed data check after timing exits with code 1.";
 /// Measure NCCL P2P, MoE GEMMs, MLA attention and launch costs on this machine's GPUs, and real AFD
 /// pipeline steps; write calibration profiles and pipeline results for afd-sim.
 #[derive(Parser, Debug)]
-#[command(name = "afd-probe", version, about, after_help = AFTER_HELP)]
+#[command(name = "afd-probe", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AFD_GIT_COMMIT"), ")"), about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -239,6 +239,7 @@ struct P2pArgs {
     /// Message sizes: MIN:MAX (factor 2) or a list; suffixes K, M, G.
     #[arg(long, default_value = "8:1G")]
     sizes: String,
+    /// Transfer patterns to time: one-way, ping-pong, bidirectional, fan-in, handoff.
     #[arg(
         long,
         value_enum,
@@ -254,6 +255,7 @@ struct P2pArgs {
         default_value = "all-reduce,all-to-all"
     )]
     collectives: Vec<CollectiveArg>,
+    /// Message sizes of the collectives: MIN:MAX (factor 2) or a list; suffixes K, M, G.
     #[arg(long, default_value = "8:256M")]
     collective_sizes: String,
     /// Bytes the compute kernel of the handoff mode writes before each send (a list; K, M, G).
@@ -265,8 +267,10 @@ struct P2pArgs {
     /// GPUs, one thread each (ignored under a launcher).
     #[arg(long, value_delimiter = ',')]
     gpus: Vec<usize>,
+    /// Untimed repetitions before timing each size.
     #[arg(long, default_value_t = 5)]
     warmup: usize,
+    /// Timed repetitions of each size.
     #[arg(long, default_value_t = 50)]
     iters: usize,
     #[command(flatten)]
@@ -275,8 +279,10 @@ struct P2pArgs {
 
 #[derive(Args, Debug)]
 struct HbmArgs {
+    /// The GPU (CUDA device index) to measure on.
     #[arg(long, default_value_t = 0)]
     gpu: usize,
+    /// Buffer sizes to copy: MIN:MAX (factor 2) or a list; suffixes K, M, G.
     #[arg(long, default_value = "16M:4G")]
     sizes: String,
     #[command(flatten)]
@@ -289,6 +295,7 @@ struct HbmArgs {
 struct MoeArgs {
     #[command(flatten)]
     model: ModelArg,
+    /// The GPU (CUDA device index) to measure on.
     #[arg(long, default_value_t = 0)]
     gpu: usize,
     /// Token counts of the whole-layer and parts tables.
@@ -297,6 +304,7 @@ struct MoeArgs {
     /// Routing distributions of the whole-layer table: `uniform`, `power-law:ALPHA`.
     #[arg(long, value_delimiter = ',', default_value = "uniform,power-law:1.2")]
     routing: Vec<Routing>,
+    /// Seed of the routing draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Active experts of the routed-expert grid (default: 1, 2, 4, … and the expert count).
@@ -329,6 +337,7 @@ struct MoeArgs {
 struct AttentionArgs {
     #[command(flatten)]
     model: ModelArg,
+    /// The GPU (CUDA device index) to measure on.
     #[arg(long, default_value_t = 0)]
     gpu: usize,
     /// Token counts of the projection table.
@@ -354,8 +363,10 @@ struct AttentionArgs {
 
 #[derive(Args, Debug)]
 struct LaunchArgs {
+    /// The GPU (CUDA device index) to measure on.
     #[arg(long, default_value_t = 0)]
     gpu: usize,
+    /// Kernels per launch batch: MIN:MAX (factor 2) or a list.
     #[arg(long, default_value = "1:1024")]
     kernels: String,
     #[command(flatten)]
@@ -391,6 +402,7 @@ struct PipelineArgs {
     /// The results file to write.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
+    /// Print the results' JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
     /// Tokens per step (decode rows).
@@ -399,16 +411,22 @@ struct PipelineArgs {
     /// KV-cache length of every sequence.
     #[arg(long, default_value = "1024,4096")]
     contexts: String,
+    /// Dual-batch overlap off, on, or both.
     #[arg(long, value_enum, default_value = "both")]
     dbo: Switch,
+    /// Eager (off), graph-captured (on) or both.
     #[arg(long, value_enum, default_value = "both")]
     graph: Switch,
+    /// Timed steps per configuration.
     #[arg(long, default_value_t = 50)]
     steps: usize,
+    /// Untimed steps before timing each configuration.
     #[arg(long, default_value_t = 10)]
     warmup_steps: usize,
+    /// Routing of the drawn tokens: `uniform` or `power-law:ALPHA`.
     #[arg(long, default_value = "uniform")]
     routing: Routing,
+    /// Seed of the routing draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// A step that takes longer is a hang: communicators are aborted and the run fails.

@@ -44,12 +44,9 @@ pub struct MlaShape {
 /// Why a model config could not be used; names the file and field.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("cannot read model config {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Unreadable, not UTF-8, or larger than [`afd_traces::input::InputKind::MODEL_CONFIG`].
+    #[error(transparent)]
+    Read(#[from] afd_traces::input::InputError),
     #[error("{source_name}: {source}")]
     Config {
         source_name: String,
@@ -101,10 +98,7 @@ impl ModelShape {
 
     /// Reads a config file; the model is named after `_name_or_path`, else the file's folder.
     pub fn from_file(path: &Path) -> Result<ModelShape, ModelError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::MODEL_CONFIG)?;
         let fallback_name = path
             .parent()
             .and_then(Path::file_name)

@@ -11,6 +11,7 @@ mod predict;
 mod profiles;
 mod replay;
 mod rules;
+mod save_result;
 mod sweep;
 mod topology;
 mod vllm;
@@ -23,7 +24,7 @@ use afd_sim::topology::RuleSet;
 
 /// Predict, check and plan Attention-FFN disaggregated (AFD) vLLM deployments.
 #[derive(Parser, Debug)]
-#[command(name = "afd-sim", version, after_help = EXAMPLES)]
+#[command(name = "afd-sim", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AFD_GIT_COMMIT"), ")"), after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -33,7 +34,7 @@ const EXAMPLES: &str = "\
 Examples:
   afd-sim                                   # predict the seed recipe's benchmark on H200
   afd-sim predict --json > report.json
-  afd-sim check recipe/2a2f_graph_dbo_dp1tp2.sh
+  afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
   afd-sim check --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim topology --attention-ranks 4 --ffn-ranks 2 --rules v0.26
   afd-sim topology --attention-dp 2 --attention-tp 2 --ffn-dp 2 --ffn-tp 1 --json
@@ -98,3 +99,6 @@ pub(crate) fn run() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -199,7 +199,53 @@ pub enum SweepError {
     },
     #[error("{source_name}: no rows")]
     Empty { source_name: String },
+    #[error(
+        "{source_name}:{line}: column {column} is {value:?}; a metric must be a finite number >= 0"
+    )]
+    BadMetric {
+        source_name: String,
+        line: u64,
+        column: String,
+        value: String,
+    },
 }
+
+/// Columns that hold a simulated metric: finite and never negative in a sweep file, so an `inf`,
+/// `NaN` or negative value there is a damaged or hand-edited file, refused rather than ranked.
+const METRIC_COLUMNS: &[&str] = &[
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "std_e2el_ms",
+    "p99_e2el_ms",
+    "output_tokens_per_s_per_gpu",
+    "total_tokens_per_s_per_gpu",
+    "attention_utilisation",
+    "ffn_utilisation",
+    "link_utilisation",
+    "dbo_overlap",
+    "attention_bound_share",
+    "ffn_bound_share",
+    "transfer_bound_share",
+    "padded_row_share",
+    "ttft_slo_ms",
+    "tpot_slo_ms",
+];
 
 /// CSV bytes of `rows` with the header line (columns in [`SweepRow`] order).
 pub fn write_sweep_csv(rows: &[SweepRow]) -> Result<Vec<u8>, csv::Error> {
@@ -224,6 +270,23 @@ pub fn read_sweep_csv(text: &str, source_name: &str) -> Result<Vec<SweepRow>, Sw
     for record in reader.records() {
         let record = record.map_err(|err| csv_error(source_name, &err, Some(&headers)))?;
         let line = record.position().map_or(0, csv::Position::line);
+        for (column, value) in headers.iter().zip(record.iter()) {
+            let value = value.trim();
+            if value.is_empty() || !METRIC_COLUMNS.contains(&column) {
+                continue;
+            }
+            if value
+                .parse::<f64>()
+                .is_ok_and(|v| !v.is_finite() || v < 0.0)
+            {
+                return Err(SweepError::BadMetric {
+                    source_name: source_name.to_owned(),
+                    line,
+                    column: column.to_owned(),
+                    value: value.to_owned(),
+                });
+            }
+        }
         let row: SweepRow = record
             .deserialize(Some(&headers))
             .map_err(|err| csv_error(source_name, &err, Some(&headers)))?;

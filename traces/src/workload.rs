@@ -26,6 +26,8 @@
 
 use std::{fmt, num::IntErrorKind, path::Path, str::FromStr};
 
+use crate::input::{InputError, InputKind};
+
 mod azure;
 mod lengths;
 mod mooncake;
@@ -94,6 +96,16 @@ pub enum TraceError {
     },
     #[error("{file}:{line}: not UTF-8 text (invalid byte at column {column})")]
     NotUtf8 {
+        file: String,
+        line: u64,
+        column: u64,
+    },
+    #[error(
+        "trace {file} exceeds the size limit of {limit_mib} MiB (raise it with --max-trace-mib)"
+    )]
+    TooLarge { file: String, limit_mib: u64 },
+    #[error("{file}:{line}: not text (a NUL byte at column {column})")]
+    Binary {
         file: String,
         line: u64,
         column: u64,
@@ -193,25 +205,43 @@ pub fn read_trace(
     })
 }
 
-/// Reads a trace file; errors carry the path, the trace is named after the file stem.
+/// Reads a trace file of at most [`InputKind::TRACE`]'s size; errors carry the path, the trace is
+/// named after the file stem.
 pub fn read_trace_file(
     path: &Path,
     format: Option<TraceFormat>,
 ) -> Result<WorkloadTrace, TraceError> {
+    read_trace_file_within(path, format, InputKind::TRACE.limit_bytes)
+}
+
+/// As [`read_trace_file`], refusing a file larger than `limit_bytes` (read at most one byte past it,
+/// so an endless file such as `/dev/zero` ends in an error).
+pub fn read_trace_file_within(
+    path: &Path,
+    format: Option<TraceFormat>,
+    limit_bytes: u64,
+) -> Result<WorkloadTrace, TraceError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    let text = String::from_utf8(bytes).map_err(|err| {
-        let valid = &err.as_bytes()[..err.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-        let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        TraceError::NotUtf8 {
+    let kind = InputKind::new(InputKind::TRACE.name, limit_bytes);
+    let text = crate::input::read_text(path, kind).map_err(|err| match err {
+        InputError::Io { source, .. } => TraceError::Io {
+            file: file.clone(),
+            source,
+        },
+        InputError::NotUtf8 { line, column, .. } => TraceError::NotUtf8 {
             file: file.clone(),
             line,
-            column: (valid.len() - line_start) as u64 + 1,
-        }
+            column,
+        },
+        InputError::Binary { line, column, .. } => TraceError::Binary {
+            file: file.clone(),
+            line,
+            column,
+        },
+        InputError::TooLarge { limit_bytes, .. } => TraceError::TooLarge {
+            file: file.clone(),
+            limit_mib: limit_bytes >> 20,
+        },
     })?;
     let mut trace = read_trace(&text, &file, format)?;
     trace.name = path
@@ -243,8 +273,9 @@ impl TraceError {
     /// The 1-based line the error points at, when it points at one.
     pub fn line(&self) -> Option<u64> {
         match self {
-            TraceError::Io { .. } | TraceError::Empty { .. } => None,
+            TraceError::Io { .. } | TraceError::TooLarge { .. } | TraceError::Empty { .. } => None,
             TraceError::NotUtf8 { line, .. }
+            | TraceError::Binary { line, .. }
             | TraceError::UnknownFormat { line, .. }
             | TraceError::MissingColumn { line, .. }
             | TraceError::FieldCount { line, .. }

@@ -25,10 +25,10 @@ use afd_sim::topology::RuleSet;
 #[derive(Parser, Debug)]
 #[command(
     name = "afd-conformance",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AFD_GIT_COMMIT"), ")"),
     args_override_self = true,
     about = "Check a live AFD Attention+FFN pair (vLLM with the afd-plugin, or afd-twin) for rank-mapping and routing invariants",
-    after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh"
+    after_help = "Examples:\n  afd-conformance list\n  afd-conformance run --recipe sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log --junit conformance.xml\n  afd-conformance run --attention-url http://gpu-node:18305 --attention-dp 2 --time-budget 5m --json report.json\n  afd-conformance up sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,7 +57,7 @@ enum Command {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 every invariant passed (indeterminate and skipped allowed), 1 an invariant failed, 2 the run could not proceed (bad input, unreachable pair).\n\nExamples:\n  # The seed recipe as launched, with its logs:\n  afd-conformance run --recipe 2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log\n  # Raw flags of the two roles and explicit URLs:\n  afd-conformance run --attention-args \"vllm serve /models/DeepSeek-V2-Lite --data-parallel-size 2 ...\" \\\n      --ffn-args \"vllm serve /models/DeepSeek-V2-Lite ...\" --attention-url http://10.0.0.5:18305 --ffn-url http://10.0.0.6:18306\n  # Only routing and the FFN port, with a fixed seed, for CI:\n  afd-conformance run --recipe r.sh --only routing,ffn --seed 7 --junit out.xml --json out.json"
+    after_help = "Exit status: 0 every invariant passed (indeterminate and skipped allowed), 1 an invariant failed, 2 the run could not proceed (bad input, unreachable pair).\n\nExamples:\n  # The seed recipe as launched, with its logs:\n  afd-conformance run --recipe sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh --attention-log attn.log --ffn-log ffn.log\n  # Raw flags of the two roles and explicit URLs:\n  afd-conformance run --attention-args \"vllm serve /models/DeepSeek-V2-Lite --data-parallel-size 2 ...\" \\\n      --ffn-args \"vllm serve /models/DeepSeek-V2-Lite ...\" --attention-url http://10.0.0.5:18305 --ffn-url http://10.0.0.6:18306\n  # Only routing and the FFN port, with a fixed seed, for CI:\n  afd-conformance run --recipe sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh --only routing,ffn --seed 7 --junit out.xml --json out.json"
 )]
 struct RunArgs {
     /// The recipe script that launched the pair (read as text, never run).
@@ -99,7 +99,8 @@ struct RunArgs {
     /// Stateful sequences to run at most.
     #[arg(long, default_value_t = 32)]
     cases: u32,
-    /// Budget for the whole run (the stateful phase gets what is left): 300s, 5m, 1h.
+    /// Budget for the whole run, readiness included (the stateful phase gets what is left): 300s, 5m,
+    /// 1h. The run ends within it plus about 2 s, reports written; what it did not reach is indeterminate.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     time_budget: Duration,
     /// Write the JSON report here.
@@ -120,7 +121,7 @@ struct RunArgs {
     /// How long the queues may take to drain after load.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     drain_timeout: Duration,
-    /// How long to wait for /v1/models to answer 200 before giving up (exit 2).
+    /// How long to wait for /v1/models to answer 200 before giving up (exit 2); never past --time-budget.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     ready_timeout: Duration,
     /// Requests in the routing load.
@@ -164,7 +165,7 @@ struct RunArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Each `vllm serve` / `uv run vllm serve` of the recipe is replaced by afd-twin; redirections become files under --log-dir.\n\nExamples:\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh                  # tokens timed as the simulator predicts, in real time\n  afd-conformance up 2a2f_graph_dbo_dp1tp2.sh --time-scale 0   # steps back to back, for fast functional runs\n  afd-conformance up r.sh --free-ports --fault attention:drop-response=5 --log-dir /tmp/pair"
+    after_help = "Each `vllm serve` / `uv run vllm serve` of the recipe is replaced by afd-twin; redirections become files under --log-dir.\n\nExamples:\n  afd-conformance up sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh   # tokens timed as the simulator predicts, in real time\n  afd-conformance up sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh --time-scale 0   # steps back to back, for fast functional runs\n  afd-conformance up sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh --free-ports --fault attention:drop-response=5 --log-dir /tmp/pair"
 )]
 struct UpArgs {
     /// The recipe script.
@@ -238,7 +239,12 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::List { json, kind } => list(json, kind.as_deref()).map(|()| 0),
-        Command::Run(args) => runtime().and_then(|rt| rt.block_on(run_command(*args))),
+        Command::Run(args) => runtime().and_then(|rt| {
+            let result = rt.block_on(run_command(*args));
+            // A phase the budget cut short may leave a blocking task behind; do not wait for it.
+            rt.shutdown_timeout(Duration::from_millis(200));
+            result
+        }),
         Command::Up(args) => runtime().and_then(|rt| rt.block_on(up_command(args))),
     };
     match result {
@@ -328,19 +334,6 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-/// `NAME=value … vllm serve WORDS…`, as `--attention-args` takes it.
-fn command_line(words: &afd_conformance::target::ServeWords) -> String {
-    let env = words
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k}={}", shell_quote(v)));
-    let args = words.args.iter().map(|w| shell_quote(w));
-    env.chain(["vllm".to_owned(), "serve".to_owned()])
-        .chain(args)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn rerun_command(seed: u64) -> String {
     let mut words: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1).peekable();
@@ -378,6 +371,11 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             .map_or(0, |d| d.as_nanos() as u64)
             % 1_000_000_007
     });
+    for (flag, path) in [("--json", &args.json), ("--junit", &args.junit)] {
+        if let Some(path) = path {
+            check_output(flag, path)?;
+        }
+    }
     let deployment = match (&args.recipe, &args.attention_args, &args.ffn_args) {
         (Some(path), _, _) => Some(DeploymentInput::Recipe(path.clone())),
         (None, Some(attention), Some(ffn)) => Some(DeploymentInput::Args {
@@ -389,11 +387,15 @@ async fn run_command(args: RunArgs) -> Result<u8> {
     if !(0.0..=1.0).contains(&args.greedy_prefix) {
         bail!("--greedy-prefix {} must lie in 0..1", args.greedy_prefix);
     }
-    if args.concurrency == 0 || args.max_tokens == 0 || args.requests == 0 {
-        bail!("--concurrency, --max-tokens and --requests must be at least 1");
-    }
-    if args.attention_dp == Some(0) {
-        bail!("--attention-dp must be at least 1");
+    for (flag, value) in [
+        ("--concurrency", args.concurrency),
+        ("--max-tokens", args.max_tokens),
+        ("--requests", args.requests),
+        ("--attention-dp", args.attention_dp.unwrap_or(1)),
+    ] {
+        if value == 0 {
+            bail!("{flag} 0: must be at least 1");
+        }
     }
     for (flag, value) in [
         ("--max-itl-ms", args.max_itl_ms),
@@ -474,6 +476,25 @@ fn exit_code(report: &Report) -> u8 {
     u8::try_from(report.exit_code()).unwrap_or(2)
 }
 
+/// Checks before the run that a report can be written to `path`: its folder exists and it is no folder.
+fn check_output(flag: &str, path: &Path) -> Result<()> {
+    let folder = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if path.file_name().is_none() || path.is_dir() {
+        bail!("{flag} {}: names a folder, not a file", path.display());
+    }
+    if !folder.is_dir() {
+        bail!(
+            "{flag} {}: folder {} does not exist",
+            path.display(),
+            folder.display()
+        );
+    }
+    Ok(())
+}
+
 /// Writes `text` to a temporary file beside `path`, then renames it over `path`.
 fn write_atomically(path: &Path, text: &str) -> Result<()> {
     let dir = path
@@ -523,10 +544,14 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         };
         env.insert(name.to_owned(), value.to_owned());
     }
-    if !args.time_scale.is_finite() || args.time_scale < 0.0 {
+    if !(0.0..=1000.0).contains(&args.time_scale) {
         bail!(
-            "--time-scale {} must be a finite number >= 0 (1: real time, 0: steps back to back)",
-            args.time_scale
+            "--time-scale {}: expected a number from 0 to 1000 (1: real time, 0: steps back to back)",
+            if args.time_scale.abs() >= 1e16 {
+                format!("{:e}", args.time_scale)
+            } else {
+                args.time_scale.to_string()
+            }
         );
     }
     let mut twin_args = vec!["--time-scale".to_owned(), args.time_scale.to_string()];
@@ -568,12 +593,24 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         pair.ffn_log.display()
     );
     let deployment = if args.free_ports {
-        // The recipe names the old ports; hand the suite the command lines the twins really got.
-        format!(
-            "--attention-args {} --ffn-args {}",
-            shell_quote(&command_line(&pair.attention)),
-            shell_quote(&command_line(&pair.ffn))
-        )
+        // The recipe names the old ports; hand the suite a recipe of the command lines the twins
+        // really got, beside their logs.
+        let stem = args
+            .recipe
+            .file_stem()
+            .map_or_else(|| "recipe".into(), |s| s.to_string_lossy());
+        let path = args.log_dir.join(format!("{stem}.free-ports.sh"));
+        let text = afd_conformance::up::rewritten_recipe(
+            &args.recipe.display().to_string(),
+            (&pair.attention, &pair.attention_log),
+            (&pair.ffn, &pair.ffn_log),
+        );
+        if let Err(err) = write_atomically(&path, &text) {
+            pair.stop().await;
+            return Err(err);
+        }
+        println!("  recipe    {} (the ports as moved)", path.display());
+        format!("--recipe {}", shell_quote(&path.display().to_string()))
     } else {
         format!(
             "--recipe {}",
@@ -612,4 +649,41 @@ async fn up_command(args: UpArgs) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    fn without_help(command: &clap::Command) -> Vec<String> {
+        let mut missing: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|arg| arg.get_help().is_none() && arg.get_long_help().is_none())
+            .map(|arg| format!("{} --{}", command.get_name(), arg.get_id()))
+            .collect();
+        for sub in command.get_subcommands() {
+            missing.extend(without_help(sub));
+        }
+        missing
+    }
+
+    #[test]
+    fn every_flag_has_help_text() {
+        let missing = without_help(&Cli::command());
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn durations_parse_or_fail_without_panicking() {
+        assert_eq!(
+            super::parse_duration("90s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        for bad in ["1e30", "NaN", "-1s", "inf", "soon"] {
+            assert!(super::parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -44,7 +44,7 @@ Exit status: 0 after a clean shutdown, 1 when the peer went away or the rendezvo
 #[derive(Parser, Debug)]
 #[command(
     name = "afd-twin",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AFD_GIT_COMMIT"), ")"),
     about = "A GPU-free stand-in for one role (Attention or FFN) of a vLLM afd-plugin pair",
     after_help = SERVE_AFTER_HELP,
     args_override_self = true
@@ -78,7 +78,7 @@ fn parse_fault(text: &str) -> Result<Fault, String> {
 
 /// The other subcommands.
 #[derive(Parser, Debug)]
-#[command(name = "afd-twin", version)]
+#[command(name = "afd-twin", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AFD_GIT_COMMIT"), ")"))]
 struct Tools {
     #[command(subcommand)]
     command: Tool,
@@ -122,10 +122,13 @@ struct BenchArgs {
     /// Model name (default: the first model /v1/models lists).
     #[arg(long)]
     model: Option<String>,
+    /// Requests to send.
     #[arg(long, default_value_t = 1000)]
     num_prompts: usize,
+    /// Prompt tokens per request (random dataset).
     #[arg(long, default_value_t = 1024)]
     random_input_len: u32,
+    /// Output tokens per request (max_tokens).
     #[arg(long, default_value_t = 128)]
     random_output_len: u32,
     /// Draw lengths uniformly from [len*(1-r), len*(1+r)].
@@ -143,6 +146,7 @@ struct BenchArgs {
     /// Ask the server to ignore EOS so outputs have exactly --random-output-len tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// Seed of the prompts, lengths and arrivals.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Metrics to report: comma-separated of ttft, tpot, itl, e2el.
@@ -260,10 +264,23 @@ fn bench(args: BenchArgs) -> anyhow::Result<bool> {
                 .with_context(|| format!("--header '{h}': expected NAME:VALUE"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if !args.timeout.is_finite() || args.timeout <= 0.0 {
+    let timeout = seconds("--timeout", args.timeout)?;
+    if args.request_rate.is_nan() || args.request_rate <= 0.0 {
         bail!(
-            "--timeout must be a positive number of seconds, got {}",
-            args.timeout
+            "--request-rate {}: expected a positive number of requests per second, or inf",
+            shown(args.request_rate)
+        );
+    }
+    if !(args.burstiness.is_finite() && args.burstiness > 0.0) {
+        bail!(
+            "--burstiness {}: expected a positive finite gamma shape (1: Poisson)",
+            shown(args.burstiness)
+        );
+    }
+    if !(0.0..1.0).contains(&args.random_range_ratio) {
+        bail!(
+            "--random-range-ratio {}: expected a number from 0 up to (not including) 1",
+            shown(args.random_range_ratio)
         );
     }
     if !args.base_url.starts_with("http://") && !args.base_url.starts_with("https://") {
@@ -289,7 +306,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<bool> {
     config.max_concurrency = args.max_concurrency;
     config.ignore_eos = args.ignore_eos;
     config.seed = args.seed;
-    config.request_timeout = Duration::from_secs_f64(args.timeout);
+    config.request_timeout = timeout;
     config.headers = headers;
     let progress = indicatif::ProgressBar::new(args.num_prompts as u64);
     progress.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -403,18 +420,13 @@ fn serve(args: &[String]) -> ExitCode {
 }
 
 fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOptions> {
-    if !flags.time_scale.is_finite() || flags.time_scale < 0.0 {
+    if !(0.0..=MAX_TIME_SCALE).contains(&flags.time_scale) {
         bail!(
-            "--time-scale must be a finite number >= 0, got {}",
-            flags.time_scale
+            "--time-scale {}: expected a number from 0 to {MAX_TIME_SCALE} (real seconds per simulated second)",
+            shown(flags.time_scale)
         );
     }
-    if !flags.rendezvous_timeout.is_finite() || flags.rendezvous_timeout <= 0.0 {
-        bail!(
-            "--rendezvous-timeout must be a positive number of seconds, got {}",
-            flags.rendezvous_timeout
-        );
-    }
+    let rendezvous_timeout = seconds("--rendezvous-timeout", flags.rendezvous_timeout)?;
     let rules = RuleSet::parse(&flags.rules).context("--rules")?;
     let gpu = GpuKind::parse(&flags.gpu).with_context(|| {
         let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
@@ -433,9 +445,36 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         time_scale: flags.time_scale,
         gpu,
         faults: FaultSet::new(flags.faults),
-        rendezvous_timeout: Duration::from_secs_f64(flags.rendezvous_timeout),
+        rendezvous_timeout,
         ffn_http,
     })
+}
+
+/// The largest `--time-scale`: 1000 real seconds per simulated second (beyond that a step's sleep
+/// outlasts any run, and the twin would sit in it instead of stopping).
+const MAX_TIME_SCALE: f64 = 1000.0;
+
+/// The longest duration a seconds flag takes: a week.
+const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// A positive number of seconds up to [`MAX_SECONDS`], as a `Duration` (never a panic).
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    if value.is_nan() || value <= 0.0 || value > MAX_SECONDS {
+        bail!(
+            "{flag} {}: expected a positive number of seconds up to {MAX_SECONDS} (a week)",
+            shown(value)
+        );
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// A number as the user would have typed it: `1e30` rather than thirty-one digits.
+fn shown(value: f64) -> String {
+    if value.is_finite() && value != 0.0 && !(1e-4..1e16).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -457,5 +496,50 @@ async fn stop_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::{Tools, TwinFlags};
+
+    /// Flags of `command` and its subcommands without help text.
+    fn without_help(command: &clap::Command) -> Vec<String> {
+        let mut missing: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|arg| arg.get_help().is_none() && arg.get_long_help().is_none())
+            .map(|arg| format!("{} --{}", command.get_name(), arg.get_id()))
+            .collect();
+        for sub in command.get_subcommands() {
+            missing.extend(without_help(sub));
+        }
+        missing
+    }
+
+    #[test]
+    fn every_flag_has_help_text() {
+        let mut missing = without_help(&TwinFlags::command());
+        missing.extend(without_help(&Tools::command()));
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn absurd_durations_and_scales_are_errors_not_panics() {
+        for (flag, value) in [
+            ("--rendezvous-timeout", 1e30),
+            ("--rendezvous-timeout", f64::NAN),
+            ("--rendezvous-timeout", -1.0),
+            ("--timeout", f64::INFINITY),
+        ] {
+            let err = super::seconds(flag, value).expect_err("refused");
+            assert!(err.to_string().starts_with(flag), "{err}");
+        }
+        assert_eq!(
+            super::seconds("--timeout", 2.5).expect("fine"),
+            std::time::Duration::from_millis(2500)
+        );
     }
 }

@@ -28,7 +28,6 @@ pub async fn check(session: &Session) -> Outcomes {
         return shared_port(session).await;
     }
     let deadline = session.settings.ffn_deadline;
-    let client = session.client.clone().with_timeout(deadline);
     let mut completed = Vec::new();
     let mut hung = Vec::new();
     let mut answers = Vec::new();
@@ -46,6 +45,10 @@ pub async fn check(session: &Session) -> Outcomes {
             if stream { " (stream)" } else { "" },
             ffn.url()
         );
+        let client = session
+            .client
+            .clone()
+            .with_timeout(session.within_budget(deadline));
         let result = if stream {
             client.stream(&ffn, &request, None).await
         } else {
@@ -98,7 +101,6 @@ async fn shared_port(session: &Session) -> Outcomes {
         .settings
         .ffn_deadline
         .max(session.settings.probe_timeout);
-    let client = session.client.clone().with_timeout(deadline);
     let mut rng = session.rng("ffn.shared");
     let mut ok = 0u64;
     let mut foreign = Vec::new();
@@ -111,6 +113,11 @@ async fn shared_port(session: &Session) -> Outcomes {
         let spec = RequestSpec::new("ffn", Api::Completions, session.prompt(&mut rng), 2);
         let request = Request::post_json(spec.api.path(), &spec.body(&session.model))
             .with_header(crate::checks::REQUEST_ID_HEADER, &request_id);
+        let client = session
+            .client
+            .clone()
+            .with_timeout(session.within_budget(deadline));
+        let sent = tokio::time::Instant::now();
         match client.send(&session.target.attention, &request).await {
             Ok(r) if r.status() == 200 => {
                 ok += 1;
@@ -131,9 +138,13 @@ async fn shared_port(session: &Session) -> Outcomes {
             Ok(r) => other.push(format!("request {i}: HTTP {}", r.status())),
             Err(err) if err.is_timeout() => {
                 consecutive_hangs += 1;
-                hung.push(format!(
-                    "request {i} on a fresh connection to the shared host:port {url}: {err}"
-                ));
+                let what = format!(
+                    "request {i} (X-Request-Id {request_id}) on a fresh connection to the shared host:port {url}"
+                );
+                // The Attention server's host:port took the request and never answered: liveness
+                // evidence whichever listener took it (the table of docs/conformance.md lists both).
+                session.note_silent_post(what.clone(), sent.elapsed());
+                hung.push(format!("{what}: {err}"));
             }
             Err(err) => other.push(format!("request {i}: {err}")),
         }

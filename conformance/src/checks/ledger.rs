@@ -7,13 +7,22 @@
 //!
 //! [`streaming`]: crate::checks::streaming
 
+use std::time::Duration;
+
 use crate::checks::{
     Api, Call, CallResult, Completion, Outcomes, REQUEST_ID_HEADER, StreamView, Usage, streaming,
 };
 use crate::report::Outcome;
 
 /// Every ledger-derived outcome.
-pub fn judge(ledger: &[Call], request_id_headers: bool) -> Outcomes {
+/// `silent_posts` are the API probes that got no answer (what and how long each waited), liveness
+/// evidence beside the ledger; an unanswered wait of `stall` or more is a hang.
+pub fn judge(
+    ledger: &[Call],
+    request_id_headers: bool,
+    stall: Duration,
+    silent_posts: &[(String, Duration)],
+) -> Outcomes {
     let mut out = vec![
         ("api.completion-shape", shapes(ledger, Api::Completions)),
         ("api.chat-shape", shapes(ledger, Api::Chat)),
@@ -24,7 +33,7 @@ pub fn judge(ledger: &[Call], request_id_headers: bool) -> Outcomes {
             request_id_echo(ledger, request_id_headers),
         ),
         ("api.one-response", one_response(ledger)),
-        ("liveness.completes", completes(ledger)),
+        ("liveness.completes", completes(ledger, stall, silent_posts)),
     ];
     out.extend(streaming::judge(ledger));
     out
@@ -191,7 +200,7 @@ fn one_response(ledger: &[Call]) -> Outcome {
                 n += 1;
                 failures.push(format!("{}: {err}", call.spec.describe()));
             }
-            CallResult::Failed(_) | CallResult::NotSent(_) => {}
+            CallResult::Failed(_) | CallResult::NotSent(_) | CallResult::OutOfBudget { .. } => {}
         }
     }
     if n == 0 {
@@ -203,9 +212,22 @@ fn one_response(ledger: &[Call]) -> Outcome {
     )
 }
 
-fn completes(ledger: &[Call]) -> Outcome {
-    let mut failures = Vec::new();
+/// Liveness needs evidence: a request that ended (answered, timed out, refused). A run in which none
+/// did is indeterminate, never a pass; a request still unanswered after `stall` when the budget ran
+/// out fails it as a timeout would (a server that stops answering fails whatever the budget).
+fn completes(ledger: &[Call], stall: Duration, silent_posts: &[(String, Duration)]) -> Outcome {
+    let mut failures: Vec<String> = silent_posts
+        .iter()
+        .filter(|(_, waited)| *waited >= stall)
+        .map(|(what, waited)| {
+            format!(
+                "{what}: no answer after {:.1} s, not even an error",
+                waited.as_secs_f64()
+            )
+        })
+        .collect();
     let mut n = 0;
+    let mut cut_short = 0;
     for call in ledger {
         let who = call.spec.describe();
         match &call.result {
@@ -213,6 +235,12 @@ fn completes(ledger: &[Call]) -> Outcome {
             CallResult::Failed(err) if err.is_refused() => failures.push(format!(
                 "{who}: {err} (the Attention server stopped accepting connections)"
             )),
+            CallResult::OutOfBudget { waited } if *waited >= stall => failures.push(format!(
+                "{who}: no answer after {:.1} s (the time budget ran out; {:.1} s without an answer is a hang)",
+                waited.as_secs_f64(),
+                stall.as_secs_f64()
+            )),
+            CallResult::OutOfBudget { waited } if !waited.is_zero() => cut_short += 1,
             CallResult::Response(response) if !call.spec.expect_error && !response.cancelled => {
                 n += 1;
                 if response.status() != 200 {
@@ -228,6 +256,16 @@ fn completes(ledger: &[Call]) -> Outcome {
             }
             _ => {}
         }
+    }
+    if n == 0 && failures.is_empty() {
+        return Outcome::indeterminate(if cut_short > 0 {
+            format!(
+                "no valid request completed: the time budget ran out while {cut_short} waited (less than {:.1} s each)",
+                stall.as_secs_f64()
+            )
+        } else {
+            "no valid request was sent, so liveness was not observed".to_owned()
+        });
     }
     Outcome::from_failures(
         format!("{n} valid requests completed successfully in time"),

@@ -65,7 +65,8 @@ fn tally(session: &Session, indices: &[usize]) -> Tally {
                 CallResult::Response(_) => {}
                 CallResult::Failed(err) if err.is_refused() => {}
                 CallResult::Failed(_) => t.indeterminate += 1,
-                CallResult::NotSent(_) => {}
+                CallResult::OutOfBudget { waited } if !waited.is_zero() => t.indeterminate += 1,
+                CallResult::NotSent(_) | CallResult::OutOfBudget { .. } => {}
             }
         });
     }

@@ -182,3 +182,71 @@ fn timing_objectives_judge_the_median_of_the_samples() {
     assert_eq!(judge(&[], Some(5.0)).status, Status::Indeterminate);
     assert_eq!(judge(&[1.0], None).status, Status::Skipped);
 }
+
+fn liveness(ledger: &[Call], silent: &[(String, Duration)]) -> Outcome {
+    let outcomes = ledger::judge(ledger, false, Duration::from_secs(6), silent);
+    outcomes
+        .into_iter()
+        .find(|(id, _)| *id == "liveness.completes")
+        .expect("judged")
+        .1
+}
+
+fn call(result: CallResult) -> Call {
+    let mut spec = RequestSpec::new("api", Api::Completions, "Hello".to_owned(), 4);
+    spec.request_id = "conf-1-0".to_owned();
+    Call { spec, result }
+}
+
+#[test]
+fn liveness_without_evidence_is_never_a_pass() {
+    use crate::report::Status;
+    let empty = liveness(&[], &[]);
+    assert_eq!(empty.status, Status::Indeterminate, "{}", empty.message);
+    let not_sent = liveness(
+        &[call(CallResult::OutOfBudget {
+            waited: Duration::ZERO,
+        })],
+        &[],
+    );
+    assert_eq!(not_sent.status, Status::Indeterminate);
+    let cut_early = liveness(
+        &[call(CallResult::OutOfBudget {
+            waited: Duration::from_secs(2),
+        })],
+        &[],
+    );
+    assert_eq!(cut_early.status, Status::Indeterminate);
+    assert!(
+        cut_early.message.contains("1 waited"),
+        "{}",
+        cut_early.message
+    );
+}
+
+#[test]
+fn a_request_unanswered_when_the_budget_ran_out_fails_liveness() {
+    use crate::report::Status;
+    let hung = liveness(
+        &[
+            call(CallResult::Response(response(
+                200,
+                "application/json",
+                "{}",
+            ))),
+            call(CallResult::OutOfBudget {
+                waited: Duration::from_secs(40),
+            }),
+        ],
+        &[],
+    );
+    assert_eq!(hung.status, Status::Fail, "{}", hung.message);
+    let silent = liveness(
+        &[],
+        &[(
+            "POST /v1/completions (an API probe)".to_owned(),
+            Duration::from_secs(10),
+        )],
+    );
+    assert_eq!(silent.status, Status::Fail, "{}", silent.message);
+}

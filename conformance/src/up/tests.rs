@@ -79,3 +79,45 @@ fn urls_default_to_loopback() {
     );
     assert_eq!(url_of(&words("m")).expect("url"), "http://127.0.0.1:8000");
 }
+
+#[test]
+fn the_rewritten_recipe_reads_back_as_the_words_the_twins_got() {
+    let attention = ServeWords {
+        args: vec![
+            "/models/DeepSeek-V2-Lite".to_owned(),
+            "--additional-config".to_owned(),
+            r#"{"afd":{"role":"attention","port":7001,"note":"it's"}}"#.to_owned(),
+            "--port".to_owned(),
+            "18400".to_owned(),
+        ],
+        env: BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_owned(), "0,1".to_owned())]),
+    };
+    let ffn = ServeWords {
+        args: vec![
+            "/models/x y".to_owned(),
+            "--port".to_owned(),
+            "18401".to_owned(),
+        ],
+        env: BTreeMap::new(),
+    };
+    let text = rewritten_recipe(
+        "r.sh",
+        (&attention, Path::new("/tmp/pair/attn.log")),
+        (&ffn, Path::new("/tmp/pair 2/ffn.log")),
+    );
+    let recipe = parse_recipe(&text, &RecipeOptions::default()).expect("the recipe reads back");
+    let read: Vec<ServeWords> = recipe
+        .servers
+        .iter()
+        .map(|server| ServeWords {
+            args: server.args.iter().map(|w| w.text.clone()).collect(),
+            env: server
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.value.clone()))
+                .collect(),
+        })
+        .collect();
+    assert_eq!(read, vec![attention, ffn]);
+    assert!(recipe.servers.iter().all(|s| s.background));
+}

@@ -118,7 +118,7 @@ fn bad_input_exits_2_naming_what_was_wrong() {
             "--attention-dp",
             "0",
         ],
-        "--attention-dp must be at least 1",
+        "--attention-dp 0: must be at least 1",
     );
     fails_with(
         &[
@@ -156,7 +156,7 @@ fn bad_input_exits_2_naming_what_was_wrong() {
             env!("CARGO_BIN_EXE_afd-twin"),
             "--time-scale=-1",
         ],
-        "--time-scale -1 must be a finite number >= 0",
+        "--time-scale -1: expected a number from 0 to 1000",
     );
     let recipe = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(recipe.path(), "vllm serve $(whoami)\n").expect("write");
@@ -328,6 +328,28 @@ fn up_starts_a_real_time_pair_by_default_and_stops_it_on_sigterm() {
         text.contains("; time scale 1\n"),
         "the attention twin runs in real time by default:\n{text}"
     );
+    // The README's flow: the printed run line works as written, its --recipe the moved ports.
+    let run_line = seen
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("afd-conformance run "))
+        .expect("up prints the run line");
+    let words: Vec<&str> = run_line.split_whitespace().collect();
+    let recipe = words
+        .windows(2)
+        .find(|w| w[0] == "--recipe")
+        .map(|w| w[1])
+        .expect("the run line names a recipe");
+    assert!(recipe.ends_with(".free-ports.sh"), "{run_line}");
+    let mut args = vec!["run"];
+    args.extend(&words);
+    args.extend(["--only", "static,api.models-ready", "--seed", "1"]);
+    let checked = conformance(&args);
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{run_line}:\n{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
     let status = up
         .terminate(Duration::from_secs(25))
         .expect("up exits on SIGTERM");
@@ -338,4 +360,80 @@ fn up_starts_a_real_time_pair_by_default_and_stops_it_on_sigterm() {
             .any(|l| l == "attention twin stopped: exit status: 0"),
         "{rest:#?}"
     );
+}
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_afd-twin"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Issue 18: an endless recipe is refused at its size limit, absurd durations and scales are exit 2
+/// (never a panic, exit 101), and `--version` names the commit.
+#[test]
+fn endless_inputs_and_absurd_flags_exit_2_without_panicking() {
+    fails_with(
+        &[
+            "run",
+            "--recipe",
+            "/dev/zero",
+            "--attention-url",
+            "http://127.0.0.1:1",
+        ],
+        "/dev/zero:1: recipe is not text (a NUL byte at column 1)",
+    );
+    fails_with(
+        &["up", "/dev/zero"],
+        "/dev/zero:1: recipe is not text (a NUL byte at column 1)",
+    );
+    fails_with(
+        &["up", "/dev/null", "--time-scale", "1e300"],
+        "--time-scale 1e300: expected a number from 0 to 1000",
+    );
+    fails_with(
+        &[
+            "run",
+            "--attention-url",
+            "http://127.0.0.1:1",
+            "--time-budget",
+            "1e30",
+        ],
+        "not a duration between 0 and 10^9 s",
+    );
+    let serve = crate::support::seed_args(crate::support::Role::Attention, 1, 1);
+    for (flag, value, needle) in [
+        (
+            "--rendezvous-timeout",
+            "1e30",
+            "--rendezvous-timeout 1e30: expected a positive number of seconds up to 604800",
+        ),
+        (
+            "--time-scale",
+            "1e300",
+            "--time-scale 1e300: expected a number from 0 to 1000",
+        ),
+    ] {
+        let mut args = vec![flag, value];
+        args.extend(serve.iter().map(String::as_str));
+        let out = twin(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(needle), "{flag} {value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let out = twin(&[
+        "bench",
+        "--base-url",
+        "http://127.0.0.1:1",
+        "--timeout",
+        "1e30",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--timeout 1e30"), "{stderr}");
+    for out in [conformance(&["--version"]), twin(&["--version"])] {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success() && text.contains("(commit "), "{text}");
+    }
 }

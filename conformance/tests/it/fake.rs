@@ -31,6 +31,8 @@ pub(crate) enum Misbehaviour {
     WrongUsage,
     /// `/metrics` answers 200 with HTML instead of the exposition format.
     GarbageMetrics,
+    /// `/v1/models`, `/health` and `/metrics` answer; a POST is read and never answered.
+    SilentPost,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -157,6 +159,12 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
+    if state.misbehaviour == Misbehaviour::SilentPost && request.method == "POST" {
+        // Hold the connection open without a byte until the client gives up.
+        let mut sink = [0u8; 1024];
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        return;
+    }
     let reply = match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/v1/models") => respond(
             200,

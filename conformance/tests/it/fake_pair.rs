@@ -307,3 +307,89 @@ async fn bad_input_is_an_error_not_a_report() {
         "{err}"
     );
 }
+
+/// A server that answers `/v1/models`, `/health` and `/metrics` but never a POST, under request
+/// timeouts longer than the budget: the run ends within the budget plus its grace, liveness fails
+/// (the server stopped answering), and what was not reached is indeterminate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_a_post_is_judged_within_the_budget() {
+    let server = fake::start(2, Misbehaviour::SilentPost).await;
+    let mut options = options(&server.url, None, 3, &[]);
+    options.settings.request_timeout = Duration::from_secs(120);
+    options.settings.probe_timeout = Duration::from_secs(10);
+    options.ready_timeout = Duration::from_secs(60);
+    options.time_budget = Duration::from_secs(6);
+    let started = std::time::Instant::now();
+    let report = run(options, &|_| {}).await.expect("the run starts");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6) + afd_conformance::run::BUDGET_GRACE + Duration::from_secs(1),
+        "the run took {took:?} on a 6 s budget"
+    );
+    let liveness = report.result("liveness.completes").expect("reported");
+    assert_eq!(
+        liveness.outcome.status,
+        Status::Fail,
+        "{}",
+        liveness.outcome.message
+    );
+    assert_eq!(report.exit_code(), 1);
+    assert!(
+        report
+            .results
+            .iter()
+            .any(|r| r.outcome.status == Status::Indeterminate),
+        "phases the budget cut are indeterminate"
+    );
+}
+
+/// The binary under the same server: `--time-budget` holds for the process, readiness included, and
+/// the JSON and JUnit reports are written although the budget cut the run short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_writes_its_reports_when_the_budget_cuts_the_run() {
+    let server = fake::start(1, Misbehaviour::SilentPost).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let json = dir.path().join("report.json");
+    let junit = dir.path().join("report.xml");
+    let started = std::time::Instant::now();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_afd-conformance"));
+    command.args([
+        "run",
+        "--attention-url",
+        &server.url,
+        "--attention-dp",
+        "1",
+        "--time-budget",
+        "5s",
+        "--ready-timeout",
+        "60s",
+        "--seed",
+        "1",
+        "--json",
+        json.to_str().expect("utf-8"),
+        "--junit",
+        junit.to_str().expect("utf-8"),
+    ]);
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("the binary ends")
+        .expect("the binary runs");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(9),
+        "took {took:?} on a 5 s budget"
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON report"))
+            .expect("JSON");
+    assert!(report.is_object());
+    junit_schema::validate(&std::fs::read_to_string(&junit).expect("the JUnit report"))
+        .expect("valid JUnit");
+}

@@ -83,3 +83,32 @@ fault_tests! {
     health_lies: SEED, ["health-lies"], NONE, defaults => ["api.health"];
     slow_ffn_step: SEED, NONE, ["slow-ffn-step=30"], itl_objective => ["timing.itl"];
 }
+
+/// Issue 18's reproduction: a hung pair under request timeouts longer than the budget. The requests the
+/// budget cuts short have waited far longer than a live pair takes, so liveness fails (it never passes
+/// on no evidence), and the run still ends within the budget and its grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_pair_fails_liveness_when_its_requests_outlast_the_budget() {
+    let (pair, _logs) = start(SEED, &["hang-after-n-requests"], &NONE).await;
+    let mut options = options(&pair, 11);
+    options.settings.request_timeout = Duration::from_secs(120);
+    options.time_budget = Duration::from_secs(15);
+    let started = std::time::Instant::now();
+    let report = run(options, &|_| {}).await.expect("the run starts");
+    let took = started.elapsed();
+    let liveness = report.result("liveness.completes").expect("reported");
+    assert_eq!(
+        liveness.outcome.status,
+        Status::Fail,
+        "{}",
+        liveness.outcome.message
+    );
+    assert_eq!(report.exit_code(), 1);
+    assert!(
+        took < Duration::from_secs(15)
+            + afd_conformance::run::BUDGET_GRACE
+            + Duration::from_secs(1),
+        "took {took:?} on a 15 s budget"
+    );
+    pair.stop().await;
+}

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -21,9 +21,9 @@ use crate::cli::parse_rule_set;
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  afd-sim check recipe/2a2f_graph_dbo_dp1tp2.sh
-  afd-sim check recipe.sh --rules v0.26 --json
-  afd-sim check recipe.sh --env MODEL_PATH=/models/DeepSeek-V2-Lite
+  afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
+  afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp2tp1.sh --rules v0.26 --json
+  afd-sim check sim/tests/fixtures/recipes/4a4f_graph_dbo_dp2tp2.sh --env MODEL_PATH=/models/DeepSeek-V2-Lite
   afd-sim check \\
     --attention-args 'CUDA_VISIBLE_DEVICES=0 vllm serve /m --enforce-eager --additional-config '\\''{\"afd\":{\"role\":\"attention\"}}'\\''' \\
     --ffn-args 'CUDA_VISIBLE_DEVICES=1 vllm serve /m --enforce-eager --port 8001 --additional-config '\\''{\"afd\":{\"role\":\"ffn\"}}'\\'''
@@ -111,8 +111,7 @@ pub(crate) fn load(input: &DeploymentArgs) -> anyhow::Result<Loaded> {
     }
     let (sources, built) = match (&input.recipe, &input.attention_args, &input.ffn_args) {
         (Some(path), _, _) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading recipe {}", path.display()))?;
+            let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::RECIPE)?;
             let sources = Sources::Recipe(path.display().to_string());
             (
                 sources,

@@ -15,7 +15,7 @@ use afd_sim::model::workload::{
 };
 use afd_sim::rng::Seed;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
-use afd_traces::workload::{TraceFormat, read_trace_file};
+use afd_traces::workload::{TraceFormat, read_trace_file_within};
 
 use crate::cli::profiles::CostSource;
 
@@ -73,6 +73,7 @@ pub(crate) struct WorkloadArgs {
         help_heading = "Workload"
     )]
     pub(crate) output_len: u32,
+    /// Lengths are drawn uniformly from len·(1−r) to len·(1+r) (random dataset; 0 ≤ r < 1).
     #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub(crate) random_range_ratio: f64,
     /// Requests per second, or `inf` to send everything at once.
@@ -90,6 +91,9 @@ pub(crate) struct WorkloadArgs {
     /// Trace format when it cannot be detected: azure, mooncake or lengths.
     #[arg(long, help_heading = "Workload")]
     pub(crate) trace_format: Option<String>,
+    /// Largest --trace file read, in MiB (a larger or endless file is an error).
+    #[arg(long, default_value_t = afd_traces::input::InputKind::TRACE.limit_bytes >> 20, help_heading = "Workload")]
+    pub(crate) max_trace_mib: u64,
 }
 
 impl HardwareArgs {
@@ -147,8 +151,7 @@ pub(crate) fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
             BUILTIN_MODEL_NAMES.join(", ")
         );
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading model config {}", path.display()))?;
+    let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::MODEL_CONFIG)?;
     let config = ModelConfig::from_json(&text)
         .with_context(|| format!("model config {}", path.display()))?;
     // A Hugging Face model folder holds `config.json`; name the model after the folder then.
@@ -175,7 +178,8 @@ fn read_workload(
         None => None,
         Some(name) => Some(name.parse::<TraceFormat>().context("--trace-format")?),
     };
-    let trace = read_trace_file(path, format).context("--trace")?;
+    let trace = read_trace_file_within(path, format, args.max_trace_mib.saturating_mul(1 << 20))
+        .context("--trace")?;
     let limit = args.num_prompts.map_or(usize::MAX, |n| n as usize);
     let entries: Vec<TraceEntry> = trace
         .requests
@@ -213,7 +217,7 @@ pub(crate) fn parse_concurrency(text: &str) -> anyhow::Result<Option<u32>> {
         format!("--max-concurrency must be a positive integer or none, got {text:?}")
     })?;
     if n == 0 {
-        bail!("--max-concurrency must be at least 1 (or none)");
+        bail!("--max-concurrency {text}: must be at least 1 (or none)");
     }
     Ok(Some(n))
 }

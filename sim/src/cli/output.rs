@@ -2,8 +2,9 @@
 //! subcommands share.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 /// Writes `text` to stdout; a closed pipe (`afd-sim … | head`) is not an error.
 pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
@@ -15,27 +16,75 @@ pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a failed
-/// run never leaves a partial file behind.
-pub(crate) fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => std::path::Path::new("."),
+/// Writes every file or none, so a failed run never leaves a partial file behind: each goes to a
+/// temporary file beside it first, and only when all of them are written are they renamed into
+/// place; on any failure the temporary files are removed.
+pub(crate) fn write_all_atomically(files: &[(&Path, &[u8])]) -> anyhow::Result<()> {
+    let mut written: Vec<(PathBuf, &Path)> = Vec::new();
+    let cleanup = |written: &[(PathBuf, &Path)]| {
+        for (temporary, _) in written {
+            let _ = std::fs::remove_file(temporary);
+        }
     };
+    for &(path, bytes) in files {
+        let temporary = temporary_beside(path)?;
+        let result = (|| -> std::io::Result<()> {
+            let mut file = std::fs::File::create(&temporary)?;
+            file.write_all(bytes)?;
+            file.sync_all()
+        })();
+        if let Err(err) = result {
+            let _ = std::fs::remove_file(&temporary);
+            cleanup(&written);
+            return Err(err).with_context(|| format!("writing {}", path.display()));
+        }
+        written.push((temporary, path));
+    }
+    for (index, (temporary, path)) in written.iter().enumerate() {
+        if let Err(err) = std::fs::rename(temporary, path) {
+            cleanup(&written[index..]);
+            return Err(err).with_context(|| format!("writing {}", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before any work, that each output path can be written: its folder exists and it is not a
+/// folder itself. `outputs` pairs each path with the flag that named it, for the message.
+pub(crate) fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> anyhow::Result<()> {
+    for &(flag, path) in outputs {
+        let Some(path) = path else { continue };
+        let folder = folder_of(path);
+        if path.file_name().is_none() || path.is_dir() {
+            bail!("{flag} {}: names a folder, not a file", path.display());
+        }
+        if !folder.is_dir() {
+            bail!(
+                "{flag} {}: folder {} does not exist",
+                path.display(),
+                folder.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+fn temporary_beside(path: &Path) -> anyhow::Result<PathBuf> {
     let name = path
         .file_name()
         .with_context(|| format!("output path {} has no file name", path.display()))?;
-    let temporary = folder.join(format!(".{}.tmp", name.to_string_lossy()));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
+    Ok(folder_of(path).join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
 }
 
 /// Serialises rows as CSV with a header.

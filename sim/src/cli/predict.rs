@@ -20,14 +20,17 @@ use afd_sim::serving::{DboConfig, GraphMode, ServingConfig};
 use afd_sim::time::{SimDuration, SimTime};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
-use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
-use crate::cli::output::{csv_bytes, emit, write_atomically};
+use crate::cli::inputs::{
+    HardwareArgs, Progress, WorkloadArgs, parse_concurrency, parse_routing, read_model,
+};
+use crate::cli::output::{check_outputs, csv_bytes, emit, write_all_atomically};
 use crate::cli::profiles::cost_model;
+use crate::cli::save_result::{Objective, Percentiles, SaveResultInputs, add_save_result_fields};
 
 const AFTER_HELP: &str = "\
 Examples:
   afd-sim predict                                   # the seed recipe's benchmark on H200
-  afd-sim predict recipe/2a2f_graph_dbo_dp2tp1.sh   # a recipe script (never executed)
+  afd-sim predict sim/tests/fixtures/recipes/2a2f_graph_dbo_dp2tp1.sh   # a recipe script (never executed)
   afd-sim predict --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
   afd-sim predict --json > report.json              # the same, as vllm bench serve JSON fields
   afd-sim predict --request-rate inf --max-concurrency 64 --num-prompts 256
@@ -36,7 +39,7 @@ Examples:
   afd-sim predict --trace traces/data/workloads/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv \\
       --num-prompts 2000 --max-concurrency none
   afd-sim predict --timeline out.json --timeline-window 20:20.05   # open out.json in ui.perfetto.dev
-  afd-sim predict --calibration h200-profile.json --steps-csv steps.csv --requests-csv requests.csv
+  afd-sim predict --calibration traces/data/calibration/h200x2-deepseek-v2-lite.json --steps-csv steps.csv --requests-csv requests.csv
 
 The deployment is a recipe script or both roles' command lines (read and checked as `afd-sim check`
 does; a deployment that breaks a rule exits 2 with the findings), or else the seed recipe
@@ -68,15 +71,19 @@ pub(crate) struct PredictArgs {
     /// Run the FFN role without --enable-expert-parallel (experts TP-sharded on every rank).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_expert_parallel: bool,
+    /// Most sequences an engine schedules at once (vllm serve --max-num-seqs).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_num_seqs: Option<u32>,
+    /// Most tokens an engine schedules in one step (vllm serve --max-num-batched-tokens).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_num_batched_tokens: Option<u32>,
     /// Disable dual-batch overlap (--enable-dbo is on in the seed recipe).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_dbo: bool,
+    /// Decode tokens from which a step splits into two DBO ubatches (vllm serve flag).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) dbo_decode_token_threshold: Option<u32>,
+    /// Prefill tokens from which a step splits into two DBO ubatches (vllm serve flag).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) dbo_prefill_token_threshold: Option<u32>,
     /// Run every step eagerly (no CUDA graphs).
@@ -85,8 +92,10 @@ pub(crate) struct PredictArgs {
     /// FULL_DECODE_ONLY capture sizes, comma-separated (e.g. 8,16,32,64).
     #[arg(long, value_delimiter = ',', help_heading = "Deployment")]
     pub(crate) cudagraph_capture_sizes: Option<Vec<u32>>,
+    /// Fraction of each GPU's memory vLLM may use, 0 < u <= 1 (sizes the KV cache).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) gpu_memory_utilization: Option<f64>,
+    /// Longest prompt plus output a request may have; longer requests fail (vllm serve flag).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_model_len: Option<u32>,
     /// KV-cache block size in tokens (vLLM forces 64 for FlashMLA).
@@ -98,11 +107,23 @@ pub(crate) struct PredictArgs {
     #[command(flatten)]
     pub(crate) workload: WorkloadArgs,
 
+    /// Seed of every random draw (lengths, arrivals, routing); the same seed gives the same run.
     #[arg(long, default_value_t = 0, help_heading = "Run and output")]
     pub(crate) seed: u64,
-    /// Print the report as JSON (vllm bench serve field names at the top level).
+    /// Print the report as JSON: a drop-in for `vllm bench serve --save-result` (its field names
+    /// at the top level, plus the AFD figures).
     #[arg(long, help_heading = "Run and output")]
     pub(crate) json: bool,
+    /// Percentiles --json reports as p{P}_{METRIC}_ms, comma-separated (vllm bench serve flag).
+    #[arg(long, default_value = "99", help_heading = "Run and output")]
+    pub(crate) metric_percentiles: String,
+    /// Metrics of --metric-percentiles, comma-separated of ttft, tpot, itl, e2el (vllm bench serve flag).
+    #[arg(long, default_value = "ttft,tpot,itl", help_heading = "Run and output")]
+    pub(crate) percentile_metrics: String,
+    /// Goodput objectives METRIC:MS (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50; --json then
+    /// reports request_goodput, the good requests per second (vllm bench serve flag).
+    #[arg(long, num_args = 1.., value_name = "METRIC:MS", help_heading = "Run and output")]
+    pub(crate) goodput: Vec<String>,
     /// Write a Chrome-trace timeline (open it in ui.perfetto.dev).
     #[arg(long, help_heading = "Run and output")]
     pub(crate) timeline: Option<PathBuf>,
@@ -134,6 +155,17 @@ struct Inputs {
 
 /// Runs `afd-sim predict`.
 pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
+    check_outputs(&[
+        ("--requests-csv", args.requests_csv.as_deref()),
+        ("--steps-csv", args.steps_csv.as_deref()),
+        ("--timeline", args.timeline.as_deref()),
+    ])?;
+    let percentiles = Percentiles::parse(&args.percentile_metrics, &args.metric_percentiles)?;
+    let goodput = args
+        .goodput
+        .iter()
+        .map(|text| Objective::parse(text))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let inputs = match Inputs::from_args(args)? {
         Ok(inputs) => inputs,
         Err(findings) => {
@@ -159,18 +191,39 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
         dataset: &inputs.dataset,
     };
     let report = build_report(&result, &context);
+    let rows = request_rows(&result, &inputs.workload);
+    warn_failures(&rows);
+    // Every output file or none (a bad second path must not leave the first behind).
+    let mut files: Vec<(&std::path::Path, Vec<u8>)> = Vec::new();
     if let Some(path) = &args.requests_csv {
-        write_atomically(path, &csv_bytes(&request_rows(&result, &inputs.workload))?)?;
+        files.push((path, csv_bytes(&rows)?));
     }
     if let Some(path) = &args.steps_csv {
-        write_atomically(path, &csv_bytes(&step_rows(&result.steps))?)?;
+        files.push((path, csv_bytes(&step_rows(&result.steps))?));
     }
     if let (Some(path), Some(sink)) = (&args.timeline, &result.spans) {
         let trace = timeline(sink, result.cluster.layout());
-        write_atomically(path, trace.to_json().as_bytes())?;
+        files.push((path, trace.to_json().into_bytes()));
     }
+    let files: Vec<(&std::path::Path, &[u8])> =
+        files.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    write_all_atomically(&files)?;
     if args.json {
-        emit(&report.to_json())?;
+        let inputs = SaveResultInputs {
+            model_id: &args.hardware.model,
+            num_prompts: inputs.workload.requests.len(),
+            request_rate: &args.workload.request_rate,
+            burstiness: args.workload.burstiness,
+            max_concurrency: parse_concurrency(&args.workload.max_concurrency)?,
+            percentiles: &percentiles,
+            goodput: &goodput,
+        };
+        emit(&add_save_result_fields(
+            &report.to_json(),
+            &rows,
+            &inputs,
+            wall_clock_now(),
+        )?)?;
     } else {
         emit(&report.to_table())?;
     }
@@ -297,6 +350,37 @@ fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, St
     }
     config.max_model_len = args.max_model_len.or(config.max_model_len);
     Ok(Ok(config))
+}
+
+/// Says on stderr why requests failed (vLLM prints the first errors too), at most three reasons.
+fn warn_failures(rows: &[afd_traces::report::RequestRow]) {
+    let mut reasons: std::collections::BTreeMap<&str, (usize, u64)> = Default::default();
+    for row in rows.iter().filter(|r| !r.error.is_empty()) {
+        reasons.entry(&row.error).or_insert((0, row.request)).0 += 1;
+    }
+    let failed: usize = reasons.values().map(|(n, _)| n).sum();
+    if failed == 0 {
+        return;
+    }
+    eprintln!("warning: {failed} of {} requests failed:", rows.len());
+    for (reason, (n, first)) in reasons.iter().take(3) {
+        eprintln!("  {n} × {reason} (first: request {first})");
+    }
+    if reasons.len() > 3 {
+        eprintln!(
+            "  … and {} other reasons (see --requests-csv)",
+            reasons.len() - 3
+        );
+    }
+}
+
+/// The wall clock, only for the report's `date` field.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "vLLM's --save-result records the run's date; the simulation never reads wall time"
+)]
+fn wall_clock_now() -> std::time::SystemTime {
+    std::time::SystemTime::now()
 }
 
 fn parse_window(text: &str) -> anyhow::Result<(SimTime, SimTime)> {

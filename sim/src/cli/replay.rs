@@ -34,8 +34,8 @@ Examples:
   afd-sim replay-pipeline traces/data/pipeline/h200x2-deepseek-v2-lite.json \\
       --calibration traces/data/calibration/h200x2-deepseek-v2-lite.json \\
       --calibration traces/data/calibration/h200x2-handoff.json --json
-  afd-sim replay-pipeline results.json --roofline        # the datasheet roofline alone
-  afd-sim replay-pipeline results.json --check           # exit 1 when a bar is missed
+  afd-sim replay-pipeline traces/data/pipeline/h200x2-deepseek-v2-lite.json --roofline
+  afd-sim replay-pipeline traces/data/pipeline/h200x2-deepseek-v2-lite.json --check   # exit 1 when a bar is missed
 
 Each configuration of the results file (one Attention rank, one FFN rank, T decode tokens over
 KV caches of the configured context, the recorded DBO split, eager or whole-step CUDA graphs and
@@ -108,7 +108,7 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         ffn_tp: 1,
         expert_parallel: true,
     };
-    let loaded = load_profile(&source, gpu)?;
+    let loaded = load_profile(&source, gpu, &model)?;
     let cost = match &loaded {
         None => CostModel::roofline(&model, gpu, layout),
         Some(loaded) => CostModel::calibrated(&model, gpu, layout, &loaded.profile, &loaded.name)
@@ -148,8 +148,7 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn read_results(path: &Path) -> anyhow::Result<PipelineResults> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading pipeline results {}", path.display()))?;
+    let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::PIPELINE)?;
     let results = PipelineResults::from_json(&text)
         .with_context(|| format!("pipeline results {}", path.display()))?;
     if results.records.is_empty() {

@@ -29,7 +29,7 @@ use afd_sim::topology::RuleSet;
 use afd_traces::sweep::{SweepRow, SweepSummary, read_sweep_csv, write_sweep_csv};
 
 use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
-use crate::cli::output::{emit, table, write_atomically};
+use crate::cli::output::{check_outputs, emit, table, write_all_atomically};
 use crate::cli::parse_rule_set;
 use crate::cli::profiles::load_profile;
 
@@ -106,6 +106,7 @@ pub(crate) struct SweepArgs {
     #[arg(long, default_value = "p99", help_heading = "Objective")]
     pub(crate) slo_stat: String,
 
+    /// Seed of every random draw of every candidate's run (the same seed gives the same rows).
     #[arg(long, default_value_t = 0, help_heading = "Run and output")]
     pub(crate) seed: u64,
     /// Run only shard K of N (1 <= K <= N): candidates i with i % N == K - 1.
@@ -141,6 +142,9 @@ pub(crate) struct SweepArgs {
     pub(crate) horizon: f64,
 }
 
+/// The most worker threads `--threads` takes (each holds a simulation; more only thrash).
+const MAX_THREADS: usize = 256;
+
 const MERGE_AFTER_HELP: &str = "\
 Examples:
   afd-sim sweep-merge shard-1.csv shard-2.csv shard-3.csv --out results.csv
@@ -156,12 +160,16 @@ pub(crate) struct MergeArgs {
     /// Shard CSV files written by `afd-sim sweep --shard K/N`.
     #[arg(required = true)]
     pub(crate) shards: Vec<PathBuf>,
+    /// Write the merged CSV here (the bytes a single run writes).
     #[arg(long)]
     pub(crate) out: PathBuf,
+    /// Draw the merged sweep's frontiers as SVG here.
     #[arg(long)]
     pub(crate) svg: Option<PathBuf>,
+    /// Print the summary as JSON instead of tables.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Candidates listed in the ranking.
     #[arg(long, default_value_t = 10)]
     pub(crate) top: usize,
 }
@@ -189,7 +197,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let gpu = args.hardware.gpu()?;
     let popularity = parse_routing(&args.hardware.routing)?;
     // Every candidate prices from the same profiles; refuse bad ones before anything runs.
-    let calibration = load_profile(&args.hardware.cost_source(), gpu)?;
+    let calibration = load_profile(&args.hardware.cost_source(), gpu, &model)?;
     if let Some(loaded) = &calibration {
         let layout = CostLayout {
             attention_tp: 1,
@@ -208,6 +216,24 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         dimensions
             .assign(text)
             .with_context(|| format!("--dimensions {text:?}"))?;
+    }
+    if let Some(splits) = &dimensions.splits {
+        let outside: Vec<String> = splits
+            .iter()
+            .filter(|&&(a, f)| !(budget.min_gpus..=budget.gpus).contains(&(a + f)))
+            .map(|&(a, f)| format!("{a}:{f} ({} GPUs)", a + f))
+            .collect();
+        if !outside.is_empty() {
+            let range = if budget.min_gpus == budget.gpus {
+                format!("{} GPUs", budget.gpus)
+            } else {
+                format!("{} to {} GPUs", budget.min_gpus, budget.gpus)
+            };
+            bail!(
+                "--dimensions split: {} outside the budget of {range} (--gpus, --min-gpus); such a split would drop out silently",
+                outside.join(", ")
+            );
+        }
     }
     let stat = SloStat::parse(&args.slo_stat).with_context(|| {
         format!(
@@ -237,8 +263,10 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
             args.horizon
         );
     }
-    if args.threads == Some(0) {
-        bail!("--threads must be at least 1");
+    if let Some(threads) = args.threads
+        && !(1..=MAX_THREADS).contains(&threads)
+    {
+        bail!("--threads {threads}: expected 1 to {MAX_THREADS} worker threads");
     }
     let mut options = RunOptions::new(seed);
     options.max_events = args.max_events;
@@ -280,6 +308,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let Some(out) = &args.out else {
         bail!("--out FILE is required (or --dry-run to only count the candidates)");
     };
+    check_outputs(&[("--out", Some(out)), ("--svg", args.svg.as_deref())])?;
     if plan.candidates.is_empty() {
         bail!("no legal candidate in this space:\n{header}");
     }
@@ -354,11 +383,11 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `afd-sim sweep-merge`.
 pub(crate) fn merge_shards(args: &MergeArgs) -> anyhow::Result<ExitCode> {
+    check_outputs(&[("--out", Some(&args.out)), ("--svg", args.svg.as_deref())])?;
     let mut files = Vec::new();
     for path in &args.shards {
         let name = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading shard {name}"))?;
+        let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::SWEEP_SHARD)?;
         let rows = read_sweep_csv(&text, &name)?;
         files.push((name, rows));
     }
@@ -515,11 +544,11 @@ fn write_outputs(
         Some(_) => Some(svg::draw(shown, complete, title)?),
         None => None,
     };
-    write_atomically(out, &bytes)?;
-    if let (Some(path), Some(drawing)) = (svg_path, drawing) {
-        write_atomically(path, drawing.as_bytes())?;
+    let mut files: Vec<(&std::path::Path, &[u8])> = vec![(out, &bytes)];
+    if let (Some(path), Some(drawing)) = (svg_path, &drawing) {
+        files.push((path, drawing.as_bytes()));
     }
-    Ok(())
+    write_all_atomically(&files)
 }
 
 fn fmt(value: Option<f64>, digits: usize) -> String {

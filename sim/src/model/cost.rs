@@ -1458,7 +1458,7 @@ fn class_of_op(op: &str) -> Option<OpClass> {
 
 /// A table without a `model` variant applies to every model; otherwise the names must agree
 /// (case-insensitively, ignoring an organisation prefix such as `deepseek-ai/`).
-fn model_matches(table: &CostTable, model: &ModelArch) -> bool {
+pub(crate) fn model_matches(table: &CostTable, model: &ModelArch) -> bool {
     match table.variant.get("model") {
         None => true,
         Some(name) => {

@@ -87,6 +87,16 @@ pub fn cost_model(
     }
 }
 
+/// How many of `profile`'s tables are for `model` (tables that name no model count for every model):
+/// zero means the profile would price nothing and every cost would come from the roofline.
+pub fn tables_for(profile: &CalibrationProfile, model: &ModelArch) -> usize {
+    profile
+        .tables
+        .iter()
+        .filter(|table| crate::model::cost::model_matches(table, model))
+        .count()
+}
+
 /// What `afd-sim predict` uses without flags: the built-in profile of `gpu` where one exists, else
 /// the roofline. The twin prices its tokens the same way.
 pub fn default_cost_model(

@@ -118,7 +118,7 @@ fn input_that_is_not_a_deployment_exits_2() {
     assert!(
         missing
             .stderr
-            .starts_with("error: reading recipe tests/fixtures/recipes/no-such-recipe.sh")
+            .starts_with("error: cannot read recipe tests/fixtures/recipes/no-such-recipe.sh")
     );
     let nothing = afd_sim(&["check"]);
     assert_eq!(nothing.code, 2);

@@ -9,6 +9,7 @@ mod fixtures;
 mod golden;
 mod parsers;
 mod predict_cli;
+mod reliability_cli;
 mod scenarios;
 mod support;
 mod sweep_cli;

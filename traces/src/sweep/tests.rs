@@ -157,6 +157,19 @@ fn bad_files_name_the_line_and_column() {
     );
 }
 
+#[test]
+fn infinite_nan_and_negative_metrics_are_refused() {
+    for value in [f64::INFINITY, f64::NAN, -2.0] {
+        let text = String::from_utf8(write_sweep_csv(&[row(0, Some(value))]).unwrap()).unwrap();
+        let err = read_sweep_csv(&text, "shard.csv").unwrap_err().to_string();
+        assert!(
+            err.starts_with("shard.csv:2: column output_tokens_per_s_per_gpu is ")
+                && err.ends_with("; a metric must be a finite number >= 0"),
+            "{value}: {err}"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

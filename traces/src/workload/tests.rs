@@ -416,6 +416,22 @@ fn trace_files_are_named_after_their_stem_and_errors_carry_the_path() {
         )
     );
 
+    let err = read_trace_file_within(Path::new("/dev/zero"), None, 1 << 20).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/dev/zero:1: not text (a NUL byte at column 1)"
+    );
+    let long = dir.path().join("long.csv");
+    std::fs::write(&long, "x".repeat((1 << 20) + 1)).unwrap();
+    let err = read_trace_file_within(&long, None, 1 << 20).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trace {} exceeds the size limit of 1 MiB (raise it with --max-trace-mib)",
+            long.display()
+        )
+    );
+
     let missing = dir.path().join("missing.csv");
     let err = read_trace_file(&missing, None).unwrap_err();
     assert_eq!(

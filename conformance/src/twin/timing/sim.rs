@@ -26,6 +26,7 @@ use afd_sim::rng::Seed;
 use afd_sim::serving::{ServingConfig, ServingConfigError};
 use afd_sim::time::SimTime;
 use afd_sim::topology::Role;
+use afd_traces::input::InputKind;
 use afd_traces::model_config::ModelConfig;
 
 use crate::prometheus::Scrape;
@@ -105,7 +106,7 @@ fn resolve_model(model: &str) -> (ModelArch, ModelSource) {
     let path = Path::new(model);
     let config_path = path.join("config.json");
     let mut why = "no config.json and no shipped config of that name".to_owned();
-    if let Ok(text) = std::fs::read_to_string(&config_path) {
+    if let Ok(text) = afd_traces::input::read_text(&config_path, InputKind::MODEL_CONFIG) {
         match ModelConfig::from_json(&text) {
             Ok(config) => {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(model);

@@ -1,0 +1,159 @@
+//! Bounded reads of input files: every file a tool reads (recipe, model config, trace, calibration
+//! profile, pipeline results, sweep shard) is read through [`read_text`] with a stated size limit per
+//! kind, so a runaway file is refused after at most `limit + 1` bytes instead of growing without
+//! bound, and `/dev/zero` (a NUL byte, which no text format has) at its first read.
+//!
+//! It does not parse anything; the caller's format module does that with the text it gets back.
+
+use std::io::Read as _;
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+/// What a file is, with the largest size accepted for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputKind {
+    /// Names the kind in messages: `recipe`, `model config`, `trace`.
+    pub name: &'static str,
+    /// Largest accepted size in bytes.
+    pub limit_bytes: u64,
+}
+
+impl InputKind {
+    /// A recipe script (`afd-sim check`, `afd-conformance --recipe` and `up`): 1 MiB.
+    pub const RECIPE: InputKind = InputKind::new("recipe", MIB);
+    /// A model config (`config.json` or DeepSeek `ModelArgs`): 4 MiB.
+    pub const MODEL_CONFIG: InputKind = InputKind::new("model config", 4 * MIB);
+    /// A calibration profile: 64 MiB (the shipped ones are about 1 MiB).
+    pub const CALIBRATION: InputKind = InputKind::new("calibration profile", 64 * MIB);
+    /// `afd-probe pipeline` results for `replay-pipeline`: 64 MiB.
+    pub const PIPELINE: InputKind = InputKind::new("pipeline results", 64 * MIB);
+    /// A sweep shard CSV for `sweep-merge`: 256 MiB.
+    pub const SWEEP_SHARD: InputKind = InputKind::new("sweep shard", 256 * MIB);
+    /// A workload trace: 2 GiB by default (`--max-trace-mib` changes it).
+    pub const TRACE: InputKind = InputKind::new("trace", 2048 * MIB);
+
+    pub const fn new(name: &'static str, limit_bytes: u64) -> InputKind {
+        InputKind { name, limit_bytes }
+    }
+
+    /// The same kind with another limit (in MiB), for a flag that overrides it.
+    pub const fn with_limit_mib(self, mib: u64) -> InputKind {
+        InputKind {
+            name: self.name,
+            limit_bytes: mib.saturating_mul(MIB),
+        }
+    }
+}
+
+/// Why an input file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot read {kind} {file}")]
+    Io {
+        kind: &'static str,
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{kind} {file} exceeds the size limit of {}", show_bytes(*limit_bytes))]
+    TooLarge {
+        kind: &'static str,
+        file: String,
+        limit_bytes: u64,
+    },
+    #[error("{file}:{line}: {kind} is not text (a NUL byte at column {column})")]
+    Binary {
+        kind: &'static str,
+        file: String,
+        line: u64,
+        column: u64,
+    },
+    #[error("{file}:{line}: {kind} is not UTF-8 text (invalid byte at column {column})")]
+    NotUtf8 {
+        kind: &'static str,
+        file: String,
+        line: u64,
+        column: u64,
+    },
+}
+
+/// Reads at most `kind.limit_bytes` of `path`; a longer file (or an endless one) is an error after
+/// `limit + 1` bytes, a regular file's size is checked before reading, and a NUL byte (no text format
+/// has one: `/dev/zero`, a binary file) ends the read at once.
+pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
+    let file = path.display().to_string();
+    let io = |source| InputError::Io {
+        kind: kind.name,
+        file: file.clone(),
+        source,
+    };
+    let too_large = || InputError::TooLarge {
+        kind: kind.name,
+        file: file.clone(),
+        limit_bytes: kind.limit_bytes,
+    };
+    let mut handle = std::fs::File::open(path).map_err(io)?;
+    if let Ok(metadata) = handle.metadata() {
+        if metadata.is_dir() {
+            return Err(io(std::io::Error::other("is a directory")));
+        }
+        if metadata.is_file() && metadata.len() > kind.limit_bytes {
+            return Err(too_large());
+        }
+    }
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match handle.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(io(err)),
+        };
+        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
+            bytes.extend_from_slice(&chunk[..at]);
+            let (line, column) = position(&bytes);
+            return Err(InputError::Binary {
+                kind: kind.name,
+                file,
+                line,
+                column,
+            });
+        }
+        if (bytes.len() + n) as u64 > kind.limit_bytes {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8(bytes).map_err(|err| {
+        let (line, column) = position(&err.as_bytes()[..err.utf8_error().valid_up_to()]);
+        InputError::NotUtf8 {
+            kind: kind.name,
+            file,
+            line,
+            column,
+        }
+    })
+}
+
+/// The 1-based line and column of the byte after `before`.
+fn position(before: &[u8]) -> (u64, u64) {
+    let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    (line, (before.len() - line_start) as u64 + 1)
+}
+
+fn show_bytes(bytes: u64) -> String {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests;
