@@ -61,7 +61,7 @@ fn small_decode_batch_pads_to_the_capture_size_without_split() {
         &[&d],
         expect![[r#"
             graph=true ffn_graph=true stages=1 padded=[64] hazard=false
-              u0 e0: rows=64 real=32 decode=32@4352 prefill=[]
+              u0 e0: rows=64 real=32 decode=32@3968 prefill=[]
         "#]],
     );
 }
@@ -74,8 +74,8 @@ fn thirty_three_decodes_split_into_two_padded_ubatches() {
         &[&d],
         expect![[r#"
             graph=true ffn_graph=true stages=2 padded=[64] hazard=false
-              u0 e0: rows=32 real=32 decode=32@4352 prefill=[]
-              u1 e0: rows=32 real=1 decode=1@192 prefill=[]
+              u0 e0: rows=32 real=32 decode=32@3968 prefill=[]
+              u1 e0: rows=32 real=1 decode=1@144 prefill=[]
         "#]],
     );
 }
@@ -90,7 +90,7 @@ fn mixed_batch_runs_eager_and_cuts_the_prefill_at_the_split() {
         &[&items],
         expect![[r#"
             graph=false ffn_graph=false stages=2 padded=[64] hazard=false
-              u0 e0: rows=32 real=32 decode=4@512 prefill=[(28, 120)]
+              u0 e0: rows=32 real=32 decode=4@448 prefill=[(28, 120)]
               u1 e0: rows=32 real=32 decode=0@0 prefill=[(32, 148)]
         "#]],
     );
@@ -124,7 +124,7 @@ fn an_idle_dp_engine_sends_one_row_and_blocks_dbo() {
         &[&d, &[]],
         expect![[r#"
             graph=true ffn_graph=true stages=1 padded=[64, 64] hazard=false
-              u0 e0: rows=64 real=40 decode=40@5888 prefill=[]
+              u0 e0: rows=64 real=40 decode=40@5120 prefill=[]
               u0 e1: rows=64 real=0 decode=0@0 prefill=[]
         "#]],
     );
@@ -143,7 +143,7 @@ fn eager_mode_keeps_real_counts_and_idle_ranks_send_one_row() {
         &[&d, &[]],
         expect![[r#"
             graph=false ffn_graph=false stages=1 padded=[5, 1] hazard=false
-              u0 e0: rows=5 real=5 decode=5@640 prefill=[]
+              u0 e0: rows=5 real=5 decode=5@560 prefill=[]
               u0 e1: rows=1 real=0 decode=0@0 prefill=[]
         "#]],
     );
