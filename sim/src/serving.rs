@@ -7,6 +7,7 @@
 //! hand (tests), and checks only what the timing model itself relies on. Every default a command
 //! leaves out is vLLM 0.26.0's, resolved by the `RoleConfig` accessors (sources cited there).
 
+use crate::deployment::role_config::DEFAULT_GPU_MEMORY_UTILIZATION;
 use crate::deployment::{CudaGraphMode, Deployment, RoleConfig};
 use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
@@ -188,7 +189,8 @@ pub enum ServingConfigError {
 impl ServingConfig {
     /// The seed recipe `2a2f_graph_dbo_dp1tp2.sh`: both roles DP1 TP2 with expert parallelism
     /// (A = F = 2), max-num-seqs 64, max-num-batched-tokens 64, DBO thresholds decode 2 / prefill 12,
-    /// FULL_DECODE_ONLY with capture sizes [64], on H200, vLLM's default memory utilisation 0.9,
+    /// FULL_DECODE_ONLY with capture sizes [64], on H200, vLLM 0.26.0's default memory utilisation
+    /// 0.92 (`vllm/config/cache.py:68`),
     /// block size 16 (vLLM 0.26.0's FLASH_ATTN_MLA default on Hopper) and prefix caching on.
     pub fn seed_recipe() -> ServingConfig {
         let role = RoleLayout {
@@ -210,8 +212,8 @@ impl ServingConfig {
             graph: GraphMode::FullDecodeOnly {
                 capture_sizes: vec![64],
             },
-            gpu_memory_utilization: 0.9,
-            ffn_gpu_memory_utilization: 0.9,
+            gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+            ffn_gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
             max_model_len: None,
             gpu: GpuKind::H200,
             block_size: crate::deployment::role_config::DEFAULT_BLOCK_SIZE,

@@ -43,8 +43,8 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 16;
 /// The block size of `--attention-backend FLASHMLA`, the only size its kernels take
 /// (`vllm/v1/attention/backends/mla/flashmla.py:58-59`).
 pub const FLASHMLA_BLOCK_SIZE: u32 = 64;
-/// `--gpu-memory-utilization` default (upstream `vllm/config/cache.py`).
-pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+/// `--gpu-memory-utilization` default of vLLM 0.26.0 (`CacheConfig`, `vllm/config/cache.py:68`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.92;
 /// `--dbo-decode-token-threshold` default (afd-spec §4.1; `vllm/config/parallel.py:214`).
 pub const DEFAULT_DBO_DECODE_TOKEN_THRESHOLD: u32 = 32;
 /// `--dbo-prefill-token-threshold` default (same sources).

@@ -317,7 +317,7 @@ fn defaults_follow_vllm() {
     let config = parse("/m");
     expect![[r#"
         dp 1 tp 1 pp 1 pcp 1 dcp 1 ranks 1 gpus 1
-        max_num_seqs 1024 max_num_batched_tokens 8192 max_model_len None gpu_memory_utilization 0.9
+        max_num_seqs 1024 max_num_batched_tokens 8192 max_model_len None gpu_memory_utilization 0.92
         dbo None ubatches 1 eager false mode FULL_AND_PIECEWISE http None:8000 served ["/m"]
         capture 51 sizes, largest Some(512), padded(5)=Some(8) padded(300)=Some(304) padded(513)=None
     "#]]
