@@ -60,6 +60,8 @@ impl Default for ModelOptions {
 pub enum ClusterError {
     #[error(transparent)]
     Config(#[from] ServingConfigError),
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
     #[error(
         "the KV cache of an Attention rank has no room: {memory_gib:.1} GiB x {utilization} leaves nothing after {weights_gib:.1} GiB of weights and {reserve_gib:.1} GiB reserved"
     )]
@@ -227,6 +229,7 @@ impl Cluster {
             moe_collective,
         };
 
+        crate::memory::plan(config, &model, cost.spec().memory_bytes)?;
         let (blocks_per_engine, weights) = kv_capacity(config, &model, cost.spec().memory_bytes);
         let spec = cost.spec();
         if blocks_per_engine == 0 {

@@ -38,9 +38,10 @@ pub use compilation::{CompilationConfig, CudaGraphMode};
 pub use findings::{Finding, Report, Severity, Subject};
 pub use location::{Located, Location};
 pub use recipe::{Recipe, RecipeError, RecipeOptions, ServeCommand, Word, parse_recipe};
-pub use role_config::{Dbo, GpuId, RoleConfig, UnknownFlag, padded_size};
+pub use role_config::{Dbo, GpuClass, GpuId, ModelRunner, RoleConfig, UnknownFlag, padded_size};
 pub use rules::{Rule, RuleInfo, rules, rules_of};
 pub use serve_args::{ArgError, ServeArgsError};
+pub(crate) use validate::check_plain;
 
 use crate::topology::{Role, RuleSet, Topology, TopologyError};
 

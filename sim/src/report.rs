@@ -21,7 +21,7 @@ use crate::model::cost::OpClass;
 use crate::model::workload::Workload;
 use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
 use crate::rng::Seed;
-use crate::serving::{GraphMode, ServingConfig};
+use crate::serving::ServingConfig;
 use crate::time::{SimDuration, SimTime};
 
 /// One latency metric: a histogram plus exact sums.
@@ -202,12 +202,10 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
     };
     let mean = |sum: f64, n: u64| if n > 0 { sum / n as f64 } else { 0.0 };
     let rows = totals.real_rows + totals.padded_rows;
-    let (mode, sizes) = match &config.graph {
-        GraphMode::Eager => ("eager".to_owned(), Vec::new()),
-        GraphMode::FullDecodeOnly { capture_sizes } => {
-            ("FULL_DECODE_ONLY".to_owned(), capture_sizes.clone())
-        }
-    };
+    let (mode, sizes) = (
+        config.graph.name().to_owned(),
+        config.graph.capture_sizes().to_vec(),
+    );
     let cost = cluster.cost();
     PredictReport {
         format: REPORT_FORMAT.to_owned(),
@@ -230,6 +228,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
             rules: config.rules.as_str().to_owned(),
             max_num_seqs: config.max_num_seqs,
             max_num_batched_tokens: config.max_num_batched_tokens,
+            dbo: config.dbo.is_some(),
             dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
             dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
             cudagraph_mode: mode,

@@ -2,14 +2,16 @@
 //! command lines (parallel layout per role, batch limits, DBO, CUDA graphs, memory, GPU), or of the
 //! one command of the non-disaggregated baseline (`Placement::Colocated`, `colocated.rs`).
 //!
-//! The typed, validated `Deployment` parsed from recipes and flags lives in `deployment.rs` (branch
-//! `foundation`); this view is built from it or by hand (tests, sweeps), and checks only what the
-//! timing model itself relies on.
+//! The typed, validated `Deployment` parsed from recipes and flags lives in `deployment.rs`; this
+//! view is built from it ([`ServingConfig::from_deployment`], [`ServingConfig::from_plain`]) or by
+//! hand (tests), and checks only what the timing model itself relies on. Every default a command
+//! leaves out is vLLM 0.26.0's, resolved by the `RoleConfig` accessors (sources cited there).
 
+use crate::deployment::role_config::DEFAULT_GPU_MEMORY_UTILIZATION;
 use crate::deployment::{CudaGraphMode, Deployment, RoleConfig};
 use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
-use crate::model::kv_cache::{DEFAULT_RESERVE_BYTES, FLASHMLA_BLOCK_SIZE};
+use crate::model::kv_cache::DEFAULT_RESERVE_BYTES;
 use crate::topology::{RuleSet, Topology, TopologyError};
 
 /// Parallel layout of one role.
@@ -35,7 +37,15 @@ pub struct DboConfig {
     pub prefill_threshold: u32,
 }
 
-/// CUDA-graph mode (afd-spec §5.1): AFD accepts only eager or `FULL_DECODE_ONLY`.
+/// CUDA-graph mode (afd-spec §5.1): AFD accepts only eager or `FULL_DECODE_ONLY`; a plain `vllm
+/// serve` runs vLLM's default `FULL_AND_PIECEWISE` too.
+///
+/// The sizes are the graphs a uniform-decode batch can replay: vLLM 0.26.0 keys its FULL decode
+/// graphs only for capture sizes ≤ `max_num_seqs` (query length 1), in both model runners
+/// (`vllm/v1/cudagraph_dispatcher.py:204-232`; `vllm/v1/worker/gpu/cudagraph_utils.py:225-250`),
+/// and pads a batch to the smallest of them ≥ its token count (`vllm/v1/cudagraph_dispatcher.py:
+/// 72-91, 132-156, 302-316`; `vllm/v1/worker/gpu/cudagraph_utils.py:275-284`). A batch above them
+/// runs eagerly.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GraphMode {
     Eager,
@@ -44,16 +54,57 @@ pub enum GraphMode {
     FullDecodeOnly {
         capture_sizes: Vec<u32>,
     },
+    /// vLLM's default for a plain server: full graphs for uniform decode as above (`capture_sizes`,
+    /// possibly empty for `PIECEWISE`), piecewise graphs for every other batch up to the largest
+    /// of `piecewise_sizes`, padded to the next of them (attention runs outside the graph, so the
+    /// step is priced as eager with its padded rows). Invariant: both sorted and distinct,
+    /// `piecewise_sizes` non-empty.
+    FullAndPiecewise {
+        capture_sizes: Vec<u32>,
+        piecewise_sizes: Vec<u32>,
+    },
 }
 
 impl GraphMode {
-    /// The smallest capture size ≥ `tokens`, if any.
+    /// The smallest full decode graph size ≥ `tokens`, if any.
     pub fn padded_size(&self, tokens: u32) -> Option<u32> {
         match self {
             GraphMode::Eager => None,
-            GraphMode::FullDecodeOnly { capture_sizes } => {
+            GraphMode::FullDecodeOnly { capture_sizes }
+            | GraphMode::FullAndPiecewise { capture_sizes, .. } => {
                 capture_sizes.iter().copied().find(|&c| c >= tokens)
             }
+        }
+    }
+
+    /// The smallest piecewise graph size ≥ `tokens` a non-decode batch is padded to, if any.
+    pub fn piecewise_size(&self, tokens: u32) -> Option<u32> {
+        match self {
+            GraphMode::FullAndPiecewise {
+                piecewise_sizes, ..
+            } => piecewise_sizes.iter().copied().find(|&c| c >= tokens),
+            _ => None,
+        }
+    }
+
+    /// vLLM's name of the mode (`eager` for none).
+    pub fn name(&self) -> &'static str {
+        match self {
+            GraphMode::Eager => "eager",
+            GraphMode::FullDecodeOnly { .. } => "FULL_DECODE_ONLY",
+            GraphMode::FullAndPiecewise { capture_sizes, .. } if capture_sizes.is_empty() => {
+                "PIECEWISE"
+            }
+            GraphMode::FullAndPiecewise { .. } => "FULL_AND_PIECEWISE",
+        }
+    }
+
+    /// The full decode graph sizes (empty when eager).
+    pub fn capture_sizes(&self) -> &[u32] {
+        match self {
+            GraphMode::Eager => &[],
+            GraphMode::FullDecodeOnly { capture_sizes }
+            | GraphMode::FullAndPiecewise { capture_sizes, .. } => capture_sizes,
         }
     }
 }
@@ -80,12 +131,18 @@ pub struct ServingConfig {
     pub max_num_batched_tokens: u32,
     pub dbo: Option<DboConfig>,
     pub graph: GraphMode,
+    /// `--gpu-memory-utilization` of the Attention role (of the server, colocated): its KV cache.
     pub gpu_memory_utilization: f64,
+    /// `--gpu-memory-utilization` of the FFN role, which only has to hold its weights.
+    pub ffn_gpu_memory_utilization: f64,
     /// `--max-model-len`; the model's `max_position_embeddings` when `None`.
     pub max_model_len: Option<u32>,
     pub gpu: GpuKind,
     /// KV-cache block size in tokens.
     pub block_size: u32,
+    /// Automatic prefix caching (vLLM's default on). The shipped workloads share no prefixes, so
+    /// it changes nothing in the run; reported so a reader knows what vLLM would do.
+    pub prefix_caching: bool,
     /// Attention-rank memory kept outside weights and KV cache, bytes.
     pub kv_reserve_bytes: u64,
 }
@@ -119,12 +176,22 @@ pub enum ServingConfigError {
         role: &'static str,
         mode: &'static str,
     },
+    #[error(
+        "the server runs cudagraph_mode {0}; the simulator models NONE, PIECEWISE, FULL_DECODE_ONLY and FULL_AND_PIECEWISE for a plain server"
+    )]
+    PlainGraphMode(&'static str),
+    #[error(
+        "--no-enable-chunked-prefill is not simulated: the scheduler model always chunks prefills (vLLM 0.26.0's default)"
+    )]
+    ChunkedPrefillOff,
 }
 
 impl ServingConfig {
     /// The seed recipe `2a2f_graph_dbo_dp1tp2.sh`: both roles DP1 TP2 with expert parallelism
     /// (A = F = 2), max-num-seqs 64, max-num-batched-tokens 64, DBO thresholds decode 2 / prefill 12,
-    /// FULL_DECODE_ONLY with capture sizes [64], on H200, vLLM's default memory utilisation 0.9.
+    /// FULL_DECODE_ONLY with capture sizes [64], on H200, vLLM 0.26.0's default memory utilisation
+    /// 0.92 (`vllm/config/cache.py:68`),
+    /// block size 16 (vLLM 0.26.0's FLASH_ATTN_MLA default on Hopper) and prefix caching on.
     pub fn seed_recipe() -> ServingConfig {
         let role = RoleLayout {
             dp: 1,
@@ -145,10 +212,12 @@ impl ServingConfig {
             graph: GraphMode::FullDecodeOnly {
                 capture_sizes: vec![64],
             },
-            gpu_memory_utilization: 0.9,
+            gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+            ffn_gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
             max_model_len: None,
             gpu: GpuKind::H200,
-            block_size: FLASHMLA_BLOCK_SIZE,
+            block_size: crate::deployment::role_config::DEFAULT_BLOCK_SIZE,
+            prefix_caching: true,
             kv_reserve_bytes: DEFAULT_RESERVE_BYTES,
         }
     }
@@ -160,13 +229,10 @@ impl ServingConfig {
         deployment: &Deployment,
         gpu: GpuKind,
     ) -> Result<ServingConfig, ServingConfigError> {
-        let layout = |role: &RoleConfig| RoleLayout {
-            dp: role.dp_size(),
-            tp: role.tp_size(),
-            expert_parallel: role.expert_parallel(),
-        };
-        let attention = &deployment.attention;
-        for (name, role) in [("attention", attention), ("ffn", &deployment.ffn)] {
+        let class = gpu.batch_class();
+        let attention = deployment.attention.clone().on_gpu(class);
+        let ffn = deployment.ffn.clone().on_gpu(class);
+        for (name, role) in [("attention", &attention), ("ffn", &ffn)] {
             let mode = role.cudagraph_mode();
             if !matches!(mode, CudaGraphMode::None | CudaGraphMode::FullDecodeOnly) {
                 return Err(ServingConfigError::GraphMode {
@@ -175,32 +241,88 @@ impl ServingConfig {
                 });
             }
         }
-        let graph = match attention.cudagraph_mode() {
-            CudaGraphMode::FullDecodeOnly => GraphMode::FullDecodeOnly {
-                capture_sizes: attention.capture_sizes(),
+        let mut config = ServingConfig::from_server(&attention, gpu)?;
+        config.ffn = layout(&ffn);
+        config.ffn_gpu_memory_utilization = ffn.gpu_memory_utilization();
+        config.rules = deployment.rules;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The timing view of one plain `vllm serve` command (no `afd` block): the colocated
+    /// deployment of its DP × TP GPUs, each running attention and its share of the MoE.
+    pub fn from_plain(
+        server: &RoleConfig,
+        rules: RuleSet,
+        gpu: GpuKind,
+    ) -> Result<ServingConfig, ServingConfigError> {
+        let server = server.clone().on_gpu(gpu.batch_class());
+        let mode = server.cudagraph_mode();
+        if mode == CudaGraphMode::Full {
+            return Err(ServingConfigError::PlainGraphMode(mode.as_str()));
+        }
+        let mut config = ServingConfig::from_server(&server, gpu)?;
+        if config.attention.dp == 1 {
+            // vLLM decides ubatching only in its DP coordination, so a DP-1 server never splits
+            // (`vllm/v1/worker/gpu_model_runner.py:3948-3959`; the plugin adds the DP-1 split).
+            config.dbo = None;
+        }
+        config.placement = Placement::Colocated;
+        config.ffn = config.attention;
+        config.rules = rules;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// What one server's flags set (the Attention role's for a pair; it governs the step, and the
+    /// FFN follows its payload), with vLLM 0.26.0's defaults for what the command leaves out.
+    fn from_server(server: &RoleConfig, gpu: GpuKind) -> Result<ServingConfig, ServingConfigError> {
+        if !server.chunked_prefill() {
+            return Err(ServingConfigError::ChunkedPrefillOff);
+        }
+        let max_num_seqs = server.max_num_seqs();
+        let sizes = server.capture_sizes();
+        let decode: Vec<u32> = sizes
+            .iter()
+            .copied()
+            .filter(|&s| s <= max_num_seqs)
+            .collect();
+        let graph = match server.cudagraph_mode() {
+            CudaGraphMode::FullDecodeOnly if !decode.is_empty() => GraphMode::FullDecodeOnly {
+                capture_sizes: decode,
             },
+            CudaGraphMode::FullAndPiecewise | CudaGraphMode::Piecewise if !sizes.is_empty() => {
+                GraphMode::FullAndPiecewise {
+                    capture_sizes: if server.cudagraph_mode() == CudaGraphMode::Piecewise {
+                        Vec::new()
+                    } else {
+                        decode
+                    },
+                    piecewise_sizes: sizes,
+                }
+            }
             _ => GraphMode::Eager,
         };
-        let config = ServingConfig {
+        Ok(ServingConfig {
             placement: Placement::Disaggregated,
-            attention: layout(attention),
-            ffn: layout(&deployment.ffn),
-            rules: deployment.rules,
-            max_num_seqs: attention.max_num_seqs(),
-            max_num_batched_tokens: attention.max_num_batched_tokens(),
-            dbo: attention.dbo().map(|dbo| DboConfig {
+            attention: layout(server),
+            ffn: layout(server),
+            rules: RuleSet::Latest,
+            max_num_seqs,
+            max_num_batched_tokens: server.max_num_batched_tokens(),
+            dbo: server.dbo().map(|dbo| DboConfig {
                 decode_threshold: dbo.decode_token_threshold,
                 prefill_threshold: dbo.prefill_token_threshold,
             }),
             graph,
-            gpu_memory_utilization: attention.gpu_memory_utilization(),
-            max_model_len: attention.max_model_len(),
+            gpu_memory_utilization: server.gpu_memory_utilization(),
+            ffn_gpu_memory_utilization: server.gpu_memory_utilization(),
+            max_model_len: server.max_model_len(),
             gpu,
-            block_size: FLASHMLA_BLOCK_SIZE,
+            block_size: server.block_size(),
+            prefix_caching: server.prefix_caching(),
             kv_reserve_bytes: DEFAULT_RESERVE_BYTES,
-        };
-        config.validate()?;
-        Ok(config)
+        })
     }
 
     /// How this layout splits work, as the cost model prices it.
@@ -285,21 +407,46 @@ impl ServingConfig {
                 return Err(ServingConfigError::DboThreshold { which: "prefill" });
             }
         }
-        if let GraphMode::FullDecodeOnly { capture_sizes } = &self.graph {
-            let sorted = capture_sizes.windows(2).all(|w| w[0] < w[1]);
-            if capture_sizes.is_empty() || capture_sizes[0] == 0 || !sorted {
-                return Err(ServingConfigError::CaptureSizes(capture_sizes.clone()));
+        let sorted = |sizes: &[u32]| {
+            !sizes.is_empty() && sizes[0] > 0 && sizes.windows(2).all(|w| w[0] < w[1])
+        };
+        match &self.graph {
+            GraphMode::Eager => {}
+            GraphMode::FullDecodeOnly { capture_sizes } => {
+                if !sorted(capture_sizes) {
+                    return Err(ServingConfigError::CaptureSizes(capture_sizes.clone()));
+                }
+            }
+            GraphMode::FullAndPiecewise {
+                capture_sizes,
+                piecewise_sizes,
+            } => {
+                if !(capture_sizes.is_empty() || sorted(capture_sizes)) {
+                    return Err(ServingConfigError::CaptureSizes(capture_sizes.clone()));
+                }
+                if !sorted(piecewise_sizes) {
+                    return Err(ServingConfigError::CaptureSizes(piecewise_sizes.clone()));
+                }
             }
         }
-        if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {
-            return Err(ServingConfigError::MemoryUtilization(
-                self.gpu_memory_utilization,
-            ));
+        for fraction in [self.gpu_memory_utilization, self.ffn_gpu_memory_utilization] {
+            if !(fraction > 0.0 && fraction <= 1.0) {
+                return Err(ServingConfigError::MemoryUtilization(fraction));
+            }
         }
         if self.block_size == 0 {
             return Err(ServingConfigError::BlockSize);
         }
         Ok(())
+    }
+}
+
+/// The parallel layout of one server's flags.
+fn layout(role: &RoleConfig) -> RoleLayout {
+    RoleLayout {
+        dp: role.dp_size(),
+        tp: role.tp_size(),
+        expert_parallel: role.expert_parallel(),
     }
 }
 

@@ -4,9 +4,16 @@
 //! Rules, all from afd-spec:
 //! - Every FFN rank steps whenever any Attention DP engine has work; an idle engine runs a dummy
 //!   one-token uniform-decode batch and sends one row (§3.8, §3.5).
-//! - Graph iff the mode is `FULL_DECODE_ONLY`, every engine is uniform decode and the largest token
-//!   count fits the largest capture size; then every engine is padded to the smallest capture size
-//!   ≥ that count, agreed across DP (§5.1). Otherwise eager with real counts (Appendix A).
+//! - Graph iff the mode has full decode graphs, every engine is uniform decode and the largest token
+//!   count fits the largest decode graph; then every engine is padded to the smallest decode graph
+//!   size ≥ that count, agreed across DP (§5.1). Otherwise eager with real counts (Appendix A), or,
+//!   under a plain server's `FULL_AND_PIECEWISE`, padded to the next piecewise size when one fits.
+//!   Uniform decode is vLLM 0.26.0's test: every request schedules exactly one token, so a
+//!   one-token prefill chunk counts as decode (`vllm/v1/worker/gpu_model_runner.py:3857-3875`;
+//!   the V2 runner's `get_uniform_token_count`, `vllm/v1/worker/gpu/cudagraph_utils.py:91-105`,
+//!   agrees for query length 1). The decode graph sizes are those ≤ `max_num_seqs` (see
+//!   `serving::GraphMode`). Across DP the lowest mode wins and the padding is the DP maximum
+//!   (`vllm/v1/worker/dp_utils.py:164-225`; `vllm/v1/worker/gpu/dp_utils.py:31-86`).
 //! - DBO (§4.2): a rank votes to split when `T ≥ decode threshold` (uniform decode) or
 //!   `T ≥ prefill threshold` (otherwise); at DP 1 the split also needs `T ≥ 2` and
 //!   `padded // 2 < T`; at DP > 1 every rank must vote yes and keep a non-empty last ubatch, then
@@ -77,13 +84,14 @@ pub fn plan_step(
     // Idle engines run a one-token dummy batch.
     let effective = |e: usize| shape.tokens[e].max(1);
     let max_tokens = (0..engines).map(effective).max().unwrap_or(1);
-    let graph_size = match &config.graph {
-        GraphMode::FullDecodeOnly { .. } if uniform => config.graph.padded_size(max_tokens),
-        _ => None,
+    let graph_size = if uniform {
+        config.graph.padded_size(max_tokens)
+    } else {
+        None
     };
     shape.graph = graph_size.is_some();
     shape.padded.clear();
-    match graph_size {
+    match graph_size.or_else(|| config.graph.piecewise_size(max_tokens)) {
         Some(size) => shape.padded.extend(std::iter::repeat_n(size, engines)),
         None => shape.padded.extend((0..engines).map(effective)),
     }

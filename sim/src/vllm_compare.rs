@@ -7,13 +7,15 @@
 //! concurrency, token counts). Nothing here is fitted: the simulated run is priced by whatever cost
 //! model the caller gives (the built-in profile plus the engine profile, `model/engine.rs`).
 
-use crate::deployment::{Deployment, RoleConfig};
+use crate::deployment::RoleConfig;
 use crate::engine::{RunOptions, run};
+use crate::launch::serving_config_from_command_lines;
+use crate::model::arch::ModelArch;
 use crate::model::cost::CostModel;
 use crate::model::hardware::GpuKind;
 use crate::model::workload::{Arrivals, RandomDataset, random_workload};
 use crate::rng::Seed;
-use crate::serving::{RoleLayout, ServingConfig};
+use crate::serving::ServingConfig;
 use crate::topology::RuleSet;
 
 /// What `vllm bench serve` was asked to run, read back from its result.
@@ -112,9 +114,14 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
     })
 }
 
-/// The colocated deployment one plain `vllm serve` command runs (`words` after `serve`), through
-/// the deployment model `check` uses. An AFD block is refused: that is a pair, not one server.
-pub fn plain_config(words: &[String], gpu: GpuKind) -> Result<ServingConfig, String> {
+/// The colocated deployment one plain `vllm serve` command runs (`words` after `serve`), judged by
+/// the same rules and memory plan as `check` and `predict` (`launch.rs`). An AFD block is refused:
+/// that is a pair, not one server.
+pub fn plain_config(
+    words: &[String],
+    gpu: GpuKind,
+    model: &ModelArch,
+) -> Result<ServingConfig, String> {
     let role =
         RoleConfig::from_serve_args(words).map_err(|e| format!("the vllm serve words: {e}"))?;
     if role.afd().is_some() {
@@ -122,21 +129,19 @@ pub fn plain_config(words: &[String], gpu: GpuKind) -> Result<ServingConfig, Str
             "the vllm serve words carry an afd block: compare a pair with both roles' words".into(),
         );
     }
-    let layout = RoleLayout {
-        dp: role.dp_size(),
-        tp: role.tp_size(),
-        expert_parallel: role.expert_parallel(),
-    };
-    let single = Deployment::new(role.clone(), role, RuleSet::Latest);
-    let config = ServingConfig::from_deployment(&single, gpu)
-        .map_err(|e| e.to_string())?
-        .to_colocated(layout);
-    config.validate().map_err(|e| e.to_string())?;
-    Ok(config)
+    let line = std::iter::once("vllm serve".to_owned())
+        .chain(
+            words
+                .iter()
+                .map(|w| format!("'{}'", w.replace('\'', "'\\''"))),
+        )
+        .collect::<Vec<_>>()
+        .join(" ");
+    serving_config_from_command_lines(&[&line], RuleSet::Latest, gpu, model)
+        .map(|launched| launched.config)
+        .map_err(|e| e.to_string())
 }
 
-/// Simulates `setting` on `config` and sets each metric of `real` beside the prediction; metrics the
-/// result lacks are left out.
 /// `frontend_ns` is the front end's per-request latency (the engine profile's): it is added to each
 /// request's time to first token and end-to-end latency and delays no step.
 pub fn compare(

@@ -56,9 +56,13 @@ pub struct DeploymentSummary {
     pub rules: String,
     pub max_num_seqs: u32,
     pub max_num_batched_tokens: u32,
+    /// Whether the deployment ran with dual-batch overlap (`--enable-dbo`, or `--ubatch-size 2`);
+    /// the thresholds below are `null` when it did not.
+    #[serde(default)]
+    pub dbo: bool,
     pub dbo_decode_token_threshold: Option<u32>,
     pub dbo_prefill_token_threshold: Option<u32>,
-    /// `FULL_DECODE_ONLY` or `eager`.
+    /// `FULL_DECODE_ONLY`, `FULL_AND_PIECEWISE` (a plain server), `PIECEWISE` or `eager`.
     pub cudagraph_mode: String,
     pub cudagraph_capture_sizes: Vec<u32>,
     pub gpu_memory_utilization: f64,
@@ -319,6 +323,12 @@ impl PredictReport {
                 100.0 * u.links
             ),
         );
+        let d = &self.deployment;
+        let dbo = match (d.dbo_decode_token_threshold, d.dbo_prefill_token_threshold) {
+            (Some(decode), Some(prefill)) if d.dbo => format!("on ({decode} / {prefill})"),
+            _ => "off".to_owned(),
+        };
+        line(&mut out, "DBO (decode / prefill threshold):", dbo);
         let s = &self.steps;
         line(
             &mut out,

@@ -100,6 +100,8 @@ impl Twin {
     /// As [`Twin::spawn`], with extra environment variables (e.g. `CUDA_VISIBLE_DEVICES`).
     pub(crate) fn spawn_with_env(words: &[String], extra: &[&str], env: &[(&str, &str)]) -> Twin {
         let mut command = Command::new(env!("CARGO_BIN_EXE_afd-twin"));
+        // The seed recipe exports the V2 model runner, which the latest plugin requires.
+        command.env("VLLM_USE_V2_MODEL_RUNNER", "1");
         command.envs(env.iter().copied());
         command
             .args(words)

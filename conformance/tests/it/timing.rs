@@ -22,16 +22,18 @@ const OUTPUT: u32 = 64;
 
 /// The simulator's TTFT and E2EL for one request on the idle seed pair, in simulated time.
 fn predicted() -> (Duration, Duration) {
+    // The seed recipe exports the V2 model runner, which the latest plugin requires.
+    let env = BTreeMap::from([("VLLM_USE_V2_MODEL_RUNNER".to_owned(), "1".to_owned())]);
     let attention = LaunchedRole::new(
         &seed_args(Role::Attention, 6269, 18305),
-        BTreeMap::new(),
+        env.clone(),
         RuleSet::Latest,
     )
     .expect("the seed recipe's attention role");
     let mut source = SimSource::for_pair(
         &attention,
         &seed_args(Role::Ffn, 6269, 18305),
-        &BTreeMap::new(),
+        &env,
         &SimPricing::new("/path/model_weights/DeepSeek-V2-Lite", GpuKind::H200),
     )
     .expect("the seed pair simulates");

@@ -1,20 +1,25 @@
-//! `afd-sim check`: validate a recipe script, or the two roles' `vllm serve` command lines, and
-//! print every error, warning and note with its place in the input.
+//! `afd-sim check`: validate a recipe script, the two roles' `vllm serve` command lines, or one
+//! plain `vllm serve` command line, and print every error, warning and note with its place in the
+//! input. The same reading (and, for `predict`, its deployment flags rendered into the words)
+//! feeds `predict`, so nothing the rules refuse is ever simulated.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
 use afd_sim::deployment::{
-    Deployment, DeploymentError, Finding, Location, RecipeOptions, Report, RoleConfig, Severity,
-    Subject,
+    DeploymentError, Finding, Location, RecipeOptions, Report, RoleConfig, Severity, Subject,
 };
+use afd_sim::launch::{Launch, Overrides, SEED_RECIPE, ServerWords};
+use afd_sim::model::arch::ModelArch;
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::{Role, RuleSet};
 
+use crate::cli::inputs::read_model;
 use crate::cli::output::{emit, json_text};
 use crate::cli::parse_rule_set;
 
@@ -24,15 +29,28 @@ Examples:
   afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
   afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp2tp1.sh --rules v0.26 --json
   afd-sim check sim/tests/fixtures/recipes/4a4f_graph_dbo_dp2tp2.sh --env MODEL_PATH=/models/DeepSeek-V2-Lite
+  afd-sim check --serve-args 'CUDA_VISIBLE_DEVICES=0,1 vllm serve /m --tensor-parallel-size 2'
   afd-sim check \\
     --attention-args 'CUDA_VISIBLE_DEVICES=0 vllm serve /m --enforce-eager --additional-config '\\''{\"afd\":{\"role\":\"attention\"}}'\\''' \\
     --ffn-args 'CUDA_VISIBLE_DEVICES=1 vllm serve /m --enforce-eager --port 8001 --additional-config '\\''{\"afd\":{\"role\":\"ffn\"}}'\\'''
+
+A command line or recipe with one `vllm serve` and no afd block is a plain vLLM deployment, judged
+by vLLM 0.26.0's own rules. Flags a command leaves out take vLLM 0.26.0's defaults for `vllm
+serve` on the --gpu class (max-num-seqs 1024 / max-num-batched-tokens 8192 on H100/H200/H800/H20,
+256 / 2048 on A100/L4/L20; capture sizes from max-num-seqs; the V2 model runner where vLLM picks
+it). Memory (rule memory.role-fits) is checked for --model on --gpu.
 
 Exit status: 0 when no rule is violated (warnings and notes allowed), 2 on any violation or on
 input that does not parse. `afd-sim rules` lists the rules.")]
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     input: DeploymentArgs,
+    /// GPU kind the commands run on (vLLM's batch defaults and the memory check depend on it).
+    #[arg(long, default_value = "h200")]
+    gpu: String,
+    /// Model whose weights the memory check sizes: a config.json or a shipped model name.
+    #[arg(long, default_value = "deepseek-v2-lite")]
+    model: String,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -42,8 +60,16 @@ pub(crate) struct CheckArgs {
 #[derive(Args, Debug, Clone)]
 pub(crate) struct DeploymentArgs {
     /// Recipe script (the shell subset of the afd-plugin recipes; never executed).
-    #[arg(value_name = "RECIPE.sh", conflicts_with_all = ["attention_args", "ffn_args"])]
+    #[arg(value_name = "RECIPE.sh", conflicts_with_all = ["attention_args", "ffn_args", "serve_args"])]
     pub(crate) recipe: Option<PathBuf>,
+    /// One plain server's command line (no afd block): [NAME=value ...] [vllm serve] ARGS.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        conflicts_with_all = ["attention_args", "ffn_args"],
+        allow_hyphen_values = true
+    )]
+    pub(crate) serve_args: Option<String>,
     /// The Attention server's command line: [NAME=value ...] [vllm serve] ARGS, shell-quoted.
     #[arg(
         long,
@@ -71,37 +97,46 @@ pub(crate) struct DeploymentArgs {
 impl DeploymentArgs {
     /// Whether a recipe or command lines were given at all.
     pub(crate) fn is_given(&self) -> bool {
-        self.recipe.is_some() || self.attention_args.is_some()
+        self.recipe.is_some() || self.attention_args.is_some() || self.serve_args.is_some()
     }
 }
 
 /// A deployment read from its input, or why it could not be read (with the role at fault).
 pub(crate) struct Loaded {
     sources: Sources,
-    built: Result<Deployment, (Option<Role>, DeploymentError)>,
+    built: Result<Launch, (Option<Role>, DeploymentError)>,
 }
 
 /// Where the input came from: names used in `file:line:col` positions.
 enum Sources {
     Recipe(String),
+    /// A recipe (or the seed) with one plain server.
+    Plain(String),
     CommandLines,
+    ServeArgs,
 }
 
 impl Sources {
     fn name(&self, role: Option<Role>) -> &str {
         match self {
-            Sources::Recipe(path) => path,
+            Sources::Recipe(path) | Sources::Plain(path) => path,
             Sources::CommandLines => match role {
                 Some(Role::Attention) => "--attention-args",
                 _ => "--ffn-args",
             },
+            Sources::ServeArgs => "--serve-args",
         }
     }
 }
 
-/// Reads the recipe or command lines of `input`; file and flag problems are errors, parse
-/// problems of the deployment itself come back in [`Loaded`].
-pub(crate) fn load(input: &DeploymentArgs) -> anyhow::Result<Loaded> {
+/// Reads the recipe or command lines of `input` (the seed recipe when none is given), with
+/// `overrides` rendered into the servers' words, judged for GPUs of `gpu`; file and flag problems
+/// are errors, parse problems of the deployment itself come back in [`Loaded`].
+pub(crate) fn load(
+    input: &DeploymentArgs,
+    overrides: &Overrides,
+    gpu: GpuKind,
+) -> anyhow::Result<Loaded> {
     let mut options = RecipeOptions::default();
     for pair in &input.env {
         let Some((name, value)) = pair.split_once('=') else {
@@ -109,50 +144,133 @@ pub(crate) fn load(input: &DeploymentArgs) -> anyhow::Result<Loaded> {
         };
         options.env.insert(name.to_owned(), value.to_owned());
     }
-    let (sources, built) = match (&input.recipe, &input.attention_args, &input.ffn_args) {
-        (Some(path), _, _) => {
-            let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::RECIPE)?;
-            let sources = Sources::Recipe(path.display().to_string());
-            (
-                sources,
-                Deployment::from_recipe(&text, &options, input.rules).map_err(|e| (None, e)),
-            )
+    let rules = input.rules;
+    let seed = !input.is_given();
+    // The seed recipe runs model runner V2; the v0.26 plugin needs V1, so the seed is judged there
+    // with VLLM_USE_V2_MODEL_RUNNER=0 (what its v0.26 recipes export).
+    let seed_v026 = seed && rules == RuleSet::V026;
+    let (mut sources, built) = match (&input.recipe, &input.attention_args, &input.serve_args) {
+        (Some(_), _, _) | (None, None, None) => {
+            let (name, text) = match &input.recipe {
+                Some(path) => (
+                    path.display().to_string(),
+                    afd_traces::input::read_text(path, afd_traces::input::InputKind::RECIPE)?,
+                ),
+                None => (
+                    "seed recipe 2a2f_graph_dbo_dp1tp2.sh".to_owned(),
+                    SEED_RECIPE.to_owned(),
+                ),
+            };
+            let built = if overrides.is_empty() && !seed_v026 {
+                Launch::from_recipe(&text, &options, rules).map_err(|e| (None, e))
+            } else {
+                match Launch::recipe_words(&text, &options) {
+                    Ok(mut servers) => {
+                        if seed_v026 {
+                            for server in &mut servers {
+                                server
+                                    .env
+                                    .insert("VLLM_USE_V2_MODEL_RUNNER".to_owned(), "0".to_owned());
+                            }
+                        }
+                        overrides.apply(&mut servers)?;
+                        Launch::from_servers(&servers, rules).map_err(|(_, e)| (None, e))
+                    }
+                    Err(e) => Err((None, e)),
+                }
+            };
+            (Sources::Recipe(name), built)
         }
-        (None, Some(attention), Some(ffn)) => {
-            let built = RoleConfig::from_command_line(attention, &options)
-                .map_err(|e| (Some(Role::Attention), e))
-                .and_then(|a| {
-                    RoleConfig::from_command_line(ffn, &options)
-                        .map(|f| Deployment::new(a, f, input.rules))
-                        .map_err(|e| (Some(Role::Ffn), e))
-                });
+        (None, Some(attention), None) => {
+            let ffn = input
+                .ffn_args
+                .as_ref()
+                .context("--attention-args needs --ffn-args")?;
+            let built = if overrides.is_empty() {
+                RoleConfig::from_command_line(attention, &options)
+                    .map_err(|e| (Some(Role::Attention), e))
+                    .and_then(|a| {
+                        RoleConfig::from_command_line(ffn, &options)
+                            .map(|f| Launch::Afd(afd_sim::deployment::Deployment::new(a, f, rules)))
+                            .map_err(|e| (Some(Role::Ffn), e))
+                    })
+            } else {
+                let words = |text: &str, role: Role| {
+                    ServerWords::from_command_line(text, &options).map_err(|e| (Some(role), e))
+                };
+                match (words(attention, Role::Attention), words(ffn, Role::Ffn)) {
+                    (Ok(a), Ok(f)) => {
+                        let mut servers = [a, f];
+                        overrides.apply(&mut servers)?;
+                        let roles = [Some(Role::Attention), Some(Role::Ffn)];
+                        Launch::from_servers(&servers, rules).map_err(|(i, e)| (roles[i], e))
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            };
             (Sources::CommandLines, built)
         }
-        _ => bail!("give a RECIPE.sh, or both --attention-args and --ffn-args"),
+        (None, None, Some(line)) => {
+            let built = ServerWords::from_command_line(line, &options)
+                .map_err(|e| (None, e))
+                .and_then(|mut server| {
+                    let mut servers = [std::mem::take(&mut server)];
+                    overrides
+                        .apply(&mut servers)
+                        .map_err(|e| (None, shape_error(e.to_string())))?;
+                    match Launch::from_servers(&servers, rules).map_err(|(_, e)| (None, e))? {
+                        Launch::Plain(plain) if plain.server.afd().is_some() => Err((
+                            None,
+                            shape_error(
+                                "--serve-args has an afd block: an AFD deployment needs both roles (--attention-args and --ffn-args)".to_owned(),
+                            ),
+                        )),
+                        launch => Ok(launch),
+                    }
+                });
+            (Sources::ServeArgs, built)
+        }
+        _ => bail!("give a RECIPE.sh, both --attention-args and --ffn-args, or --serve-args"),
     };
+    if let (Sources::Recipe(name), Ok(Launch::Plain(_))) = (&sources, &built) {
+        sources = Sources::Plain(name.clone());
+    }
+    let built = built.map(|launch| launch.on_gpu(gpu));
     Ok(Loaded { sources, built })
 }
 
-/// The deployment when it parses and passes every error rule; otherwise the text `check` would
-/// print about it, for the caller to show before exiting 2.
-pub(crate) fn checked(loaded: Loaded) -> Result<Deployment, String> {
-    let deployment = match loaded.built {
-        Ok(deployment) => deployment,
+fn shape_error(message: String) -> DeploymentError {
+    DeploymentError::Shape {
+        location: Location::START,
+        message,
+    }
+}
+
+/// The launch when it parses, passes every error rule and fits in memory (for `model` on `gpu`);
+/// otherwise the text `check` would print about it, for the caller to show before exiting 2.
+pub(crate) fn checked(loaded: Loaded, gpu: GpuKind, model: &ModelArch) -> Result<Launch, String> {
+    let launch = match loaded.built {
+        Ok(launch) => launch,
         Err((role, error)) => return Err(input_errors_text(&loaded.sources, role, &error)),
     };
-    let report = deployment.check();
+    let report = launch.check_on(gpu, model);
     if report.is_clean() {
-        Ok(deployment)
+        Ok(launch)
     } else {
-        Err(report_text(&loaded.sources, &deployment, &report))
+        Err(report_text(&loaded.sources, &launch, &report))
     }
 }
 
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let Loaded { sources, built } = load(&args.input)?;
+    if !args.input.is_given() {
+        bail!("give a RECIPE.sh, both --attention-args and --ffn-args, or --serve-args");
+    }
+    let gpu = crate::cli::inputs::parse_gpu(&args.gpu)?;
+    let model = read_model(&args.model)?;
+    let Loaded { sources, built } = load(&args.input, &Overrides::default(), gpu)?;
     let rules = args.input.rules;
-    let deployment = match built {
-        Ok(deployment) => deployment,
+    let launch = match built {
+        Ok(launch) => launch,
         Err((role, error)) => {
             let text = if args.json {
                 json_text(&input_errors_json(&sources, role, rules, &error))
@@ -163,11 +281,11 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let report = deployment.check();
+    let report = launch.check_on(gpu, &model);
     let text = if args.json {
-        json_text(&report_json(&sources, &deployment, &report))
+        json_text(&report_json(&sources, &launch, &report))
     } else {
-        report_text(&sources, &deployment, &report)
+        report_text(&sources, &launch, &report)
     };
     emit(&text)?;
     Ok(if report.is_clean() {
@@ -223,10 +341,15 @@ fn input_errors_text(sources: &Sources, role: Option<Role>, error: &DeploymentEr
 }
 
 fn finding_json(sources: &Sources, finding: &Finding) -> Value {
+    let role = match (finding.role, sources) {
+        (Some(role), _) => Some(role.as_str()),
+        (None, Sources::ServeArgs | Sources::Plain(_)) => Some("server"),
+        (None, _) => None,
+    };
     json!({
         "severity": finding.severity.as_str(),
         "rule": finding.rule.id(),
-        "role": finding.role.map(Role::as_str),
+        "role": role,
         "subject": subject_json(finding.subject.as_ref()),
         "source": sources.name(finding.role),
         "location": location_json(finding.location),
@@ -234,7 +357,7 @@ fn finding_json(sources: &Sources, finding: &Finding) -> Value {
     })
 }
 
-fn report_json(sources: &Sources, deployment: &Deployment, report: &Report) -> Value {
+fn report_json(sources: &Sources, launch: &Launch, report: &Report) -> Value {
     let findings: Vec<Value> = report
         .findings()
         .iter()
@@ -247,9 +370,12 @@ fn report_json(sources: &Sources, deployment: &Deployment, report: &Report) -> V
         "warnings": report.count(Severity::Warning),
         "notes": report.count(Severity::Note),
         "findings": findings,
-        "deployment": {
-            "attention": role_json(&deployment.attention),
-            "ffn": role_json(&deployment.ffn),
+        "deployment": match launch {
+            Launch::Afd(deployment) => json!({
+                "attention": role_json(&deployment.attention),
+                "ffn": role_json(&deployment.ffn),
+            }),
+            Launch::Plain(plain) => json!({ "server": role_json(&plain.server) }),
         },
     })
 }
@@ -276,10 +402,13 @@ fn role_json(config: &RoleConfig) -> Value {
         "dbo": dbo,
         "http": format!("{}:{}", config.http_host().unwrap_or("0.0.0.0"), config.http_port()),
         "model_runner_v2": config.uses_model_runner_v2(),
+        "block_size": config.block_size(),
+        "prefix_caching": config.prefix_caching(),
+        "chunked_prefill": config.chunked_prefill(),
     })
 }
 
-fn role_line(role: Role, config: &RoleConfig) -> String {
+fn role_line(role: &str, config: &RoleConfig) -> String {
     let gpus = config.gpus().map_or_else(
         || "GPUs unset".to_owned(),
         |g| {
@@ -308,7 +437,7 @@ fn role_line(role: Role, config: &RoleConfig) -> String {
     );
     format!(
         "  {:<9}  DP {} x TP {} = {} ranks, {gpus}, {graphs}, {dbo}, max-num-seqs {}, max-num-batched-tokens {}, HTTP {}:{}\n",
-        role.as_str(),
+        role,
         config.dp_size(),
         config.tp_size(),
         config.rank_count(),
@@ -319,10 +448,13 @@ fn role_line(role: Role, config: &RoleConfig) -> String {
     )
 }
 
-fn report_text(sources: &Sources, deployment: &Deployment, report: &Report) -> String {
-    let block = deployment.attention.afd().or(deployment.ffn.afd());
+fn report_text(sources: &Sources, launch: &Launch, report: &Report) -> String {
+    let block = launch.afd();
     let shape = block.map_or_else(
-        || "AFD".to_owned(),
+        || match launch {
+            Launch::Plain(_) => "plain vLLM".to_owned(),
+            Launch::Afd(_) => "AFD".to_owned(),
+        },
         |b| {
             let count = |v: Option<i64>| v.map_or_else(|| "?".to_owned(), |n| n.to_string());
             format!(
@@ -333,15 +465,21 @@ fn report_text(sources: &Sources, deployment: &Deployment, report: &Report) -> S
         },
     );
     let title = match sources {
-        Sources::Recipe(path) => path.as_str(),
+        Sources::Recipe(path) | Sources::Plain(path) => path.as_str(),
         Sources::CommandLines => "--attention-args/--ffn-args",
+        Sources::ServeArgs => "--serve-args",
     };
     let mut out = format!(
         "{title}: {shape} deployment under rule set {}\n",
         report.rules
     );
-    out.push_str(&role_line(Role::Attention, &deployment.attention));
-    out.push_str(&role_line(Role::Ffn, &deployment.ffn));
+    match launch {
+        Launch::Afd(deployment) => {
+            out.push_str(&role_line("attention", &deployment.attention));
+            out.push_str(&role_line("ffn", &deployment.ffn));
+        }
+        Launch::Plain(plain) => out.push_str(&role_line("server", &plain.server)),
+    }
     out.push('\n');
     for finding in report.findings() {
         let source = sources.name(finding.role);

@@ -99,10 +99,7 @@ pub(crate) struct WorkloadArgs {
 impl HardwareArgs {
     /// `--gpu` as a datasheet kind.
     pub(crate) fn gpu(&self) -> anyhow::Result<GpuKind> {
-        GpuKind::parse(&self.gpu).with_context(|| {
-            let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
-            format!("--gpu {:?} is not one of {}", self.gpu, names.join(", "))
-        })
+        parse_gpu(&self.gpu)
     }
 
     /// Where the costs come from: `--calibration` files, `--roofline`, or the GPU's built-in
@@ -140,6 +137,14 @@ impl WorkloadArgs {
 }
 
 /// A shipped model name, or a config file.
+/// `--gpu` as a datasheet kind.
+pub(crate) fn parse_gpu(text: &str) -> anyhow::Result<GpuKind> {
+    GpuKind::parse(text).with_context(|| {
+        let names: Vec<&str> = GpuKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("--gpu {text:?} is not one of {}", names.join(", "))
+    })
+}
+
 pub(crate) fn read_model(spec: &str) -> anyhow::Result<ModelArch> {
     if let Some(builtin) = ModelArch::builtin(spec) {
         return builtin.with_context(|| format!("shipped model {spec}"));

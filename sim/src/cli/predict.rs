@@ -12,11 +12,13 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use afd_sim::engine::{RunOptions, run_observed};
+use afd_sim::launch::Overrides;
+use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::workload::Workload;
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, timeline};
 use afd_sim::rng::Seed;
-use afd_sim::serving::{DboConfig, GraphMode, ServingConfig};
+use afd_sim::serving::ServingConfig;
 use afd_sim::time::{SimDuration, SimTime};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
@@ -32,6 +34,7 @@ Examples:
   afd-sim predict                                   # the seed recipe's benchmark on H200
   afd-sim predict sim/tests/fixtures/recipes/2a2f_graph_dbo_dp2tp1.sh   # a recipe script (never executed)
   afd-sim predict --attention-args \"$ATTENTION_CMD\" --ffn-args \"$FFN_CMD\"
+  afd-sim predict --serve-args 'vllm serve /models/DeepSeek-V2-Lite --tensor-parallel-size 2 --enable-expert-parallel'
   afd-sim predict --json > report.json              # the same, as vllm bench serve JSON fields
   afd-sim predict --request-rate inf --max-concurrency 64 --num-prompts 256
   afd-sim predict --attention-dp 2 --attention-tp 1 --ffn-dp 2 --ffn-tp 1   # 2A2F DP2xTP1
@@ -41,11 +44,24 @@ Examples:
   afd-sim predict --timeline out.json --timeline-window 20:20.05   # open out.json in ui.perfetto.dev
   afd-sim predict --calibration traces/data/calibration/h200x2-deepseek-v2-lite.json --steps-csv steps.csv --requests-csv requests.csv
 
-The deployment is a recipe script or both roles' command lines (read and checked as `afd-sim check`
-does; a deployment that breaks a rule exits 2 with the findings), or else the seed recipe
-2a2f_graph_dbo_dp1tp2 (both roles DP1 TP2 with expert parallelism, max-num-seqs 64,
-max-num-batched-tokens 64, DBO thresholds 2/12, FULL_DECODE_ONLY with capture size 64). Each
-deployment flag then overrides one setting, with vllm serve's flag names.
+The deployment is a recipe script, both roles' command lines, or one plain `vllm serve` command
+line (--serve-args, or a recipe with one server and no afd block: the colocated deployment of its
+DP x TP GPUs, judged by vLLM's own rules), else the seed recipe 2a2f_graph_dbo_dp1tp2 (both roles
+DP1 TP2 with expert parallelism, max-num-seqs 64, max-num-batched-tokens 64, DBO thresholds 2/12,
+FULL_DECODE_ONLY with capture size 64, VLLM_USE_V2_MODEL_RUNNER=1; =0 under --rules v0.26).
+Each deployment flag is written into every server's vllm serve words (--attention-*/--ffn-* into
+that role's; layout changes update the afd block's rank counts and CUDA_VISIBLE_DEVICES), and the
+words are judged as `afd-sim check` judges them: a deployment that breaks a rule, or a role that
+does not fit in GPU memory, exits 2 with the findings.
+
+Defaults are vLLM 0.26.0's for what the words leave out: max-num-seqs 1024 and
+max-num-batched-tokens 8192 on GPUs of at least 70 GiB that are not A100s (256 / 2048 on A100, L4,
+L20); CUDA-graph capture sizes 1, 2, 4, 8, 16, ... up to min(2 x max-num-seqs, 512) (or
+--max-cudagraph-capture-size), capped at max-num-batched-tokens; full decode graphs only for sizes
+<= max-num-seqs; cudagraph_mode FULL_AND_PIECEWISE for a plain server (AFD requires
+FULL_DECODE_ONLY or --enforce-eager); no DBO unless --enable-dbo (or --ubatch-size 2), thresholds
+32 / 512; KV block size 16 (FLASH_ATTN_MLA on Hopper); prefix caching and chunked prefill on; the
+V2 model runner where vLLM picks it. The report states whether DBO ran and its thresholds.
 Costs come from --calibration, else the GPU's built-in profile (h200: the committed afd-probe
 calibration of 2 x H200, traces/data/calibration/), else the GPU's datasheet roofline; the roofline
 also prices what a profile lacks, and the report says which source priced each operation class.";
@@ -77,9 +93,15 @@ pub(crate) struct PredictArgs {
     /// Most tokens an engine schedules in one step (vllm serve --max-num-batched-tokens).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_num_batched_tokens: Option<u32>,
-    /// Disable dual-batch overlap (--enable-dbo is on in the seed recipe).
+    /// Turn dual-batch overlap on (vLLM's --enable-dbo; off unless the deployment asks for it).
+    #[arg(long, conflicts_with = "no_dbo", help_heading = "Deployment")]
+    pub(crate) enable_dbo: bool,
+    /// Disable dual-batch overlap (removes --enable-dbo and --ubatch-size; the seed recipe has it).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_dbo: bool,
+    /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
+    #[arg(long, help_heading = "Deployment")]
+    pub(crate) ubatch_size: Option<u32>,
     /// Decode tokens from which a step splits into two DBO ubatches (vllm serve flag).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) dbo_decode_token_threshold: Option<u32>,
@@ -89,16 +111,20 @@ pub(crate) struct PredictArgs {
     /// Run every step eagerly (no CUDA graphs).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) enforce_eager: bool,
-    /// FULL_DECODE_ONLY capture sizes, comma-separated (e.g. 8,16,32,64).
+    /// CUDA-graph capture sizes, comma-separated (e.g. 8,16,32,64); replaces every capture-size
+    /// setting of the deployment.
     #[arg(long, value_delimiter = ',', help_heading = "Deployment")]
     pub(crate) cudagraph_capture_sizes: Option<Vec<u32>>,
+    /// vLLM's --max-cudagraph-capture-size.
+    #[arg(long, help_heading = "Deployment")]
+    pub(crate) max_cudagraph_capture_size: Option<u32>,
     /// Fraction of each GPU's memory vLLM may use, 0 < u <= 1 (sizes the KV cache).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) gpu_memory_utilization: Option<f64>,
     /// Longest prompt plus output a request may have; longer requests fail (vllm serve flag).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) max_model_len: Option<u32>,
-    /// KV-cache block size in tokens (vLLM forces 64 for FlashMLA).
+    /// KV-cache block size in tokens (vLLM's --block-size; default 16, 64 with FLASHMLA).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) block_size: Option<u32>,
 
@@ -239,12 +265,12 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
 impl Inputs {
     /// The inputs, or the `check` findings of a deployment that breaks the plugin's rules.
     fn from_args(args: &PredictArgs) -> anyhow::Result<Result<Inputs, String>> {
-        let config = match serving_config(args)? {
+        let model = read_model(&args.hardware.model)?;
+        let config = match serving_config(args, &model)? {
             Ok(config) => config,
             Err(findings) => return Ok(Err(findings)),
         };
         config.validate().context("invalid deployment")?;
-        let model = read_model(&args.hardware.model)?;
         let popularity = parse_routing(&args.hardware.routing)?;
         let cost = cost_model(
             &args.hardware.cost_source(),
@@ -282,73 +308,27 @@ impl Inputs {
     }
 }
 
-/// The recipe or command lines given (else the seed recipe) with every deployment flag applied;
-/// `Err(findings)` when the given deployment breaks the plugin's rules.
-fn serving_config(args: &PredictArgs) -> anyhow::Result<Result<ServingConfig, String>> {
+/// The recipe or command lines given (else the seed recipe) with every deployment flag rendered
+/// into their words and judged by the rules (and memory for `model`) as `check` judges them;
+/// `Err(findings)` when the deployment breaks a rule or does not fit.
+fn serving_config(
+    args: &PredictArgs,
+    model: &ModelArch,
+) -> anyhow::Result<Result<ServingConfig, String>> {
     let gpu = args.hardware.gpu()?;
-    let mut config = if args.deployment.is_given() {
-        let deployment = match checked(load(&args.deployment)?) {
-            Ok(deployment) => deployment,
-            Err(findings) => return Ok(Err(findings)),
-        };
-        ServingConfig::from_deployment(&deployment, gpu)
-            .context("the deployment cannot be simulated")?
-    } else {
-        let mut seed = ServingConfig::seed_recipe();
-        seed.rules = args.deployment.rules;
-        seed
+    if args.no_dbo
+        && (args.dbo_decode_token_threshold.is_some() || args.dbo_prefill_token_threshold.is_some())
+    {
+        bail!("--no-dbo conflicts with --dbo-*-token-threshold");
+    }
+    let overrides = overrides(args);
+    let launch = match checked(load(&args.deployment, &overrides, gpu)?, gpu, model) {
+        Ok(launch) => launch,
+        Err(findings) => return Ok(Err(findings)),
     };
-    config.gpu = gpu;
-    let set = |target: &mut u32, value: Option<u32>| {
-        if let Some(v) = value {
-            *target = v;
-        }
-    };
-    set(&mut config.attention.dp, args.attention_dp);
-    set(&mut config.attention.tp, args.attention_tp);
-    set(&mut config.ffn.dp, args.ffn_dp);
-    set(&mut config.ffn.tp, args.ffn_tp);
-    set(&mut config.max_num_seqs, args.max_num_seqs);
-    set(
-        &mut config.max_num_batched_tokens,
-        args.max_num_batched_tokens,
-    );
-    set(&mut config.block_size, args.block_size);
-    if args.no_expert_parallel {
-        config.attention.expert_parallel = false;
-        config.ffn.expert_parallel = false;
-    }
-    if args.no_dbo {
-        if args.dbo_decode_token_threshold.is_some() || args.dbo_prefill_token_threshold.is_some() {
-            bail!("--no-dbo conflicts with --dbo-*-token-threshold");
-        }
-        config.dbo = None;
-    } else if let Some(dbo) = &mut config.dbo {
-        set(&mut dbo.decode_threshold, args.dbo_decode_token_threshold);
-        set(&mut dbo.prefill_threshold, args.dbo_prefill_token_threshold);
-    } else {
-        config.dbo = Some(DboConfig {
-            decode_threshold: args.dbo_decode_token_threshold.unwrap_or(32),
-            prefill_threshold: args.dbo_prefill_token_threshold.unwrap_or(512),
-        });
-    }
-    match (args.enforce_eager, &args.cudagraph_capture_sizes) {
-        (true, Some(_)) => bail!("--enforce-eager conflicts with --cudagraph-capture-sizes"),
-        (true, None) => config.graph = GraphMode::Eager,
-        (false, Some(sizes)) => {
-            let mut sizes = sizes.clone();
-            sizes.sort_unstable();
-            sizes.dedup();
-            config.graph = GraphMode::FullDecodeOnly {
-                capture_sizes: sizes,
-            };
-        }
-        (false, None) => {}
-    }
-    if let Some(u) = args.gpu_memory_utilization {
-        config.gpu_memory_utilization = u;
-    }
-    config.max_model_len = args.max_model_len.or(config.max_model_len);
+    let config = launch
+        .serving_config(gpu)
+        .context("the deployment cannot be simulated")?;
     Ok(Ok(config))
 }
 
@@ -381,6 +361,30 @@ fn warn_failures(rows: &[afd_traces::report::RequestRow]) {
 )]
 fn wall_clock_now() -> std::time::SystemTime {
     std::time::SystemTime::now()
+}
+
+/// `predict`'s deployment flags as overrides of the servers' words.
+fn overrides(args: &PredictArgs) -> Overrides {
+    Overrides {
+        attention_dp: args.attention_dp,
+        attention_tp: args.attention_tp,
+        ffn_dp: args.ffn_dp,
+        ffn_tp: args.ffn_tp,
+        no_expert_parallel: args.no_expert_parallel,
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        enable_dbo: args.enable_dbo,
+        no_dbo: args.no_dbo,
+        dbo_decode_token_threshold: args.dbo_decode_token_threshold,
+        dbo_prefill_token_threshold: args.dbo_prefill_token_threshold,
+        ubatch_size: args.ubatch_size,
+        enforce_eager: args.enforce_eager,
+        cudagraph_capture_sizes: args.cudagraph_capture_sizes.clone(),
+        max_cudagraph_capture_size: args.max_cudagraph_capture_size,
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        max_model_len: args.max_model_len,
+        block_size: args.block_size,
+    }
 }
 
 fn parse_window(text: &str) -> anyhow::Result<(SimTime, SimTime)> {

@@ -158,7 +158,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
-        cases_of(&run, &args.result)?
+        cases_of(&run, &args.result, &setup.model)?
     } else {
         let Some(command) = &args.serve_args else {
             bail!(
@@ -167,7 +167,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             );
         };
         let words = serve_words(command)?;
-        let config = vllm_compare::plain_config(&words, setup.gpu)
+        let config = vllm_compare::plain_config(&words, setup.gpu, &setup.model)
             .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
         vec![Case {
             run: "result".into(),
@@ -210,7 +210,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let run = VllmRun::from_json(&text).with_context(|| path.display().to_string())?;
-        cases.extend(cases_of(&run, path)?);
+        cases.extend(cases_of(&run, path, &setup.model)?);
     }
     if cases.is_empty() {
         bail!(
@@ -352,9 +352,9 @@ impl Setup {
     }
 }
 
-fn cases_of(run: &VllmRun, path: &Path) -> anyhow::Result<Vec<Case>> {
+fn cases_of(run: &VllmRun, path: &Path, model: &ModelArch) -> anyhow::Result<Vec<Case>> {
     let words: Vec<String> = strip_probe_words(&run.serve_args);
-    let config = vllm_compare::plain_config(&words, GpuKind::H200)
+    let config = vllm_compare::plain_config(&words, GpuKind::H200, model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(run
         .records

@@ -3,14 +3,14 @@
 //!
 //! Read from the JSON: `cudagraph_mode`, `cudagraph_capture_sizes` (old name `cuda_graph_sizes`),
 //! `max_cudagraph_capture_size`, `pass_config.enable_sp`, and whether `level`/`mode` is set.
-//! Other keys are kept as notes. Sizes are resolved as vLLM's `VllmConfig._set_cudagraph_sizes`
-//! does (upstream `vllm/config/vllm.py`, read from the stored vLLM source):
+//! Other keys are kept as notes. Sizes are resolved as vLLM 0.26.0's
+//! `VllmConfig._set_cudagraph_sizes` does (`vllm/config/vllm.py:1739-1897`):
 //! - eager or mode `NONE`: no graphs;
 //! - the max capture size is `--max-cudagraph-capture-size` or `min(2 × max_num_seqs, 512)`, then
 //!   capped at `max_num_batched_tokens`;
 //! - explicit sizes are de-duplicated, sizes above `max_num_batched_tokens` dropped, sorted;
 //! - default sizes are `1, 2, 4`, then multiples of 8 below 256, then multiples of 16 from 256, all
-//!   up to the max capture size;
+//!   up to the max capture size, plus `max_num_batched_tokens` when it is at most that size;
 //! - with `pass_config.enable_sp` and TP > 1, sizes not divisible by TP are dropped;
 //! - the default list stops at [`MAX_DEFAULT_CAPTURE_SIZE`], a bound of this model, not vLLM's.
 //!
@@ -215,6 +215,10 @@ pub(crate) fn resolve_capture_sizes(inputs: SizeInputs<'_>) -> Vec<u32> {
             }
             if max_size >= 256 {
                 sizes.extend((256..=max_size).step_by(16));
+            }
+            // `max_num_batched_tokens` itself is captured when it fits (`vllm/config/vllm.py:1838-1843`).
+            if max_tokens <= max_size && !sizes.contains(&max_tokens) {
+                sizes.push(max_tokens);
             }
             sizes
         }

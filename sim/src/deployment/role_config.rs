@@ -17,14 +17,35 @@ use crate::deployment::location::{Located, Location};
 use crate::deployment::serve_args::{self, ServeArgsError};
 use crate::topology::Role;
 
-/// vLLM's `max_num_seqs` for `vllm serve` on a GPU with ≥ 70 GiB that is not an A100 (H100, H200):
-/// upstream `vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, OPENAI_API_SERVER.
+/// vLLM 0.26.0's `max_num_seqs` for `vllm serve` (usage context OPENAI_API_SERVER) on a GPU with
+/// at least 70 GiB that is not an A100 (H100, H200, H800, H20):
+/// `vllm/engine/arg_utils.py:2460-2469` (`EngineArgs.get_batch_defaults`).
 pub const DEFAULT_MAX_NUM_SEQS: u32 = 1024;
-/// vLLM's `max_num_batched_tokens` for the same case (same source).
+/// vLLM 0.26.0's `max_num_batched_tokens` for the same case (`vllm/engine/arg_utils.py:2462-2465`).
 pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: u32 = 8192;
-/// `--gpu-memory-utilization` default (upstream `vllm/config/cache.py`).
-pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
-/// `--dbo-decode-token-threshold` default (afd-spec §4.1; upstream `vllm/config/parallel.py`).
+/// `max_num_seqs` for `vllm serve` on every other GPU (A100, L4, L20):
+/// `vllm/engine/arg_utils.py:2470-2479`.
+pub const SMALL_GPU_MAX_NUM_SEQS: u32 = 256;
+/// `max_num_batched_tokens` for `vllm serve` on those GPUs (`vllm/engine/arg_utils.py:2472-2475`).
+pub const SMALL_GPU_MAX_NUM_BATCHED_TOKENS: u32 = 2048;
+/// `max_num_batched_tokens` when vLLM batches DP MoE (DeepEP low-latency or NIXL-EP all2all, expert
+/// parallel, DP > 1): `SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`,
+/// `vllm/config/scheduler.py:43`, applied at `vllm/engine/arg_utils.py:2645-2648`.
+pub const BATCHED_DP_MOE_MAX_NUM_BATCHED_TOKENS: u32 = 256;
+/// vLLM 0.26.0's KV-cache block size when neither `--block-size` nor the backend says otherwise
+/// (`CacheConfig.DEFAULT_BLOCK_SIZE`, `vllm/config/cache.py:47`). On Hopper (SM90) vLLM picks
+/// FLASH_ATTN_MLA first for MLA models (`vllm/platforms/cuda.py:135-142`), whose kernels take any
+/// multiple of 16 (`vllm/v1/attention/backends/mla/flashattn_mla.py:52-53`), so the default is
+/// kept (`vllm/v1/attention/backend.py:195-203`, `vllm/platforms/interface.py:628-640`); so does
+/// FLASH_ATTN for GQA models (`vllm/v1/attention/backends/flash_attn.py:80-81`) and TRITON_MLA on
+/// the other GPUs (`vllm/v1/attention/backends/mla/triton_mla.py:98-99`).
+pub const DEFAULT_BLOCK_SIZE: u32 = 16;
+/// The block size of `--attention-backend FLASHMLA`, the only size its kernels take
+/// (`vllm/v1/attention/backends/mla/flashmla.py:58-59`).
+pub const FLASHMLA_BLOCK_SIZE: u32 = 64;
+/// `--gpu-memory-utilization` default of vLLM 0.26.0 (`CacheConfig`, `vllm/config/cache.py:68`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.92;
+/// `--dbo-decode-token-threshold` default (afd-spec §4.1; `vllm/config/parallel.py:214`).
 pub const DEFAULT_DBO_DECODE_TOKEN_THRESHOLD: u32 = 32;
 /// `--dbo-prefill-token-threshold` default (same sources).
 pub const DEFAULT_DBO_PREFILL_TOKEN_THRESHOLD: u32 = 512;
@@ -32,6 +53,57 @@ pub const DEFAULT_DBO_PREFILL_TOKEN_THRESHOLD: u32 = 512;
 pub const DEFAULT_HTTP_PORT: u16 = 8000;
 /// vLLM's default all2all backend (upstream `vllm/config/parallel.py`).
 pub const DEFAULT_ALL2ALL_BACKEND: &str = "allgather_reducescatter";
+
+/// The GPU class vLLM picks its batch defaults by: at least 70 GiB and not an A100, or any other
+/// (`vllm/engine/arg_utils.py:2449-2460`, `get_batch_defaults`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuClass {
+    /// H100, H200, H800, H20 and other GPUs of at least 70 GiB that are not A100s; also what a
+    /// command is judged on when no GPU is named (the plugin's recipes run on H-class GPUs).
+    #[default]
+    Large,
+    /// A100, L4, L20 and smaller GPUs.
+    Other,
+}
+
+impl GpuClass {
+    /// The class of a GPU of `memory_bytes` whose device name does (`is_a100`) or does not contain
+    /// "a100".
+    pub fn of(memory_bytes: u64, is_a100: bool) -> GpuClass {
+        if memory_bytes >= 70 << 30 && !is_a100 {
+            GpuClass::Large
+        } else {
+            GpuClass::Other
+        }
+    }
+
+    /// `(max_num_seqs, max_num_batched_tokens)` for `vllm serve` (usage context
+    /// OPENAI_API_SERVER) before the caps of `_set_default_max_num_seqs_and_batched_tokens_args`.
+    pub fn serve_batch_defaults(self) -> (u32, u32) {
+        match self {
+            GpuClass::Large => (DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS),
+            GpuClass::Other => (SMALL_GPU_MAX_NUM_SEQS, SMALL_GPU_MAX_NUM_BATCHED_TOKENS),
+        }
+    }
+}
+
+/// The GPU model runner a role's workers build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelRunner {
+    /// `vllm/v1/worker/gpu_model_runner.py`.
+    V1,
+    /// `vllm/v1/worker/gpu/model_runner.py`.
+    V2,
+}
+
+impl ModelRunner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelRunner::V1 => "v1",
+            ModelRunner::V2 => "v2",
+        }
+    }
+}
 
 /// One entry of `CUDA_VISIBLE_DEVICES`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,6 +169,16 @@ pub struct RoleConfig {
     pub dbo_prefill_token_threshold: Option<Located<u32>>,
     pub ubatch_size: Option<Located<u32>>,
     pub enforce_eager: Option<Located<bool>>,
+    /// `--enable-prefix-caching` / `--no-enable-prefix-caching`.
+    pub enable_prefix_caching: Option<Located<bool>>,
+    /// `--enable-chunked-prefill` / `--no-enable-chunked-prefill`.
+    pub enable_chunked_prefill: Option<Located<bool>>,
+    /// `--block-size` (KV-cache tokens per block).
+    pub block_size: Option<Located<u32>>,
+    /// `--attention-backend`.
+    pub attention_backend: Option<Located<String>>,
+    /// The GPU class the batch defaults are taken for (not a flag: set by [`RoleConfig::on_gpu`]).
+    pub gpu_class: GpuClass,
     /// `--compilation-config`, with `--max-cudagraph-capture-size` and `--cudagraph-capture-sizes`
     /// folded in.
     pub compilation: CompilationConfig,
@@ -233,14 +315,82 @@ impl RoleConfig {
             && BACKENDS.contains(&self.all2all_backend())
     }
 
-    /// `--max-num-seqs`, default [`DEFAULT_MAX_NUM_SEQS`].
-    pub fn max_num_seqs(&self) -> u32 {
-        value_or(&self.max_num_seqs, DEFAULT_MAX_NUM_SEQS)
+    /// The same command judged for a GPU of class `class` (the batch defaults depend on it).
+    pub fn on_gpu(mut self, class: GpuClass) -> RoleConfig {
+        self.gpu_class = class;
+        self
     }
 
-    /// `--max-num-batched-tokens`, default [`DEFAULT_MAX_NUM_BATCHED_TOKENS`].
+    /// vLLM's `use_batched_dp_moe`: all2all backend `deepep_low_latency` or `nixl_ep`, expert
+    /// parallel and DP > 1 (`vllm/config/parallel.py:671-680`).
+    pub fn uses_batched_dp_moe(&self) -> bool {
+        matches!(self.all2all_backend(), "deepep_low_latency" | "nixl_ep")
+            && self.expert_parallel()
+            && self.dp_size() > 1
+    }
+
+    /// `--max-num-seqs`, else vLLM 0.26.0's default for `vllm serve` on the role's GPU class
+    /// ([`GpuClass::serve_batch_defaults`]) capped at [`RoleConfig::max_num_batched_tokens`]
+    /// (`vllm/engine/arg_utils.py:2654-2658, 2709-2711`).
+    pub fn max_num_seqs(&self) -> u32 {
+        match &self.max_num_seqs {
+            Some(seqs) => seqs.value,
+            None => self
+                .gpu_class
+                .serve_batch_defaults()
+                .0
+                .min(self.max_num_batched_tokens()),
+        }
+    }
+
+    /// `--max-num-batched-tokens`, else vLLM 0.26.0's default (`vllm/engine/arg_utils.py:2644-2701`):
+    /// [`BATCHED_DP_MOE_MAX_NUM_BATCHED_TOKENS`] when DP MoE is batched, else the GPU class's
+    /// `vllm serve` default; raised to `--max-model-len` without chunked prefill, and capped at
+    /// `max_num_seqs × --max-model-len` (both only when `--max-model-len` is given; the model's own
+    /// length is far above these defaults for every shipped model).
     pub fn max_num_batched_tokens(&self) -> u32 {
-        value_or(&self.max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        if let Some(tokens) = &self.max_num_batched_tokens {
+            return tokens.value;
+        }
+        let (default_seqs, default_tokens) = self.gpu_class.serve_batch_defaults();
+        let mut tokens = if self.uses_batched_dp_moe() {
+            BATCHED_DP_MOE_MAX_NUM_BATCHED_TOKENS
+        } else {
+            default_tokens
+        };
+        if let Some(len) = self.max_model_len() {
+            if !self.chunked_prefill() {
+                tokens = tokens.max(len);
+            }
+            let seqs = value_or(&self.max_num_seqs, default_seqs);
+            let cap = u64::from(seqs) * u64::from(len);
+            tokens = u32::try_from(cap.min(u64::from(tokens))).expect("at most a u32");
+        }
+        tokens
+    }
+
+    /// Chunked prefill: on unless `--no-enable-chunked-prefill` (vLLM 0.26.0 turns it on for every
+    /// model that supports it, `vllm/engine/arg_utils.py:2517, 2524-2525`).
+    pub fn chunked_prefill(&self) -> bool {
+        self.enable_chunked_prefill.as_ref().is_none_or(|c| c.value)
+    }
+
+    /// Prefix caching: on unless `--no-enable-prefix-caching` (`vllm/config/cache.py:93`; vLLM
+    /// 0.26.0 keeps it on for non-hybrid models, `vllm/engine/arg_utils.py:2520-2522, 2552-2553`).
+    pub fn prefix_caching(&self) -> bool {
+        self.enable_prefix_caching.as_ref().is_none_or(|c| c.value)
+    }
+
+    /// KV-cache block size in tokens: `--block-size`, else 64 for `--attention-backend FLASHMLA`,
+    /// else [`DEFAULT_BLOCK_SIZE`] (see there for the vLLM 0.26.0 sources).
+    pub fn block_size(&self) -> u32 {
+        if let Some(size) = &self.block_size {
+            return size.value;
+        }
+        match &self.attention_backend {
+            Some(backend) if backend.value.eq_ignore_ascii_case("FLASHMLA") => FLASHMLA_BLOCK_SIZE,
+            _ => DEFAULT_BLOCK_SIZE,
+        }
     }
 
     /// `--max-model-len`; `None` means the model's own maximum (its config.json).
@@ -255,9 +405,11 @@ impl RoleConfig {
             .map_or(DEFAULT_GPU_MEMORY_UTILIZATION, |g| g.value)
     }
 
-    /// DBO thresholds when `--enable-dbo` is on (defaults 32 / 512, afd-spec §4.1).
+    /// DBO thresholds when the role splits batches into two ubatches: `--enable-dbo`, or
+    /// `--ubatch-size 2` without it (vLLM's `use_ubatching` with `num_ubatches == 2`,
+    /// `vllm/config/parallel.py:535-540`); `None` otherwise. Defaults 32 / 512 (afd-spec §4.1).
     pub fn dbo(&self) -> Option<Dbo> {
-        flag_on(&self.enable_dbo).then(|| Dbo {
+        (self.uses_ubatching() && self.num_ubatches() == 2).then(|| Dbo {
             decode_token_threshold: value_or(
                 &self.dbo_decode_token_threshold,
                 DEFAULT_DBO_DECODE_TOKEN_THRESHOLD,
@@ -269,12 +421,13 @@ impl RoleConfig {
         })
     }
 
-    /// vLLM's `use_ubatching`: DBO on or `--ubatch-size` > 1.
+    /// vLLM's `use_ubatching`: DBO on or `--ubatch-size` > 1 (`vllm/config/parallel.py:535-536`).
     pub fn uses_ubatching(&self) -> bool {
         flag_on(&self.enable_dbo) || value_or(&self.ubatch_size, 0) > 1
     }
 
-    /// vLLM's `num_ubatches`: 2 with DBO, else `--ubatch-size` (at least 1).
+    /// vLLM's `num_ubatches`: 2 with DBO whatever `--ubatch-size` says, else `--ubatch-size` (at
+    /// least 1) (`vllm/config/parallel.py:539-540`).
     pub fn num_ubatches(&self) -> u32 {
         if flag_on(&self.enable_dbo) {
             2
@@ -364,11 +517,45 @@ impl RoleConfig {
         self.env.get(name).map(|v| v.value.as_str())
     }
 
-    /// `VLLM_USE_V2_MODEL_RUNNER` is a non-zero integer (unset means the V1 runner).
-    pub fn uses_model_runner_v2(&self) -> bool {
-        self.env_value("VLLM_USE_V2_MODEL_RUNNER")
+    /// The model runner vLLM 0.26.0 builds for this command (`VllmConfig.use_v2_model_runner`,
+    /// `vllm/config/vllm.py:549-591`): `VLLM_USE_V2_MODEL_RUNNER` when set (read as
+    /// `bool(int(value))`, `vllm/envs.py:320-323, 1921-1924`); otherwise V2 for a default-V2
+    /// architecture unless the command uses a feature V2 lacks (DBO, elastic EP, sequence
+    /// parallelism with TP > 1: `vllm/config/vllm.py:2127-2213`), V1 for the rest. The
+    /// architecture is judged as `DeepseekV2ForCausalLM`, a default-V2 architecture
+    /// (`vllm/config/vllm.py:68-77`) and the model of every GPU recipe (afd-spec §3.1).
+    pub fn model_runner(&self) -> ModelRunner {
+        if let Some(value) = self
+            .env_value("VLLM_USE_V2_MODEL_RUNNER")
             .and_then(crate::deployment::afd_config::parse_python_int)
-            .is_some_and(|v| v != 0)
+        {
+            return if value != 0 {
+                ModelRunner::V2
+            } else {
+                ModelRunner::V1
+            };
+        }
+        let sequence_parallel = self
+            .compilation
+            .enable_sp
+            .as_ref()
+            .is_some_and(|sp| sp.value)
+            && self.tp_size() > 1;
+        if flag_on(&self.enable_dbo) || flag_on(&self.enable_elastic_ep) || sequence_parallel {
+            ModelRunner::V1
+        } else {
+            ModelRunner::V2
+        }
+    }
+
+    /// Whether [`RoleConfig::model_runner`] resolves to V2.
+    pub fn uses_model_runner_v2(&self) -> bool {
+        self.model_runner() == ModelRunner::V2
+    }
+
+    /// Whether `VLLM_USE_V2_MODEL_RUNNER` is set at all (else vLLM decides, see above).
+    pub fn sets_model_runner(&self) -> bool {
+        self.env_value("VLLM_USE_V2_MODEL_RUNNER").is_some()
     }
 
     /// Findings made while parsing (afd-spec §1.3 coercions, notes).

@@ -189,7 +189,12 @@ catalogue! {
     V026ModelRunnerV2 {
         id: "v026.model-runner-v2", severity: Error, sets: [V026],
         source: "afd-spec §1.6",
-        statement: "at v0.26 the AFD workers support only the V1 GPUModelRunner: VLLM_USE_V2_MODEL_RUNNER is unset or 0",
+        statement: "at v0.26 the AFD workers support only the V1 GPUModelRunner: the runner resolves to V1 (VLLM_USE_V2_MODEL_RUNNER=0, or unset where vLLM 0.26.0 picks V1)",
+    },
+    Mrv2ModelRunnerOff {
+        id: "mrv2.model-runner-off", severity: Error, sets: [Latest],
+        source: "afd-spec §1.9; vllm/config/vllm.py:549-591 (vLLM 0.26.0)",
+        statement: "under latest the AFD GPU workers run model runner V2: it must not resolve to V1 (VLLM_USE_V2_MODEL_RUNNER=0, or unset with a feature V2 lacks, such as --enable-dbo)",
     },
     V026SubgroupPortRange {
         id: "v026.subgroup-port-range", severity: Error, sets: [V026],
@@ -223,8 +228,8 @@ catalogue! {
     },
     VllmBatchedTokensAtLeastSeqs {
         id: "vllm.batched-tokens-ge-seqs", severity: Error, sets: [V026, Latest],
-        source: "upstream vllm/config/scheduler.py; DESIGN §3",
-        statement: "--max-num-batched-tokens >= --max-num-seqs",
+        source: "vllm/config/scheduler.py:286-291 (vLLM 0.26.0); DESIGN §3",
+        statement: "max_num_batched_tokens >= max_num_seqs, given or as vLLM defaults them",
     },
     VllmGpuMemoryUtilization {
         id: "vllm.gpu-memory-utilization", severity: Error, sets: [V026, Latest],
@@ -235,6 +240,26 @@ catalogue! {
         id: "vllm.capture-size-consistency", severity: Error, sets: [V026, Latest],
         source: "afd-spec §5.1; upstream vllm/config/vllm.py _set_cudagraph_sizes",
         statement: "when both are given, --max-cudagraph-capture-size equals the largest usable cudagraph_capture_sizes entry",
+    },
+    VllmGpuCount {
+        id: "vllm.gpu-count", severity: Error, sets: [V026, Latest],
+        source: "vllm/v1/executor (world size vs visible devices), vLLM 0.26.0",
+        statement: "a plain server's CUDA_VISIBLE_DEVICES lists at least DP(local) x PCP x TP x PP GPUs",
+    },
+    VllmUbatchAll2allBackend {
+        id: "vllm.ubatch-all2all-backend", severity: Error, sets: [V026, Latest],
+        source: "vllm/config/vllm.py:1531-1544 (vLLM 0.26.0); afd-spec §1.7",
+        statement: "a plain server that ubatches (--enable-dbo or --ubatch-size > 1) uses the deepep_low_latency, deepep_high_throughput or nixl_ep all2all backend (the plugin patches this check only for AFD)",
+    },
+    VllmModelRunnerV2Features {
+        id: "vllm.model-runner-v2-features", severity: Error, sets: [V026, Latest],
+        source: "vllm/config/vllm.py:2127-2225 (vLLM 0.26.0)",
+        statement: "a plain server forced onto model runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) uses no feature V2 lacks (--enable-dbo, --enable-elastic-ep)",
+    },
+    MemoryRoleFits {
+        id: "memory.role-fits", severity: Error, sets: [V026, Latest],
+        source: "afd-spec §3.2, §6.1; vllm/v1/worker/gpu_worker.py determine_available_memory",
+        statement: "every rank holds its role's weights plus vLLM's activation and CUDA-graph reserve within --gpu-memory-utilization of its GPU (checked for the model and GPU given to check)",
     },
     GraphCaptureAboveMaxNumSeqs {
         id: "graph.capture-above-max-num-seqs", severity: Warning, sets: [V026, Latest],

@@ -20,7 +20,7 @@ use crate::deployment::findings::{Finding, Subject};
 use crate::deployment::json_keys::key_positions;
 use crate::deployment::location::{Located, Location};
 use crate::deployment::recipe::Word;
-use crate::deployment::role_config::{GpuId, RoleConfig, UnknownFlag};
+use crate::deployment::role_config::{GpuClass, GpuId, RoleConfig, UnknownFlag};
 use crate::deployment::rules::Rule;
 
 /// One bad argument: where, what (flag, key or environment variable) and why.
@@ -51,8 +51,6 @@ fn render_all(errors: &[ArgError]) -> String {
 /// Flags without a value that this model does not interpret; they must not swallow the next word.
 const KNOWN_SWITCHES: &[&str] = &[
     "--trust-remote-code",
-    "--enable-prefix-caching",
-    "--enable-chunked-prefill",
     "--disable-log-requests",
     "--enable-log-requests",
     "--disable-log-stats",
@@ -88,6 +86,7 @@ enum SizeField {
     Dcp,
     MaxNumSeqs,
     MaxNumBatchedTokens,
+    BlockSize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -104,6 +103,8 @@ enum BoolField {
     ElasticEp,
     Dbo,
     EnforceEager,
+    PrefixCaching,
+    ChunkedPrefill,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,7 @@ enum TextField {
     All2allBackend,
     WorkerCls,
     Host,
+    AttentionBackend,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -173,6 +175,10 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
         "--enable-elastic-ep" => ("--enable-elastic-ep", Bool(BoolField::ElasticEp)),
         "--enable-dbo" => ("--enable-dbo", Bool(BoolField::Dbo)),
         "--enforce-eager" => ("--enforce-eager", Bool(BoolField::EnforceEager)),
+        "--enable-prefix-caching" => ("--enable-prefix-caching", Bool(BoolField::PrefixCaching)),
+        "--enable-chunked-prefill" => ("--enable-chunked-prefill", Bool(BoolField::ChunkedPrefill)),
+        "--block-size" => ("--block-size", Size(SizeField::BlockSize)),
+        "--attention-backend" => ("--attention-backend", Text(TextField::AttentionBackend)),
         "--all2all-backend" => ("--all2all-backend", Text(TextField::All2allBackend)),
         "--worker-cls" => ("--worker-cls", Text(TextField::WorkerCls)),
         "--host" => ("--host", Text(TextField::Host)),
@@ -214,6 +220,114 @@ fn looks_like_flag(text: &str) -> bool {
         && chars
             .next()
             .is_some_and(|c| !(c.is_ascii_digit() || c == '.'))
+}
+
+/// `args` without any occurrence of the flag `canonical` (in any spelling this parser accepts:
+/// `_` for `-`, `=value`, attached short forms, `--no-` for switches) or its values; other words
+/// are kept in order. Used to render a flag override into a command's words.
+pub(crate) fn remove_flag(args: &[String], canonical: &str) -> Vec<String> {
+    let mut kept = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while i < args.len() {
+        let word = &args[i];
+        i += 1;
+        if !looks_like_flag(word) {
+            kept.push(word.clone());
+            continue;
+        }
+        let (raw_name, inline) = match word.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (word.as_str(), false),
+        };
+        let mut name = match raw_name.strip_prefix("--") {
+            Some(long) => format!("--{}", long.replace('_', "-")),
+            None => raw_name.to_owned(),
+        };
+        let mut inline = inline;
+        if !inline && let Some((short, _)) = split_attached_short(&name) {
+            name = short.to_owned();
+            inline = true;
+        }
+        let negated = name
+            .strip_prefix("--no-")
+            .map(|rest| format!("--{rest}"))
+            .filter(|positive| matches!(lookup(positive), Some((_, FlagKind::Bool(_)))));
+        let (found, kind) = match negated
+            .as_deref()
+            .map(lookup)
+            .or_else(|| Some(lookup(&name)))
+        {
+            Some(Some((found, kind))) => (found, Some(kind)),
+            _ => ("", None),
+        };
+        let matches = found == canonical || (kind.is_none() && name == canonical);
+        if !matches {
+            kept.push(word.clone());
+            continue;
+        }
+        let takes_values = match kind {
+            Some(FlagKind::Bool(_)) => 0,
+            Some(FlagKind::CaptureSizes | FlagKind::ServedModelName) => usize::MAX,
+            _ => 1,
+        };
+        if !inline {
+            let mut skipped = 0;
+            while skipped < takes_values && args.get(i).is_some_and(|w| !looks_like_flag(w)) {
+                i += 1;
+                skipped += 1;
+            }
+        }
+    }
+    kept
+}
+
+/// Edits, in place, the JSON object of every occurrence of the JSON flag `canonical`
+/// (`--additional-config`, `--compilation-config`); values that are not JSON objects are left as
+/// they are (parsing reports them). Returns whether the flag occurs.
+pub(crate) fn edit_json_flag(
+    args: &mut [String],
+    canonical: &str,
+    edit: &mut dyn FnMut(&mut serde_json::Map<String, Value>),
+) -> bool {
+    let mut found = false;
+    let mut i = 0;
+    while i < args.len() {
+        let word = args[i].clone();
+        i += 1;
+        if !looks_like_flag(&word) {
+            continue;
+        }
+        let (raw_name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word.as_str(), None),
+        };
+        let name = match raw_name.strip_prefix("--") {
+            Some(long) => format!("--{}", long.replace('_', "-")),
+            None => raw_name.to_owned(),
+        };
+        if lookup(&name).map(|(c, _)| c) != Some(canonical) {
+            continue;
+        }
+        found = true;
+        let (index, text) = match inline {
+            Some(value) => (i - 1, value.to_owned()),
+            None if i < args.len() && !looks_like_flag(&args[i]) => {
+                i += 1;
+                (i - 1, args[i - 1].clone())
+            }
+            None => continue,
+        };
+        let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        edit(&mut object);
+        let rendered = Value::Object(object).to_string();
+        args[index] = match inline {
+            Some(_) => format!("{raw_name}={rendered}"),
+            None => rendered,
+        };
+    }
+    found
 }
 
 /// Parses an argument list as the twin receives it; env is located at word 0.
@@ -281,6 +395,11 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
         dbo_prefill_token_threshold: None,
         ubatch_size: None,
         enforce_eager: None,
+        enable_prefix_caching: None,
+        enable_chunked_prefill: None,
+        block_size: None,
+        attention_backend: None,
+        gpu_class: GpuClass::default(),
         compilation: CompilationConfig::default(),
         http_host: None,
         http_port: None,
@@ -504,6 +623,8 @@ impl Parser {
             BoolField::ElasticEp => self.config.enable_elastic_ep = value,
             BoolField::Dbo => self.config.enable_dbo = value,
             BoolField::EnforceEager => self.config.enforce_eager = value,
+            BoolField::PrefixCaching => self.config.enable_prefix_caching = value,
+            BoolField::ChunkedPrefill => self.config.enable_chunked_prefill = value,
         }
     }
 
@@ -541,6 +662,7 @@ impl Parser {
                     SizeField::Dcp => self.config.decode_context_parallel_size = located,
                     SizeField::MaxNumSeqs => self.config.max_num_seqs = located,
                     SizeField::MaxNumBatchedTokens => self.config.max_num_batched_tokens = located,
+                    SizeField::BlockSize => self.config.block_size = located,
                 }
             }
             FlagKind::Count(field) => {
@@ -586,6 +708,7 @@ impl Parser {
                     TextField::All2allBackend => self.config.all2all_backend = located,
                     TextField::WorkerCls => self.config.worker_cls = located,
                     TextField::Host => self.config.http_host = located,
+                    TextField::AttentionBackend => self.config.attention_backend = located,
                 }
             }
             FlagKind::Port => match parse_python_int(text).and_then(|v| u16::try_from(v).ok()).filter(|&p| p > 0) {

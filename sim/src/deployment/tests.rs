@@ -3,7 +3,7 @@
 
 use super::*;
 
-const SERVER: &str = "CUDA_VISIBLE_DEVICES={gpu} vllm serve /m --enforce-eager --port {port} --additional-config '{\"afd\": {\"role\": \"{role}\"}}' &\n";
+const SERVER: &str = "CUDA_VISIBLE_DEVICES={gpu} VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --enable-expert-parallel --port {port} --additional-config '{\"afd\": {\"role\": \"{role}\"}}' &\n";
 
 fn server(role: &str, gpu: u32, port: u32) -> String {
     SERVER
@@ -59,8 +59,8 @@ fn argument_errors_of_both_commands_are_reported_together() {
     assert_eq!(
         problems,
         [
-            "1:61 --port expects a TCP port 1..65535, got 'x'",
-            "2:53 --max-num-seqs expects a positive integer, got 'y'"
+            "1:113 --port expects a TCP port 1..65535, got 'x'",
+            "2:80 --max-num-seqs expects a positive integer, got 'y'"
         ]
     );
 }

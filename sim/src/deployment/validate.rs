@@ -49,6 +49,24 @@ pub(crate) fn check(deployment: &Deployment) -> Report {
     Report::new(rules, findings)
 }
 
+/// Runs vLLM 0.26.0's own rules on one plain `vllm serve` command (no `afd` block): the limits on
+/// the flags this model reads, GPUs for its ranks, ubatching's all2all backend and the V2 runner's
+/// missing features. Findings carry no role.
+pub(crate) fn check_plain(server: &RoleConfig, rules: RuleSet) -> Report {
+    let mut checker = Checker {
+        rules,
+        findings: server.parse_findings().to_vec(),
+    };
+    checker.vllm_limits(None, server);
+    checker.plain(server);
+    let findings = checker
+        .findings
+        .into_iter()
+        .filter(|f| f.rule.info().applies_to(rules))
+        .collect();
+    Report::new(rules, findings)
+}
+
 /// Connectors the plugin accepts under each rule set (afd-spec §1.2, §1.9).
 fn supported_connectors(rules: RuleSet) -> &'static [&'static str] {
     match rules {
@@ -233,8 +251,32 @@ impl Checker {
         }
         if config.uses_model_runner_v2() {
             self.model_runner_v2(role, config);
+        } else {
+            self.model_runner_v1(role, config);
         }
-        self.vllm_limits(role, config);
+        self.vllm_limits(Some(role), config);
+    }
+
+    /// The V1 runner: refused by the latest plugin's GPU workers (afd-spec §1.9).
+    fn model_runner_v1(&mut self, role: Role, config: &RoleConfig) {
+        let env_location = config
+            .env
+            .get("VLLM_USE_V2_MODEL_RUNNER")
+            .map_or(config.location, |v| v.location);
+        let why = if config.sets_model_runner() {
+            "VLLM_USE_V2_MODEL_RUNNER turns it off".to_owned()
+        } else {
+            "VLLM_USE_V2_MODEL_RUNNER is unset and vLLM 0.26.0 falls back to V1 for a feature V2 lacks (--enable-dbo, --enable-elastic-ep or sequence parallelism)".to_owned()
+        };
+        self.report(
+            Rule::Mrv2ModelRunnerOff,
+            Some(role),
+            Subject::env("VLLM_USE_V2_MODEL_RUNNER"),
+            env_location,
+            format!(
+                "the latest plugin's {role} worker requires the vLLM ModelRunnerV2, but {why}; set VLLM_USE_V2_MODEL_RUNNER=1"
+            ),
+        );
     }
 
     fn model_runner_v2(&mut self, role: Role, config: &RoleConfig) {
@@ -243,13 +285,18 @@ impl Checker {
             .env
             .get("VLLM_USE_V2_MODEL_RUNNER")
             .map_or(config.location, |v| v.location);
+        let why = if config.sets_model_runner() {
+            ""
+        } else {
+            " (VLLM_USE_V2_MODEL_RUNNER is unset and vLLM 0.26.0 picks V2 for DeepseekV2ForCausalLM without DBO)"
+        };
         self.report(
             Rule::V026ModelRunnerV2,
             r,
             Subject::env("VLLM_USE_V2_MODEL_RUNNER"),
             env_location,
             format!(
-                "the {role} worker supports only the vLLM v1 GPUModelRunner at v0.26; set VLLM_USE_V2_MODEL_RUNNER=0"
+                "the {role} worker supports only the vLLM v1 GPUModelRunner at v0.26{why}; set VLLM_USE_V2_MODEL_RUNNER=0"
             ),
         );
         for (size, flag) in [
@@ -318,20 +365,27 @@ impl Checker {
     }
 
     /// vLLM's own limits on the flags this model reads, and capture-size advice (§4, §5).
-    fn vllm_limits(&mut self, role: Role, config: &RoleConfig) {
-        let r = Some(role);
-        if let Some(batched) = &config.max_num_batched_tokens
-            && batched.value < config.max_num_seqs()
-        {
+    fn vllm_limits(&mut self, role: Option<Role>, config: &RoleConfig) {
+        let r = role;
+        // vLLM 0.26.0 raises on the resolved values (`vllm/config/scheduler.py:286-291`), so a
+        // `--max-num-seqs` above the default batched-token budget fails as well.
+        let (seqs, batched) = (config.max_num_seqs(), config.max_num_batched_tokens());
+        if batched < seqs {
+            let (flag, location) = match (&config.max_num_batched_tokens, &config.max_num_seqs) {
+                (Some(b), _) => ("--max-num-batched-tokens", b.location),
+                (None, Some(s)) => ("--max-num-seqs", s.location),
+                (None, None) => ("--max-num-batched-tokens", config.location),
+            };
+            let given = |explicit: bool| if explicit { "" } else { " (vLLM's default)" };
             self.report(
                 Rule::VllmBatchedTokensAtLeastSeqs,
                 r,
-                Subject::flag("--max-num-batched-tokens"),
-                batched.location,
+                Subject::flag(flag),
+                location,
                 format!(
-                    "--max-num-batched-tokens ({}) must be greater than or equal to --max-num-seqs ({})",
-                    batched.value,
-                    config.max_num_seqs()
+                    "max_num_batched_tokens ({batched}){} must be greater than or equal to max_num_seqs ({seqs}){}",
+                    given(config.max_num_batched_tokens.is_some()),
+                    given(config.max_num_seqs.is_some()),
                 ),
             );
         }
@@ -349,7 +403,7 @@ impl Checker {
                 ),
             );
         }
-        if role == Role::Attention
+        if role == Some(Role::Attention)
             && config.dp_size() > 1
             && let Some(dbo) = config.dbo()
             && dbo.decode_token_threshold <= 1
@@ -633,6 +687,71 @@ impl Checker {
                 afd.compute_gate_on_attention.location,
                 "AFD ModelRunnerV2 requires compute_gate_on_attention=false".to_owned(),
             );
+        }
+    }
+
+    /// vLLM's own rules on a plain server that the AFD checks above do not cover.
+    fn plain(&mut self, config: &RoleConfig) {
+        if let Some(gpus) = &config.gpus {
+            let need = config.gpu_count();
+            if (gpus.value.len() as u64) < need {
+                self.report(
+                    Rule::VllmGpuCount,
+                    None,
+                    Subject::env("CUDA_VISIBLE_DEVICES"),
+                    gpus.location,
+                    format!(
+                        "CUDA_VISIBLE_DEVICES lists {} GPUs but the server runs DP {} x PCP {} x TP {} x PP {} = {need} ranks",
+                        gpus.value.len(),
+                        config.dp_size_local(),
+                        config.pcp_size(),
+                        config.tp_size(),
+                        config.pp_size()
+                    ),
+                );
+            }
+        }
+        if config.uses_ubatching()
+            && !matches!(
+                config.all2all_backend(),
+                "deepep_low_latency" | "deepep_high_throughput" | "nixl_ep"
+            )
+        {
+            let location = flag_location(&config.enable_dbo, config.location);
+            self.report(
+                Rule::VllmUbatchAll2allBackend,
+                None,
+                Subject::flag("--all2all-backend"),
+                location,
+                format!(
+                    "Microbatching currently only supports the deepep_low_latency, deepep_high_throughput, and nixl_ep all2all backends. {} is not supported",
+                    config.all2all_backend()
+                ),
+            );
+        }
+        if config.uses_model_runner_v2() {
+            let mut missing = Vec::new();
+            if let Some(dbo) = config.enable_dbo.as_ref().filter(|d| d.value) {
+                missing.push(("dual batch overlap", "--enable-dbo", dbo.location));
+            }
+            if let Some(ep) = config.enable_elastic_ep.as_ref().filter(|e| e.value) {
+                missing.push((
+                    "elastic expert parallelism",
+                    "--enable-elastic-ep",
+                    ep.location,
+                ));
+            }
+            for (feature, flag, location) in missing {
+                self.report(
+                    Rule::VllmModelRunnerV2Features,
+                    None,
+                    Subject::flag(flag),
+                    location,
+                    format!(
+                        "Model Runner V2 does not yet support: {feature} (VLLM_USE_V2_MODEL_RUNNER=1); unset it or set it to 0"
+                    ),
+                );
+            }
         }
     }
 

@@ -101,7 +101,11 @@ fn admission_limits_are_the_ones_submit_enforces() {
         kv >= u64::from(max),
         "{kv} KV tokens for max_model_len {max}"
     );
-    assert_eq!(kv % 64, 0, "whole FlashMLA blocks");
+    assert_eq!(
+        kv % 16,
+        0,
+        "whole KV blocks of vLLM 0.26.0's default 16 tokens"
+    );
     let too_long = LiveRequest {
         input_tokens: max,
         output_tokens: 1,

@@ -336,10 +336,17 @@ impl EngineModel {
         &self.profile
     }
 
+    /// Whether the profile prices the deployment's graph mode.
+    pub fn prices(&self, graph: &GraphMode) -> bool {
+        self.mode(graph).is_some()
+    }
+
     fn mode(&self, graph: &GraphMode) -> Option<&EngineModeCosts> {
         let name = match graph {
             GraphMode::Eager => EAGER,
             GraphMode::FullDecodeOnly { .. } => FULL_DECODE_ONLY,
+            // Piecewise graphs for mixed batches were not measured: no engine costs for them.
+            GraphMode::FullAndPiecewise { .. } => return None,
         };
         self.profile.modes.iter().find(|m| m.mode == name)
     }

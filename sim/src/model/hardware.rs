@@ -98,6 +98,12 @@ impl GpuKind {
         GpuKind::ALL.into_iter().find(|kind| kind.as_str() == lower)
     }
 
+    /// The class vLLM 0.26.0 picks `vllm serve`'s batch defaults by: at least 70 GiB and not an
+    /// A100 (`vllm/engine/arg_utils.py:2449-2460`).
+    pub fn batch_class(self) -> crate::deployment::GpuClass {
+        crate::deployment::GpuClass::of(self.spec().memory_bytes, self == GpuKind::A100)
+    }
+
     /// Datasheet figures.
     pub fn spec(self) -> GpuSpec {
         const GB: f64 = 1e9;

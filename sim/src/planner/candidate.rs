@@ -2,15 +2,18 @@
 //! the deployment model's rules (docs/foundation.md) exactly as `afd-sim check` judges them, and
 //! the timing view the simulator runs.
 //!
-//! The AFD pair is two command lines with an `afd` block (P2pNcclAFDConnector), the V1 model
-//! runner, expert parallelism only on the FFN role (the Attention role has no experts), and the
+//! The AFD pair is two command lines with an `afd` block (P2pNcclAFDConnector), the model runner
+//! the rule set's plugin needs (`VLLM_USE_V2_MODEL_RUNNER=1` under latest, `=0` under v0.26),
+//! `--enable-expert-parallel` on both roles (as the recipes do; the V2 runner requires it), and the
 //! same batch, DBO and graph flags on both roles; its GPUs are numbered consecutively, Attention
 //! first. Beyond the deployment rules the planner checks what its placement needs: a TP group never
 //! straddles a node, and Attention TP divides the attention heads (`planner.*` ids). The baseline is
-//! one plain `vllm serve` command with expert parallelism, checked against vLLM's own limits and the
-//! same placement rules.
+//! one plain `vllm serve` command with expert parallelism (and the DeepEP low-latency all2all
+//! backend when it ubatches, as vLLM requires), judged by vLLM's own rules exactly as
+//! `afd-sim check --serve-args` judges it, and simulated as `predict --serve-args` simulates it.
 
-use crate::deployment::{Deployment, RecipeOptions, RoleConfig, Severity};
+use crate::deployment::{Deployment, RecipeOptions, Report, RoleConfig, Severity};
+use crate::launch::PlainServer;
 use crate::model::arch::ModelArch;
 use crate::model::hardware::GpuKind;
 use crate::planner::space::{Budget, Capture, Point};
@@ -23,8 +26,8 @@ pub const RULE_TP_NODE: &str = "planner.tp-node";
 pub const RULE_TP_HEADS: &str = "planner.tp-heads";
 /// Rule id: the simulator's timing view refuses the deployment.
 pub const RULE_SERVING: &str = "planner.serving";
-/// Rule id: vLLM's `max_num_batched_tokens >= max_num_seqs` (also checked for the AFD pair by the
-/// deployment rules, under the same id).
+/// Rule id: vLLM's `max_num_batched_tokens >= max_num_seqs` (checked for both placements by the
+/// deployment rules, under this id).
 pub const RULE_BATCHED_TOKENS: &str = "vllm.batched-tokens-ge-seqs";
 
 /// The Attention server's HTTP port, the FFN server's, and the AFD rendezvous port of the
@@ -156,8 +159,12 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
         )
     };
     let shared = shared_flags(point);
+    let runner = match context.rules {
+        RuleSet::Latest => 1,
+        RuleSet::V026 => 0,
+    };
     let attention_args = format!(
-        "CUDA_VISIBLE_DEVICES={} vllm serve {} --data-parallel-size {} --tensor-parallel-size {} {}{shared} --host 127.0.0.1 --port {ATTENTION_HTTP_PORT}",
+        "CUDA_VISIBLE_DEVICES={} VLLM_USE_V2_MODEL_RUNNER={runner} vllm serve {} --data-parallel-size {} --tensor-parallel-size {} --enable-expert-parallel {}{shared} --host 127.0.0.1 --port {ATTENTION_HTTP_PORT}",
         devices(0, a),
         context.model_path,
         attention.dp,
@@ -165,7 +172,7 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
         block("attention"),
     );
     let ffn_args = format!(
-        "CUDA_VISIBLE_DEVICES={} vllm serve {} --data-parallel-size {} --tensor-parallel-size {}{} {}{shared} --host 127.0.0.1 --port {FFN_HTTP_PORT}",
+        "CUDA_VISIBLE_DEVICES={} VLLM_USE_V2_MODEL_RUNNER={runner} vllm serve {} --data-parallel-size {} --tensor-parallel-size {}{} {}{shared} --host 127.0.0.1 --port {FFN_HTTP_PORT}",
         devices(a, f),
         context.model_path,
         ffn.dp,
@@ -181,21 +188,15 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
         RoleConfig::from_command_line(text, &RecipeOptions::default())
             .expect("generated command lines parse")
     };
-    let deployment = Deployment::new(role(&attention_args), role(&ffn_args), context.rules);
+    let class = context.gpu.batch_class();
+    let deployment = Deployment::new(
+        role(&attention_args).on_gpu(class),
+        role(&ffn_args).on_gpu(class),
+        context.rules,
+    );
     let report = deployment.check();
-    let ids = |severity: Severity| -> Vec<String> {
-        let mut ids: Vec<String> = report
-            .findings()
-            .iter()
-            .filter(|f| f.severity == severity)
-            .map(|f| f.rule.id().to_owned())
-            .collect();
-        ids.sort();
-        ids.dedup();
-        ids
-    };
     if !report.is_clean() {
-        return Err(ids(Severity::Error));
+        return Err(rule_ids(&report, Severity::Error));
     }
     let config = ServingConfig::from_deployment(&deployment, context.gpu)
         .map_err(|_| vec![RULE_SERVING.to_owned()])?;
@@ -208,10 +209,10 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
     Ok(Candidate {
         point: point.clone(),
         capture_sizes: deployment.attention.capture_sizes(),
+        warnings: rule_ids(&report, Severity::Warning),
         attention_args,
         ffn_args,
         config,
-        warnings: ids(Severity::Warning),
         nodes: (a + f).div_ceil(node),
         cross_node,
     })
@@ -220,8 +221,15 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
 fn colocated(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
     let layout = point.attention;
     let gpus = layout.ranks();
+    // vLLM 0.26.0 ubatches only with a DeepEP or NIXL-EP all2all backend
+    // (`vllm/config/vllm.py:1531-1544`).
+    let backend = if point.dbo.is_some() {
+        " --all2all-backend deepep_low_latency"
+    } else {
+        ""
+    };
     let args = format!(
-        "CUDA_VISIBLE_DEVICES={} vllm serve {} --data-parallel-size {} --tensor-parallel-size {} --enable-expert-parallel{} --port {ATTENTION_HTTP_PORT}",
+        "CUDA_VISIBLE_DEVICES={} vllm serve {} --data-parallel-size {} --tensor-parallel-size {} --enable-expert-parallel{backend}{} --port {ATTENTION_HTTP_PORT}",
         devices(0, gpus),
         context.model_path,
         layout.dp,
@@ -229,17 +237,17 @@ fn colocated(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<Stri
         shared_flags(point),
     );
     let role = RoleConfig::from_command_line(&args, &RecipeOptions::default())
-        .expect("generated command lines parse");
-    if role.max_num_batched_tokens() < role.max_num_seqs() {
-        return Err(vec![RULE_BATCHED_TOKENS.to_owned()]);
+        .expect("generated command lines parse")
+        .on_gpu(context.gpu.batch_class());
+    let plain = PlainServer {
+        server: role.clone(),
+        rules: context.rules,
+    };
+    let report = plain.check();
+    if !report.is_clean() {
+        return Err(rule_ids(&report, Severity::Error));
     }
-    // The timing view of one role, then laid out over every GPU.
-    let single = Deployment::new(role.clone(), role.clone(), context.rules);
-    let config = ServingConfig::from_deployment(&single, context.gpu)
-        .map_err(|_| vec![RULE_SERVING.to_owned()])?
-        .to_colocated(layout);
-    config
-        .validate()
+    let config = ServingConfig::from_plain(&role, context.rules, context.gpu)
         .map_err(|_| vec![RULE_SERVING.to_owned()])?;
     let node = context.budget.gpus_per_node.max(1);
     Ok(Candidate {
@@ -248,8 +256,21 @@ fn colocated(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<Stri
         attention_args: args,
         ffn_args: String::new(),
         config,
-        warnings: Vec::new(),
+        warnings: rule_ids(&report, Severity::Warning),
         nodes: gpus.div_ceil(node),
         cross_node: gpus > node,
     })
+}
+
+/// The sorted, distinct ids of the findings of one severity.
+fn rule_ids(report: &Report, severity: Severity) -> Vec<String> {
+    let mut ids: Vec<String> = report
+        .findings()
+        .iter()
+        .filter(|f| f.severity == severity)
+        .map(|f| f.rule.id().to_owned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }

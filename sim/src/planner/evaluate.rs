@@ -23,7 +23,7 @@ use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
 use crate::planner::frontier::{Slo, verdict};
 use crate::report::{ReportContext, build_report};
-use crate::serving::{GraphMode, Placement, ServingConfig};
+use crate::serving::{Placement, ServingConfig};
 
 /// Relative error above which a closed form and the simulation disagree.
 pub const DISAGREEMENT: f64 = 0.15;
@@ -241,11 +241,7 @@ fn config_row(
         expert_parallel: config.ffn.expert_parallel,
         dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
         dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
-        cudagraph_mode: match config.graph {
-            GraphMode::Eager => "eager",
-            GraphMode::FullDecodeOnly { .. } => "FULL_DECODE_ONLY",
-        }
-        .to_owned(),
+        cudagraph_mode: config.graph.name().to_owned(),
         cudagraph_capture_sizes: candidate
             .capture_sizes
             .iter()

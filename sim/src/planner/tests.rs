@@ -163,12 +163,10 @@ fn the_seed_recipe_shape_is_legal_and_its_command_lines_say_so() {
     let model = ModelArch::deepseek_v2_lite();
     let context = context(&model);
     let candidate = judge(&afd_point((1, 2), (1, 2), true), &context).unwrap();
-    expect![[r#"CUDA_VISIBLE_DEVICES=0,1 vllm serve deepseek-ai/DeepSeek-V2-Lite --data-parallel-size 1 --tensor-parallel-size 2 --additional-config '{"afd": {"role": "attention", "connector": "P2pNcclAFDConnector", "host": "127.0.0.1", "port": 6269, "num_attention_ranks": 2, "num_ffn_ranks": 2}}' --max-num-seqs 64 --max-num-batched-tokens 64 --enable-dbo --dbo-decode-token-threshold 2 --dbo-prefill-token-threshold 12 --compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [64]}' --host 127.0.0.1 --port 8000"#]]
+    expect![[r#"CUDA_VISIBLE_DEVICES=0,1 VLLM_USE_V2_MODEL_RUNNER=1 vllm serve deepseek-ai/DeepSeek-V2-Lite --data-parallel-size 1 --tensor-parallel-size 2 --enable-expert-parallel --additional-config '{"afd": {"role": "attention", "connector": "P2pNcclAFDConnector", "host": "127.0.0.1", "port": 6269, "num_attention_ranks": 2, "num_ffn_ranks": 2}}' --max-num-seqs 64 --max-num-batched-tokens 64 --enable-dbo --dbo-decode-token-threshold 2 --dbo-prefill-token-threshold 12 --compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [64]}' --host 127.0.0.1 --port 8000"#]]
         .assert_eq(&candidate.attention_args);
     // The timing view is the seed recipe's, read back from the command lines as predict reads them.
-    let mut seed = ServingConfig::seed_recipe();
-    seed.attention.expert_parallel = false;
-    assert_eq!(candidate.config, seed);
+    assert_eq!(candidate.config, ServingConfig::seed_recipe());
     let role = |text: &str| RoleConfig::from_command_line(text, &RecipeOptions::default()).unwrap();
     let deployment = Deployment::new(
         role(&candidate.attention_args),
@@ -178,7 +176,8 @@ fn the_seed_recipe_shape_is_legal_and_its_command_lines_say_so() {
     assert!(deployment.check().is_clean());
     assert_eq!(candidate.capture_sizes, vec![64]);
     assert_eq!((candidate.nodes, candidate.cross_node), (1, false));
-    assert!(candidate.warnings.is_empty(), "{:?}", candidate.warnings);
+    // As the seed recipe: DBO at Attention DP 1 under model runner V2 (afd-spec §1.9).
+    assert_eq!(candidate.warnings, ["mrv2.dbo-attention-dp"]);
 }
 
 #[test]
@@ -196,10 +195,11 @@ fn illegal_points_name_every_rule_they_break() {
         refused(afd_point((4, 1), (2, 2), true)),
         ["afd.sequence-parallel-moe"]
     );
-    // Attention TP 32 exceeds a node of 8 and the model's 16 heads.
+    // Attention TP 32 exceeds a node of 8 and the model's 16 heads; without expert parallelism
+    // the latest plugin's model runner V2 refuses the FFN role too.
     assert_eq!(
         refused(afd_point((1, 32), (1, 8), false)),
-        [RULE_TP_HEADS, RULE_TP_NODE]
+        ["mrv2.static-expert-parallel", RULE_TP_HEADS, RULE_TP_NODE]
     );
     // FFN TP 4 starting at GPU 6 would straddle nodes 0 and 1.
     assert_eq!(refused(afd_point((6, 1), (1, 4), true)), [RULE_TP_NODE]);

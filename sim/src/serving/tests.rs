@@ -90,3 +90,49 @@ fn the_cost_layout_follows_the_roles() {
         }
     );
 }
+
+#[test]
+fn capture_sizes_above_max_num_seqs_are_no_decode_graphs() {
+    let line = |extra: &str| {
+        format!(
+            "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enable-expert-parallel --max-num-seqs 8 --compilation-config '{{\"cudagraph_mode\": \"FULL_DECODE_ONLY\", \"cudagraph_capture_sizes\": [4, 8, 16]}}' {extra}"
+        )
+    };
+    let role = |extra: &str| {
+        crate::deployment::RoleConfig::from_command_line(
+            &line(extra),
+            &crate::deployment::RecipeOptions::default(),
+        )
+        .unwrap()
+    };
+    let deployment = Deployment::new(
+        role("--additional-config '{\"afd\": {\"role\": \"attention\"}}'"),
+        role("--port 8001 --additional-config '{\"afd\": {\"role\": \"ffn\"}}'"),
+        RuleSet::Latest,
+    );
+    let config = ServingConfig::from_deployment(&deployment, GpuKind::H200).unwrap();
+    assert_eq!(
+        config.graph,
+        GraphMode::FullDecodeOnly {
+            capture_sizes: vec![4, 8]
+        }
+    );
+    // vLLM 0.26.0's batch defaults follow the GPU class: 256 / 2048 on an A100.
+    let plain = crate::deployment::RoleConfig::from_command_line(
+        "vllm serve /m",
+        &crate::deployment::RecipeOptions::default(),
+    )
+    .unwrap();
+    let a100 = ServingConfig::from_plain(&plain, RuleSet::Latest, GpuKind::A100).unwrap();
+    assert_eq!(
+        (a100.max_num_seqs, a100.max_num_batched_tokens),
+        (256, 2048)
+    );
+    let h200 = ServingConfig::from_plain(&plain, RuleSet::Latest, GpuKind::H200).unwrap();
+    assert_eq!(
+        (h200.max_num_seqs, h200.max_num_batched_tokens),
+        (1024, 8192)
+    );
+    assert_eq!(h200.graph.name(), "FULL_AND_PIECEWISE");
+    assert_eq!(h200.graph.capture_sizes().last(), Some(&512));
+}

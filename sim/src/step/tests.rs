@@ -61,7 +61,7 @@ fn small_decode_batch_pads_to_the_capture_size_without_split() {
         &[&d],
         expect![[r#"
             graph=true ffn_graph=true stages=1 padded=[64] hazard=false
-              u0 e0: rows=64 real=32 decode=32@4352 prefill=[]
+              u0 e0: rows=64 real=32 decode=32@3968 prefill=[]
         "#]],
     );
 }
@@ -74,8 +74,8 @@ fn thirty_three_decodes_split_into_two_padded_ubatches() {
         &[&d],
         expect![[r#"
             graph=true ffn_graph=true stages=2 padded=[64] hazard=false
-              u0 e0: rows=32 real=32 decode=32@4352 prefill=[]
-              u1 e0: rows=32 real=1 decode=1@192 prefill=[]
+              u0 e0: rows=32 real=32 decode=32@3968 prefill=[]
+              u1 e0: rows=32 real=1 decode=1@144 prefill=[]
         "#]],
     );
 }
@@ -90,7 +90,7 @@ fn mixed_batch_runs_eager_and_cuts_the_prefill_at_the_split() {
         &[&items],
         expect![[r#"
             graph=false ffn_graph=false stages=2 padded=[64] hazard=false
-              u0 e0: rows=32 real=32 decode=4@512 prefill=[(28, 120)]
+              u0 e0: rows=32 real=32 decode=4@448 prefill=[(28, 120)]
               u1 e0: rows=32 real=32 decode=0@0 prefill=[(32, 148)]
         "#]],
     );
@@ -124,7 +124,7 @@ fn an_idle_dp_engine_sends_one_row_and_blocks_dbo() {
         &[&d, &[]],
         expect![[r#"
             graph=true ffn_graph=true stages=1 padded=[64, 64] hazard=false
-              u0 e0: rows=64 real=40 decode=40@5888 prefill=[]
+              u0 e0: rows=64 real=40 decode=40@5120 prefill=[]
               u0 e1: rows=64 real=0 decode=0@0 prefill=[]
         "#]],
     );
@@ -143,8 +143,75 @@ fn eager_mode_keeps_real_counts_and_idle_ranks_send_one_row() {
         &[&d, &[]],
         expect![[r#"
             graph=false ffn_graph=false stages=1 padded=[5, 1] hazard=false
-              u0 e0: rows=5 real=5 decode=5@640 prefill=[]
+              u0 e0: rows=5 real=5 decode=5@560 prefill=[]
               u0 e1: rows=1 real=0 decode=0@0 prefill=[]
+        "#]],
+    );
+}
+
+#[test]
+fn a_one_token_prefill_chunk_keeps_the_batch_uniform_decode() {
+    // vLLM's test is "every request schedules one token" (gpu_model_runner.py:3857-3875): the last
+    // token of a prompt (context 40 of 41) replays the decode graph with the decodes.
+    let mut batch = decodes(3);
+    batch.push((1, 40));
+    check(
+        &ServingConfig::seed_recipe(),
+        &[&batch],
+        expect![[r#"
+            graph=true ffn_graph=true stages=1 padded=[64] hazard=false
+              u0 e0: rows=64 real=4 decode=4@384 prefill=[]
+        "#]],
+    );
+}
+
+#[test]
+fn decode_graphs_stop_at_max_num_seqs_and_pad_to_the_next_size() {
+    // Capture sizes [4, 8, 16] with max_num_seqs 8 keep [4, 8] as decode graphs (the 16 graph is
+    // never keyed for decode, cudagraph_dispatcher.py:204-232; `serving::GraphMode`), so 5 decodes
+    // pad to 8 and a 12-token mixed step is eager.
+    let config = ServingConfig {
+        max_num_seqs: 8,
+        dbo: None,
+        graph: GraphMode::FullDecodeOnly {
+            capture_sizes: vec![4, 8],
+        },
+        ..ServingConfig::seed_recipe()
+    };
+    check(
+        &config,
+        &[&decodes(5)],
+        expect![[r#"
+            graph=true ffn_graph=true stages=1 padded=[8] hazard=false
+              u0 e0: rows=8 real=5 decode=5@560 prefill=[]
+        "#]],
+    );
+    check(
+        &config,
+        &[&[(1, 10), (11, 0)]],
+        expect![[r#"
+            graph=false ffn_graph=false stages=1 padded=[12] hazard=false
+              u0 e0: rows=12 real=12 decode=1@16 prefill=[(11, 0)]
+        "#]],
+    );
+}
+
+#[test]
+fn a_plain_server_pads_mixed_steps_to_its_piecewise_graphs() {
+    let config = ServingConfig {
+        dbo: None,
+        graph: GraphMode::FullAndPiecewise {
+            capture_sizes: vec![4, 8],
+            piecewise_sizes: vec![4, 8, 16],
+        },
+        ..ServingConfig::seed_recipe()
+    };
+    check(
+        &config,
+        &[&[(1, 10), (11, 0)]],
+        expect![[r#"
+            graph=false ffn_graph=false stages=1 padded=[16] hazard=false
+              u0 e0: rows=16 real=12 decode=1@16 prefill=[(11, 0)]
         "#]],
     );
 }

@@ -1,5 +1,9 @@
 use super::*;
 
+fn model() -> ModelArch {
+    ModelArch::deepseek_v2_lite()
+}
+
 fn words(text: &str) -> Vec<String> {
     text.split(' ').map(str::to_owned).collect()
 }
@@ -41,7 +45,7 @@ fn plain_serve_words_give_a_colocated_single_gpu_deployment() {
     let mut graph_words =
         words("/m --max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config");
     graph_words.push(r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#.into());
-    let graph = plain_config(&graph_words, GpuKind::H200).unwrap();
+    let graph = plain_config(&graph_words, GpuKind::H200, &model()).unwrap();
     assert_eq!(
         (
             graph.attention.dp,
@@ -54,15 +58,27 @@ fn plain_serve_words_give_a_colocated_single_gpu_deployment() {
     let eager = plain_config(
         &words("/m --enforce-eager --max-num-seqs 64"),
         GpuKind::H200,
+        &model(),
     )
     .unwrap();
     assert_eq!(eager.graph, crate::serving::GraphMode::Eager);
 }
 
 #[test]
-fn vllm_s_default_piecewise_graphs_are_refused_by_name() {
-    let err = plain_config(&words("/m --max-num-seqs 256"), GpuKind::H200).unwrap_err();
-    assert!(err.contains("FULL_AND_PIECEWISE"), "{err}");
+fn vllm_s_default_graph_mode_is_full_and_piecewise() {
+    let config = plain_config(&words("/m --max-num-seqs 256"), GpuKind::H200, &model()).unwrap();
+    assert_eq!(config.graph.name(), "FULL_AND_PIECEWISE");
+}
+
+#[test]
+fn a_deployment_the_rules_refuse_is_never_compared() {
+    let err = plain_config(
+        &words("/m --max-num-seqs 128 --max-num-batched-tokens 64"),
+        GpuKind::H200,
+        &model(),
+    )
+    .unwrap_err();
+    assert!(err.contains("vllm.batched-tokens-ge-seqs"), "{err}");
 }
 
 #[test]
@@ -72,7 +88,7 @@ fn an_afd_server_is_not_a_plain_deployment() {
         "--additional-config".into(),
         r#"{"afd": {"role": "attention"}}"#.into(),
     ];
-    assert!(plain_config(&afd, GpuKind::H200).is_err());
+    assert!(plain_config(&afd, GpuKind::H200, &model()).is_err());
 }
 
 #[test]

@@ -5,19 +5,22 @@ use expect_test::expect;
 
 use crate::support::{afd_sim, json};
 
-const ATTENTION: &str = r#"CUDA_VISIBLE_DEVICES=0 vllm serve /m --enforce-eager --port 8000 --additional-config '{"afd": {"role": "attention"}}'"#;
-const FFN: &str = r#"CUDA_VISIBLE_DEVICES=1 vllm serve /m --enforce-eager --port 8001 --additional-config '{"afd": {"role": "ffn"}}'"#;
+// Model runner V2 with expert parallelism on both roles: what the latest plugin requires.
+const ATTENTION: &str = r#"CUDA_VISIBLE_DEVICES=0 VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --port 8000 --additional-config '{"afd": {"role": "attention"}}' --enable-expert-parallel"#;
+const FFN: &str = r#"CUDA_VISIBLE_DEVICES=1 VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --port 8001 --additional-config '{"afd": {"role": "ffn"}}' --enable-expert-parallel"#;
 
 #[test]
 fn command_lines_are_checked_like_a_recipe() {
     let run = afd_sim(&["check", "--attention-args", ATTENTION, "--ffn-args", FFN]);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(run.stdout.ends_with("ok: 0 errors, 0 warnings, 0 notes\n"));
-    let ffn = FFN.replace("--port 8001", "--port 1239");
+    // v0.26 needs the V1 runner.
+    let v1 = |line: &str| line.replace("VLLM_USE_V2_MODEL_RUNNER=1", "VLLM_USE_V2_MODEL_RUNNER=0");
+    let ffn = v1(FFN).replace("--port 8001", "--port 1239");
     let run = afd_sim(&[
         "check",
         "--attention-args",
-        ATTENTION,
+        &v1(ATTENTION),
         "--ffn-args",
         &ffn,
         "--rules",
@@ -25,7 +28,7 @@ fn command_lines_are_checked_like_a_recipe() {
     ]);
     assert_eq!(run.code, 2);
     expect![[r#"
-        --ffn-args:1:61: error[cross.http-port-vs-rendezvous] ffn --port: HTTP port 1239 of the FFN server is the AFD rendezvous port on the AFD host; the TCP store and the HTTP server cannot both listen on it
+        --ffn-args:1:88: error[cross.http-port-vs-rendezvous] ffn --port: HTTP port 1239 of the FFN server is the AFD rendezvous port on the AFD host; the TCP store and the HTTP server cannot both listen on it
     "#]]
     .assert_eq(&run.stdout.lines().filter(|l| l.contains("error[")).map(|l| format!("{l}\n")).collect::<String>());
 }
@@ -36,7 +39,7 @@ fn a_bad_command_line_is_located_in_its_own_flag() {
     let run = afd_sim(&["check", "--attention-args", ATTENTION, "--ffn-args", &ffn]);
     assert_eq!(run.code, 2);
     expect![[r#"
-        --ffn-args:1:61: error: --port expects a TCP port 1..65535, got 'eighty'
+        --ffn-args:1:88: error: --port expects a TCP port 1..65535, got 'eighty'
         failed: the input does not describe a deployment (nothing was checked)
     "#]]
     .assert_eq(&run.stdout);
@@ -144,10 +147,10 @@ fn the_rules_command_lists_the_catalogue() {
     let v026 = json(&afd_sim(&["rules", "--rules", "v0.26", "--json"]));
     let latest = json(&afd_sim(&["rules", "--rules", "latest", "--json"]));
     let count = |v: &serde_json::Value| v["rules"].as_array().unwrap().len();
-    assert_eq!((count(&all), count(&v026), count(&latest)), (52, 48, 48));
+    assert_eq!((count(&all), count(&v026), count(&latest)), (57, 52, 53));
     let text = afd_sim(&["rules"]);
     assert!(text.stdout.contains("afd.port-range"));
-    assert!(text.stdout.ends_with("52 rules\n"));
+    assert!(text.stdout.ends_with("57 rules\n"));
 }
 
 #[test]

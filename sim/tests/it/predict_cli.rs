@@ -61,7 +61,7 @@ fn bad_flags_and_files_exit_2_naming_the_input() {
     );
     fails_naming(
         &["predict", "--cudagraph-capture-sizes", "0"],
-        "cudagraph_capture_sizes",
+        "--cudagraph-capture-sizes expects positive integers",
     );
     fails_naming(&["predict", "--timeline-window", "1:2"], "--timeline");
     fails_naming(&["predict", "--calibration", profile], "profile.json");
@@ -148,14 +148,24 @@ fn every_shipped_trace_replays() {
 #[test]
 fn recipes_and_command_lines_drive_predict_and_broken_ones_exit_2() {
     let recipes = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recipes");
-    for recipe in [
-        "2a2f_graph_dbo_dp1tp2.sh",
-        "2a2f_graph_dbo_dp2tp1.sh",
-        "2a2f_eager_dbo_dp1tp2.sh",
-        "4a4f_graph_dbo_dp2tp2.sh",
+    // Each recipe under the rule set whose model runner it exports (afd-spec §1.6, §1.9).
+    for (recipe, rules) in [
+        ("2a2f_graph_dbo_dp1tp2.sh", "latest"),
+        ("2a2f_graph_dbo_dp2tp1.sh", "latest"),
+        ("2a2f_eager_dbo_dp1tp2.sh", "v0.26"),
+        ("4a4f_graph_dbo_dp2tp2.sh", "v0.26"),
+        ("plain_vllm_tp2.sh", "latest"),
     ] {
         let path = format!("{recipes}/{recipe}");
-        let output = afd_sim(&["predict", &path, "--num-prompts", "16", "--json"]);
+        let output = afd_sim(&[
+            "predict",
+            &path,
+            "--rules",
+            rules,
+            "--num-prompts",
+            "16",
+            "--json",
+        ]);
         assert!(output.status.success(), "{recipe}: {}", stderr(&output));
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report["completed"], 16, "{recipe}");
@@ -193,9 +203,8 @@ fn recipes_and_command_lines_drive_predict_and_broken_ones_exit_2() {
         "{}",
         stderr(&broken)
     );
-    let attention =
-        "vllm serve /m --enforce-eager --additional-config '{\"afd\":{\"role\":\"attention\"}}'";
-    let ffn = "vllm serve /m --enforce-eager --port 8001 --additional-config '{\"afd\":{\"role\":\"ffn\"}}'";
+    let attention = "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --enable-expert-parallel --additional-config '{\"afd\":{\"role\":\"attention\"}}'";
+    let ffn = "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --enable-expert-parallel --port 8001 --additional-config '{\"afd\":{\"role\":\"ffn\"}}'";
     let lines = afd_sim(&[
         "predict",
         "--attention-args",
@@ -210,4 +219,151 @@ fn recipes_and_command_lines_drive_predict_and_broken_ones_exit_2() {
     let report: serde_json::Value = serde_json::from_slice(&lines.stdout).unwrap();
     assert_eq!(report["deployment"]["cudagraph_mode"], "eager");
     assert_eq!(report["deployment"]["gpus"], 2);
+}
+
+/// `predict` with deployment flags exits 2 naming the rule, with the same rule `check` names for
+/// the same words; one failing command per override family.
+#[test]
+fn every_override_family_is_judged_by_the_rules() {
+    let failing: &[(&[&str], &str)] = &[
+        (
+            &["--max-num-seqs", "128", "--max-num-batched-tokens", "64"],
+            "error[vllm.batched-tokens-ge-seqs]",
+        ),
+        (
+            &["--ffn-dp", "2", "--ffn-tp", "2"],
+            "error[afd.attention-ge-ffn]",
+        ),
+        (&["--ffn-dp", "3"], "error[afd.attention-ge-ffn]"),
+        (&["--attention-dp", "3"], "error[afd.sequence-parallel-moe]"),
+        (
+            &["--no-expert-parallel"],
+            "error[mrv2.static-expert-parallel]",
+        ),
+        (
+            &["--ubatch-size", "3", "--no-dbo"],
+            "error[afd.ubatch-count]",
+        ),
+        (
+            &["--gpu-memory-utilization", "1.5"],
+            "error[vllm.gpu-memory-utilization]",
+        ),
+        (
+            &["--max-cudagraph-capture-size", "32"],
+            "error[vllm.capture-size-consistency]",
+        ),
+        (
+            &["--gpu-memory-utilization", "0.05"],
+            "error[memory.role-fits]",
+        ),
+        (
+            &["--rules", "v0.26", "--attention-dp", "3", "--ffn-dp", "2"],
+            "error[v026.divisible-ranks]",
+        ),
+    ];
+    for (flags, rule) in failing {
+        let mut args = vec!["predict"];
+        args.extend_from_slice(flags);
+        let output = afd_sim(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{flags:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(rule),
+            "{flags:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).contains("panicked"));
+    }
+    // `--enable-dbo` with `--ubatch-size 3` is legal in vLLM 0.26 (two ubatches when DBO is on).
+    let legal = afd_sim(&[
+        "predict",
+        "--ubatch-size",
+        "3",
+        "--num-prompts",
+        "4",
+        "--json",
+    ]);
+    assert!(legal.status.success(), "{}", stderr(&legal));
+}
+
+#[test]
+fn dbo_runs_only_when_the_deployment_asks_for_it() {
+    let report = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["predict", "--num-prompts", "8", "--json"];
+        all.extend_from_slice(args);
+        let output = afd_sim(&all);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let seed = report(&[]);
+    assert_eq!(seed["deployment"]["dbo"], true);
+    assert_eq!(seed["deployment"]["dbo_decode_token_threshold"], 2);
+    let off = report(&["--no-dbo"]);
+    assert_eq!(off["deployment"]["dbo"], false);
+    assert_eq!(off["steps"]["dbo"], 0);
+    // Thresholds alone do not turn DBO on, as in vLLM.
+    let thresholds = report(&["--enable-dbo", "--dbo-decode-token-threshold", "4"]);
+    assert_eq!(thresholds["deployment"]["dbo"], true);
+    assert_eq!(thresholds["deployment"]["dbo_decode_token_threshold"], 4);
+    let line = "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --enable-expert-parallel --dbo-decode-token-threshold 4";
+    let attention = format!("{line} --additional-config '{{\"afd\":{{\"role\":\"attention\"}}}}'");
+    let ffn = format!("{line} --port 8001 --additional-config '{{\"afd\":{{\"role\":\"ffn\"}}}}'");
+    let plain = report(&["--attention-args", &attention, "--ffn-args", &ffn]);
+    assert_eq!(plain["deployment"]["dbo"], false);
+    assert_eq!(
+        plain["deployment"]["dbo_decode_token_threshold"],
+        serde_json::Value::Null
+    );
+    let table = afd_sim(&["predict", "--num-prompts", "8"]);
+    let text = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("DBO (decode / prefill threshold):")
+                && l.trim_end().ends_with("on (2 / 12)")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_plain_vllm_serve_command_is_simulated_as_the_colocated_deployment() {
+    let line = "CUDA_VISIBLE_DEVICES=0,1 vllm serve /models/DeepSeek-V2-Lite --tensor-parallel-size 2 --enable-expert-parallel";
+    let output = afd_sim(&[
+        "predict",
+        "--serve-args",
+        line,
+        "--num-prompts",
+        "8",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let deployment = &report["deployment"];
+    assert_eq!(deployment["gpus"], 2);
+    assert_eq!(deployment["cudagraph_mode"], "FULL_AND_PIECEWISE");
+    // vLLM 0.26.0's defaults for `vllm serve` on an H200.
+    assert_eq!(deployment["max_num_seqs"], 1024);
+    assert_eq!(deployment["max_num_batched_tokens"], 8192);
+    assert_eq!(deployment["block_size"], 16);
+    assert_eq!(deployment["dbo"], false);
+    assert_eq!(report["completed"], 8);
+    // `check` judges it by vLLM's own rules: TP 2 on one GPU fails.
+    let one_gpu = line.replace("0,1", "0");
+    let check = afd_sim(&["check", "--serve-args", &one_gpu]);
+    assert_eq!(check.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("error[vllm.gpu-count]"));
+    let predict = afd_sim(&["predict", "--serve-args", &one_gpu]);
+    assert_eq!(predict.status.code(), Some(2));
+    assert!(stderr(&predict).contains("error[vllm.gpu-count]"));
+    // An FFN flag has no role to go to.
+    let ffn = afd_sim(&["predict", "--serve-args", line, "--ffn-dp", "2"]);
+    assert_eq!(ffn.status.code(), Some(2));
+    assert!(
+        stderr(&ffn).contains("--ffn-dp needs an AFD deployment"),
+        "{}",
+        stderr(&ffn)
+    );
 }

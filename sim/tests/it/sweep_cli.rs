@@ -81,34 +81,54 @@ fn a_sweep_writes_rows_a_figure_and_a_summary() {
     assert_eq!(sweep(&["--out", path(&again), "--threads", "1"]).code, 0);
     assert_eq!(std::fs::read(&again).unwrap(), text.as_bytes());
 
-    // The best row's command lines reproduce its run through `predict`.
-    let best = rows.iter().find(|r| r.rank == Some(1)).unwrap();
-    let mut args = vec![
-        "predict",
-        "--json",
-        "--attention-args",
-        &best.attention_args,
-    ];
-    if !best.ffn_args.is_empty() {
-        args.extend(["--ffn-args", &best.ffn_args]);
-    }
-    args.extend([
-        "--num-prompts",
-        "8",
-        "--input-len",
-        "64",
-        "--output-len",
-        "4",
-        "--request-rate",
-        "50",
-    ]);
-    if best.kind == "afd" {
-        let report = json(&afd_sim(&args));
+    // Every simulated row's command lines, fed back to `predict` (a baseline row's one command
+    // through --serve-args), give the same run: the same event log and the same figures.
+    let mut checked = 0;
+    for row in rows.iter().filter(|r| r.event_log_hash.is_some()) {
+        let mut args = vec!["predict", "--json"];
+        if row.ffn_args.is_empty() {
+            args.extend(["--serve-args", &row.attention_args]);
+        } else {
+            args.extend([
+                "--attention-args",
+                &row.attention_args,
+                "--ffn-args",
+                &row.ffn_args,
+            ]);
+        }
+        args.extend([
+            "--num-prompts",
+            "8",
+            "--input-len",
+            "64",
+            "--output-len",
+            "4",
+            "--request-rate",
+            "50",
+        ]);
+        let run = afd_sim(&args);
+        assert_eq!(run.code, 0, "{}: {}", row.attention_args, run.stderr);
+        let report = json(&run);
         assert_eq!(
             report["event_log_hash"].as_str(),
-            best.event_log_hash.as_deref()
+            row.event_log_hash.as_deref(),
+            "{} {}",
+            row.kind,
+            row.attention_args
         );
+        assert_eq!(report["output_throughput"].as_f64(), row.output_throughput);
+        assert_eq!(report["mean_tpot_ms"].as_f64(), row.mean_tpot_ms);
+        assert_eq!(
+            report["deployment"]["dbo"],
+            row.dbo_decode_token_threshold.is_some()
+        );
+        checked += 1;
     }
+    assert!(checked >= 2, "only {checked} rows checked");
+    assert!(
+        rows.iter()
+            .any(|r| r.kind == "colocated" && r.event_log_hash.is_some())
+    );
 }
 
 #[test]

@@ -37,6 +37,7 @@ fn bench_fields_are_flattened_to_the_top_level() {
             rules: "latest".to_owned(),
             max_num_seqs: 1,
             max_num_batched_tokens: 1,
+            dbo: false,
             dbo_decode_token_threshold: None,
             dbo_prefill_token_threshold: None,
             cudagraph_mode: "eager".to_owned(),

@@ -68,7 +68,15 @@ fn peer(role: Role, port: u16, attention: u32, ffn: u32, rules: RuleSet) -> Peer
         http_addr: "127.0.0.1:1".to_owned(),
         model: "m".to_owned(),
         args: words(role, port, attention, ffn),
-        env: std::collections::BTreeMap::new(),
+        // The model runner each rule set's plugin needs (afd-spec §1.6, §1.9).
+        env: std::collections::BTreeMap::from([(
+            "VLLM_USE_V2_MODEL_RUNNER".to_owned(),
+            match rules {
+                RuleSet::Latest => "1",
+                RuleSet::V026 => "0",
+            }
+            .to_owned(),
+        )]),
     }
 }
 

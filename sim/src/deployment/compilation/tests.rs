@@ -24,7 +24,10 @@ fn default_sizes_step_by_8_then_16_up_to_twice_max_num_seqs() {
     assert!(!sizes.contains(&264));
     assert_eq!(resolve_capture_sizes(inputs(1, 8192)), [1, 2]);
     assert_eq!(resolve_capture_sizes(inputs(3, 8192)), [1, 2, 4]);
-    assert_eq!(resolve_capture_sizes(inputs(1024, 100)).last(), Some(&96));
+    // max_num_batched_tokens itself is captured when it fits (vllm/config/vllm.py:1838-1843).
+    let capped = resolve_capture_sizes(inputs(1024, 100));
+    assert_eq!(capped[capped.len() - 2..], [96, 100]);
+    assert_eq!(resolve_capture_sizes(inputs(1024, 8192)).last(), Some(&512));
 }
 
 #[test]

@@ -85,13 +85,90 @@ fn unknown_flags_are_kept_with_or_without_values() {
             "--trust-remote-code None",
             "--kv-transfer-config Some(\"{\\\"a\\\":1}\")",
             "--seed Some(\"-1\")",
-            "--no-enable-prefix-caching None",
             "--swap-space Some(\"4\")",
             "--disable-log-requests None",
         ]
     "#]]
     .assert_debug_eq(&kept);
-    assert_eq!(config.parse_findings().len(), 6);
+    assert_eq!(config.parse_findings().len(), 5);
+    // `--no-enable-prefix-caching` is interpreted: vLLM 0.26.0 turns prefix caching on by default.
+    assert!(!config.prefix_caching());
+}
+
+#[test]
+fn cache_and_scheduler_switches_take_vllm_defaults() {
+    let config = parse("/m");
+    assert!(config.prefix_caching() && config.chunked_prefill());
+    assert_eq!(config.block_size(), 16);
+    assert_eq!(parse("/m --attention-backend FLASHMLA").block_size(), 64);
+    assert_eq!(
+        parse("/m --attention-backend flashmla --block-size 32").block_size(),
+        32
+    );
+    assert!(!parse("/m --no-enable-chunked-prefill").chunked_prefill());
+}
+
+#[test]
+fn batch_defaults_follow_the_gpu_class_and_the_caps_of_vllm() {
+    use crate::deployment::GpuClass;
+    let large = parse("/m");
+    assert_eq!(
+        (large.max_num_seqs(), large.max_num_batched_tokens()),
+        (1024, 8192)
+    );
+    let small = parse("/m").on_gpu(GpuClass::Other);
+    assert_eq!(
+        (small.max_num_seqs(), small.max_num_batched_tokens()),
+        (256, 2048)
+    );
+    // max_num_seqs defaults to at most the batched-token budget; a given one is kept.
+    let tight = parse("/m --max-num-batched-tokens 512");
+    assert_eq!(tight.max_num_seqs(), 512);
+    assert_eq!(parse("/m --max-num-seqs 64").max_num_batched_tokens(), 8192);
+    // Batched DP MoE (DeepEP low-latency, EP, DP > 1) defaults to 256 tokens.
+    let batched = parse("/m -dp 2 --enable-expert-parallel --all2all-backend deepep_low_latency");
+    assert_eq!(
+        (batched.max_num_batched_tokens(), batched.max_num_seqs()),
+        (256, 256)
+    );
+    // Capped at max_num_seqs x max_model_len when the length is given.
+    assert_eq!(
+        parse("/m --max-num-seqs 2 --max-model-len 1000").max_num_batched_tokens(),
+        2000
+    );
+}
+
+#[test]
+fn dbo_runs_only_when_ubatching_is_asked_for() {
+    assert!(parse("/m").dbo().is_none());
+    assert!(parse("/m --dbo-decode-token-threshold 2").dbo().is_none());
+    let dbo = parse("/m --enable-dbo --ubatch-size 3");
+    assert_eq!(dbo.num_ubatches(), 2);
+    assert_eq!(dbo.dbo().map(|d| d.decode_token_threshold), Some(32));
+    assert_eq!(
+        parse("/m --ubatch-size 2")
+            .dbo()
+            .map(|d| d.prefill_token_threshold),
+        Some(512)
+    );
+    assert!(parse("/m --ubatch-size 3").dbo().is_none());
+}
+
+#[test]
+fn the_model_runner_resolves_as_vllm_decides() {
+    use crate::deployment::ModelRunner;
+    let runner = |line: &str| parse(line).model_runner();
+    assert_eq!(runner("/m"), ModelRunner::V2);
+    assert_eq!(runner("/m --enable-dbo"), ModelRunner::V1);
+    assert_eq!(runner("/m --enable-elastic-ep"), ModelRunner::V1);
+    assert_eq!(
+        runner("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve /m"),
+        ModelRunner::V1
+    );
+    assert_eq!(
+        runner("VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enable-dbo"),
+        ModelRunner::V2
+    );
 }
 
 #[test]
@@ -240,7 +317,7 @@ fn defaults_follow_vllm() {
     let config = parse("/m");
     expect![[r#"
         dp 1 tp 1 pp 1 pcp 1 dcp 1 ranks 1 gpus 1
-        max_num_seqs 1024 max_num_batched_tokens 8192 max_model_len None gpu_memory_utilization 0.9
+        max_num_seqs 1024 max_num_batched_tokens 8192 max_model_len None gpu_memory_utilization 0.92
         dbo None ubatches 1 eager false mode FULL_AND_PIECEWISE http None:8000 served ["/m"]
         capture 51 sizes, largest Some(512), padded(5)=Some(8) padded(300)=Some(304) padded(513)=None
     "#]]

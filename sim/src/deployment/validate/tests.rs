@@ -4,17 +4,35 @@
 use expect_test::{Expect, expect};
 
 use crate::deployment::rules::{rules, rules_of};
-use crate::deployment::{Deployment, RecipeOptions, RoleConfig, Severity};
+use crate::deployment::{Deployment, Located, RecipeOptions, RoleConfig, Severity};
 use crate::topology::RuleSet;
 
 const ATTENTION: &str = r#"CUDA_VISIBLE_DEVICES=0 vllm serve /m --enforce-eager --port 8000 --additional-config '{"afd": {"role": "attention", "port": 6269}}'"#;
 const FFN: &str = r#"CUDA_VISIBLE_DEVICES=1 vllm serve /m --enforce-eager --port 8001 --additional-config '{"afd": {"role": "ffn", "port": 6269}}'"#;
 
+/// The pair of two command lines. A command that leaves `VLLM_USE_V2_MODEL_RUNNER` unset gets the
+/// runner its rule set's plugin needs (V2 with expert parallelism under latest, V1 under v0.26),
+/// so the tests below see only the findings they are about.
 fn deployment(attention: &str, ffn: &str, rules: RuleSet) -> Deployment {
     let options = RecipeOptions::default();
-    let attention = RoleConfig::from_command_line(attention, &options).unwrap();
-    let ffn = RoleConfig::from_command_line(ffn, &options).unwrap();
-    Deployment::new(attention, ffn, rules)
+    let runner = |line: &str| {
+        let mut config = RoleConfig::from_command_line(line, &options).unwrap();
+        if !config.sets_model_runner() {
+            let value = match rules {
+                RuleSet::Latest => "1",
+                RuleSet::V026 => "0",
+            };
+            config.env.insert(
+                "VLLM_USE_V2_MODEL_RUNNER".to_owned(),
+                Located::new(value.to_owned(), config.location),
+            );
+            if rules == RuleSet::Latest && config.enable_expert_parallel.is_none() {
+                config.enable_expert_parallel = Some(Located::new(true, config.location));
+            }
+        }
+        config
+    };
+    Deployment::new(runner(attention), runner(ffn), rules)
 }
 
 fn render(deployment: &Deployment) -> String {
@@ -236,7 +254,7 @@ fn the_catalogue_has_stable_unique_ids_for_both_rule_sets() {
         let (area, name) = info.id.split_once('.').expect("area.name");
         assert!(
             [
-                "afd", "v026", "mrv2", "vllm", "graph", "dbo", "cross", "note"
+                "afd", "v026", "mrv2", "vllm", "graph", "dbo", "cross", "memory", "note"
             ]
             .contains(&area)
         );
@@ -258,7 +276,7 @@ fn the_catalogue_has_stable_unique_ids_for_both_rule_sets() {
         rules_of(RuleSet::V026).count(),
         rules_of(RuleSet::Latest).count(),
     );
-    assert_eq!(counts, (48, 48));
+    assert_eq!(counts, (52, 53));
 }
 
 #[test]

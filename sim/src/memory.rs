@@ -1,0 +1,131 @@
+//! GPU memory of every rank of a deployment: the weights each rank holds, vLLM's reserve for
+//! activations and CUDA graphs, the budget `--gpu-memory-utilization` grants, and what is left for
+//! the KV cache. A role whose rank cannot hold its weights and reserve is an error that names the
+//! role, the rank and both byte counts.
+//!
+//! Weights per rank (afd-spec §3.2): an Attention rank holds the attention-side parameters
+//! (attention blocks, embeddings, norms, LM head) split across Attention TP; an FFN rank holds its
+//! share of the routed experts (all FFN ranks share them with expert parallelism, the TP group
+//! without it) plus the shared experts, routers and dense MLPs split across FFN TP; a colocated
+//! GPU holds both halves that way. vLLM sizes the KV cache from what the budget leaves after the
+//! weights and the peak of its profiling run (`vllm/v1/worker/gpu_worker.py`,
+//! `determine_available_memory`); that peak (activations of a `max_num_batched_tokens` dummy batch,
+//! the CUDA-graph pool, NCCL buffers) is [`ServingConfig::kv_reserve_bytes`], an assumption until a
+//! probe measures it. The FFN role keeps no KV cache (afd-spec §6.1), so it only needs to fit.
+//! Nothing here reads the GPU: the sizes come from the model's config and the datasheet.
+
+use crate::model::arch::ModelArch;
+use crate::serving::{Placement, ServingConfig};
+
+/// One role's memory on its fullest rank (every rank of a role holds the same, up to rounding).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleMemory {
+    /// `attention`, `ffn`, or `server` for a plain (colocated) deployment.
+    pub role: &'static str,
+    /// The role rank the figures are for.
+    pub rank: u32,
+    /// Weights on that rank, bytes.
+    pub weight_bytes: u64,
+    /// Activation and CUDA-graph reserve, bytes.
+    pub reserve_bytes: u64,
+    /// GPU memory × `--gpu-memory-utilization`, bytes.
+    pub budget_bytes: u64,
+    /// What the budget leaves after weights and reserve (the KV cache of roles that keep one).
+    pub free_bytes: u64,
+}
+
+/// A role that does not fit on its GPU.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {role} role does not fit on its GPU (rank {rank}): it needs {needed_bytes} bytes ({weight_bytes} of weights and {reserve_bytes} reserved for activations and CUDA graphs) but --gpu-memory-utilization {utilization} of the {gpu}'s {memory_bytes} bytes leaves {available_bytes}"
+)]
+pub struct MemoryError {
+    pub role: &'static str,
+    pub rank: u32,
+    pub needed_bytes: u64,
+    pub weight_bytes: u64,
+    pub reserve_bytes: u64,
+    pub available_bytes: u64,
+    pub memory_bytes: u64,
+    pub utilization: String,
+    pub gpu: &'static str,
+}
+
+/// Weight bytes on the fullest rank of each role: `(attention, ffn)`; for a colocated deployment
+/// both are the per-GPU figure.
+pub fn weight_bytes_per_rank(config: &ServingConfig, model: &ModelArch) -> (u64, u64) {
+    match config.placement {
+        Placement::Colocated => {
+            let gpu = crate::colocated::weight_bytes_per_gpu(
+                model,
+                config.attention.dp,
+                config.attention.tp,
+                config.attention.expert_parallel,
+            );
+            (gpu, gpu)
+        }
+        Placement::Disaggregated => {
+            let roles = model.config.params_by_role();
+            let routed = u64::from(model.config.n_moe_layers())
+                * u64::from(model.routed_experts())
+                * model.expert_params();
+            let tp = u64::from(config.ffn.tp.max(1));
+            let ranks = u64::from(config.ffn.dp.max(1)) * tp;
+            // Ceiling divisions: the rank holding the remainder is the fullest.
+            let routed_share = if config.ffn.expert_parallel {
+                routed.div_ceil(ranks)
+            } else {
+                routed.div_ceil(tp)
+            };
+            let ffn = (roles.ffn.saturating_sub(routed).div_ceil(tp) + routed_share)
+                * model.weight_bytes();
+            (model.attention_weight_bytes(config.attention.tp), ffn)
+        }
+    }
+}
+
+/// Every role's memory, or the first role (Attention first) that does not fit on `memory_bytes`.
+pub fn plan(
+    config: &ServingConfig,
+    model: &ModelArch,
+    memory_bytes: u64,
+) -> Result<Vec<RoleMemory>, MemoryError> {
+    let (attention, ffn) = weight_bytes_per_rank(config, model);
+    let roles: Vec<(&'static str, u64, f64)> = match config.placement {
+        Placement::Colocated => vec![("server", attention, config.gpu_memory_utilization)],
+        Placement::Disaggregated => vec![
+            ("attention", attention, config.gpu_memory_utilization),
+            ("ffn", ffn, config.ffn_gpu_memory_utilization),
+        ],
+    };
+    let mut plans = Vec::with_capacity(roles.len());
+    for (role, weight_bytes, utilization) in roles {
+        let budget = (memory_bytes as f64 * utilization) as u64;
+        let needed = weight_bytes + config.kv_reserve_bytes;
+        if needed > budget {
+            return Err(MemoryError {
+                role,
+                rank: 0,
+                needed_bytes: needed,
+                weight_bytes,
+                reserve_bytes: config.kv_reserve_bytes,
+                available_bytes: budget,
+                memory_bytes,
+                utilization: utilization.to_string(),
+                gpu: config.gpu.as_str(),
+            });
+        }
+        plans.push(RoleMemory {
+            role,
+            rank: 0,
+            weight_bytes,
+            reserve_bytes: config.kv_reserve_bytes,
+            budget_bytes: budget,
+            free_bytes: budget - needed,
+        });
+    }
+    Ok(plans)
+}
+
+#[cfg(test)]
+mod tests;
