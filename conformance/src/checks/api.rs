@@ -154,7 +154,7 @@ async fn unknown_model(session: &Session) -> Outcome {
         if stream {
             spec = spec.streaming(false);
         }
-        let request = Request::post_json(api.path(), &spec.body(&model));
+        let request = Request::post_json(api.path(), &session.body(&spec, &model));
         match session.probe(&session.target.attention, &request).await {
             Ok(r) if r.status() == 404 => {
                 if let Err(problem) = error_shape(&r) {

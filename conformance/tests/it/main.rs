@@ -9,6 +9,7 @@ mod fake_pair;
 mod faults;
 mod junit_schema;
 mod pair;
+mod record;
 mod refusals;
 mod suite;
 mod suite_faults;
