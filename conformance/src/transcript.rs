@@ -447,7 +447,8 @@ pub fn request_json(request: &Request) -> Value {
         "method": request.method,
         "path": request.path,
         "headers": request.headers.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-        "client_headers": ["Host", "Content-Length", "Connection: close"],
+        // What `client::wire::encode_request` adds to every request.
+        "client_headers": ["Host", "User-Agent: afd-conformance", "Accept: */*", "Connection: close", "Content-Length"],
     });
     let object = value.as_object_mut().expect("built as an object");
     if request.body.len() > STORED_BODY_BYTES {

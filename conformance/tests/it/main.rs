@@ -15,3 +15,4 @@ mod suite;
 mod suite_faults;
 mod support;
 mod timing;
+mod transcripts;
