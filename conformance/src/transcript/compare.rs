@@ -120,20 +120,89 @@ fn headers(real: &Value, twin: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// A value shown in a difference: scalars whole, containers by kind (their volatile insides would make
+/// the line differ from run to run).
+fn brief(key: &str, value: &Value) -> String {
+    match value {
+        _ if VOLATILE_KEYS.contains(&key) => kind(value).to_owned(),
+        Value::Object(_) | Value::Array(_) => kind(value).to_owned(),
+        Value::String(s) if s.len() > 80 => format!("a string of {} bytes", s.len()),
+        other => other.to_string(),
+    }
+}
+
+/// A stream's events in four parts: the chat role chunk, the text chunks before the finish, the chunk
+/// that carries `finish_reason`, and what follows it (usage chunk, `[DONE]`).
+struct StreamParts<'a> {
+    head: Vec<&'a Value>,
+    text: Vec<&'a Value>,
+    finish: Vec<&'a Value>,
+    tail: Vec<&'a Value>,
+}
+
+fn stream_parts(events: &[Value]) -> StreamParts<'_> {
+    let mut parts = StreamParts {
+        head: Vec::new(),
+        text: Vec::new(),
+        finish: Vec::new(),
+        tail: Vec::new(),
+    };
+    for event in events {
+        let choice = &event["data"]["json"]["choices"][0];
+        if !parts.finish.is_empty() || choice.is_null() {
+            parts.tail.push(event);
+        } else if !choice["finish_reason"].is_null() {
+            parts.finish.push(event);
+        } else if !choice["delta"]["role"].is_null() && parts.text.is_empty() {
+            parts.head.push(event);
+        } else {
+            parts.text.push(event);
+        }
+    }
+    parts
+}
+
+/// Streams are compared part by part: vLLM sends one text chunk per engine output, and how many
+/// tokens an output carries depends on timing (the last two tokens often arrive together), so the
+/// number of text chunks is left aside; every text chunk is compared with the twin's first one.
 fn events(real: &Value, twin: &Value, out: &mut Vec<String>) {
     let (real, twin) = (
         real.as_array().cloned().unwrap_or_default(),
         twin.as_array().cloned().unwrap_or_default(),
     );
-    if real.len() != twin.len() {
-        out.push(format!(
-            "events: real {} events, twin {}",
-            real.len(),
-            twin.len()
-        ));
+    let (r, t) = (stream_parts(&real), stream_parts(&twin));
+    for (name, rp, tp) in [
+        ("role chunk", &r.head, &t.head),
+        ("finish chunk", &r.finish, &t.finish),
+        ("after the finish", &r.tail, &t.tail),
+    ] {
+        if rp.len() != tp.len() {
+            out.push(format!(
+                "events, {name}: real {} events, twin {}",
+                rp.len(),
+                tp.len()
+            ));
+        }
+        for (i, (re, te)) in rp.iter().zip(tp.iter()).enumerate() {
+            json(&format!("events, {name} {i}"), re, te, out);
+        }
     }
-    for (i, (r, t)) in real.iter().zip(&twin).enumerate() {
-        json(&format!("event {i}"), r, t, out);
+    match (r.text.is_empty(), t.text.first()) {
+        (false, None) => out.push("events: real has text chunks, twin none".to_owned()),
+        (true, Some(_)) => out.push("events: twin has text chunks, real none".to_owned()),
+        (false, Some(first)) => {
+            let mut seen = BTreeSet::new();
+            for re in &r.text {
+                let mut lines = Vec::new();
+                json("events, text chunk", re, first, &mut lines);
+                for line in lines {
+                    if seen.insert(line.clone()) {
+                        out.push(line);
+                    }
+                }
+            }
+        }
+        (true, None) => {}
     }
 }
 
@@ -168,12 +237,15 @@ pub fn json(path: &str, real: &Value, twin: &Value, out: &mut Vec<String>) {
             for (k, rv) in r {
                 match t.get(k) {
                     Some(tv) => json(&format!("{path}.{k}"), rv, tv, out),
-                    None => out.push(format!("{path}.{k}: real {rv}, twin has no such key")),
+                    None => out.push(format!(
+                        "{path}.{k}: real {}, twin has no such key",
+                        brief(k, rv)
+                    )),
                 }
             }
             for (k, tv) in t {
                 if !r.contains_key(k) {
-                    out.push(format!("{path}.{k}: twin {tv}, real has no such key"));
+                    out.push(format!("{path}.{k}: twin {}, real has no such key", brief(k, tv)));
                 }
             }
         }
