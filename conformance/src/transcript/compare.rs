@@ -245,7 +245,10 @@ pub fn json(path: &str, real: &Value, twin: &Value, out: &mut Vec<String>) {
             }
             for (k, tv) in t {
                 if !r.contains_key(k) {
-                    out.push(format!("{path}.{k}: twin {}, real has no such key", brief(k, tv)));
+                    out.push(format!(
+                        "{path}.{k}: twin {}, real has no such key",
+                        brief(k, tv)
+                    ));
                 }
             }
         }

@@ -121,11 +121,12 @@ async fn the_twin_answers_every_recorded_exchange_as_the_real_server_did() {
         let differences = differences_against_twin(&dir).await;
         let listed_path = dir.join("twin-differences.txt");
         if std::env::var_os("UPDATE_EXPECT").is_some() {
-            let mut text = differences.join("\n");
-            if !text.is_empty() {
-                text.push('\n');
+            if differences.is_empty() {
+                let _ = std::fs::remove_file(&listed_path);
+            } else {
+                let text = differences.join("\n") + "\n";
+                std::fs::write(&listed_path, text).expect("twin-differences.txt written");
             }
-            std::fs::write(&listed_path, text).expect("twin-differences.txt written");
             continue;
         }
         let listed_text = std::fs::read_to_string(&listed_path).unwrap_or_default();
@@ -142,7 +143,10 @@ async fn the_twin_answers_every_recorded_exchange_as_the_real_server_did() {
             new.is_empty() && gone.is_empty(),
             "{}: the twin's answers changed against the recording (UPDATE_EXPECT=1 rewrites twin-differences.txt)\nnew differences:\n{}\nlisted but gone:\n{}",
             dir.display(),
-            new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
+            new.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
             gone.iter().map(|s| **s).collect::<Vec<_>>().join("\n"),
         );
     }
