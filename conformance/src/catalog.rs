@@ -184,8 +184,8 @@ own! {
     "api.unknown-model", Live, Api, "afd-spec §7.4 R3",
     "a request naming a model the server does not serve is answered 404 in the error shape (streaming or not)",
     "indeterminate when the request times out";
-    "api.error-shape", Live, Api, "vLLM >= 0.10.1 error format; probe-conformance-anchors §4.5",
-    "a malformed request (bad JSON, wrong types, max_tokens < 1) is answered 400 with {error: {message, type, param, code}} (or the legacy flat shape)",
+    "api.error-shape", Live, Api, "vLLM >= 0.10.1 error format; probe-conformance-anchors §4.5; vllm/entrypoints/openai/completion/protocol.py:558",
+    "a malformed request (bad JSON, wrong types, max_tokens < 1) is answered 400 in the {error: {message, type, param, code}} shape (a non-object JSON body: 4xx or 5xx)",
     "indeterminate when the requests time out";
     "api.request-id-echo", Live, Api, "vLLM --enable-request-id-headers",
     "an X-Request-Id header on a response equals the one sent, and with --enable-request-id-headers every response carries it",

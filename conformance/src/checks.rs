@@ -70,6 +70,9 @@ pub struct Settings {
     pub max_sim_deviation: Option<f64>,
     /// Least common-prefix fraction for greedy text across load when not batch-invariant.
     pub greedy_prefix: f64,
+    /// A Jinja chat template sent as `chat_template` in every chat request (`--chat-template`; vLLM
+    /// takes it only with `--trust-request-chat-template`, vllm/renderers/online_renderer.py:266).
+    pub chat_template: Option<String>,
 }
 
 impl Default for Settings {
@@ -89,6 +92,7 @@ impl Default for Settings {
             max_ttft_ms: None,
             max_sim_deviation: None,
             greedy_prefix: 0.5,
+            chat_template: None,
         }
     }
 }
@@ -710,6 +714,17 @@ impl Session {
         config
     }
 
+    /// `spec`'s JSON body for `model`, with the chat template in chat requests.
+    pub fn body(&self, spec: &RequestSpec, model: &str) -> Value {
+        let mut body = spec.body(model);
+        if let (Api::Chat, Some(template)) = (spec.api, &self.settings.chat_template) {
+            body.as_object_mut()
+                .expect("request bodies are objects")
+                .insert("chat_template".to_owned(), json!(template));
+        }
+        body
+    }
+
     /// Why requests are no longer sent, once the breaker has tripped.
     pub fn hung(&self) -> Option<String> {
         self.hung.lock().expect("hung lock").clone()
@@ -726,8 +741,9 @@ impl Session {
                 waited: Duration::ZERO,
             },
             None => {
-                let mut request = Request::post_json(spec.api.path(), &spec.body(&self.model))
-                    .with_header(REQUEST_ID_HEADER, &spec.request_id);
+                let mut request =
+                    Request::post_json(spec.api.path(), &self.body(&spec, &self.model))
+                        .with_header(REQUEST_ID_HEADER, &spec.request_id);
                 if let Some(pin) = &spec.pin {
                     request = request.with_header(DP_RANK_HEADER, pin);
                 }

@@ -22,6 +22,7 @@ pub mod run;
 pub mod sse;
 pub mod stateful;
 pub mod target;
+pub mod transcript;
 pub mod twin;
 pub mod up;
 

@@ -161,6 +161,29 @@ const GREEDY_IDS: &[&str] = &[
     "greedy.across-load",
 ];
 const TIMING_IDS: &[&str] = &["timing.itl", "timing.ttft", "timing.simulator"];
+/// Live ids that only an AFD pair can satisfy; with every static id they end indeterminate against a
+/// plain vLLM server ([`crate::target::PLAIN_REASON`]).
+const AFD_ONLY_LIVE_IDS: &[&str] = &[
+    "mapping.rendezvous-listeners",
+    "mapping.log-attention",
+    "mapping.log-ffn",
+    "ffn.never-completes",
+    "ffn.fails-fast",
+    "timing.simulator",
+    "liveness.invalid-deployment-refused",
+];
+
+/// The invariants that say nothing about a plain (non-AFD) vLLM server.
+pub fn afd_only_ids() -> Vec<&'static str> {
+    catalog::catalog()
+        .iter()
+        .map(|i| i.id)
+        .filter(|id| {
+            AFD_ONLY_LIVE_IDS.contains(id)
+                || catalog::find(id).is_some_and(|i| i.kind == Kind::Static)
+        })
+        .collect()
+}
 
 /// How long after the time budget a phase still cut short may take to hand back: the run ends within
 /// `--time-budget` plus this (and the reports' writing).
@@ -217,6 +240,15 @@ pub async fn run(
         results: Vec::new(),
     };
 
+    if target.plain {
+        collector.fill(
+            &afd_only_ids(),
+            &Outcome::indeterminate(format!(
+                "{}: this invariant is about an AFD pair",
+                crate::target::PLAIN_REASON
+            )),
+        );
+    }
     progress("static invariants");
     let phase = Instant::now();
     collector.add(checks::deployment::check(&target), phase.elapsed());
@@ -225,7 +257,7 @@ pub async fn run(
         .filter(|i| i.kind == Kind::Static && i.id.starts_with("mapping."))
         .map(|i| i.id)
         .collect();
-    if selection.any(&mapping_ids) {
+    if selection.any(&mapping_ids) && !target.plain {
         let phase = Instant::now();
         collector.add(
             checks::mapping::properties(options.seed, options.property_cases),

@@ -55,7 +55,12 @@ pub enum TargetError {
         "no Attention URL: give --attention-url, or a recipe or --attention-args whose Attention command has --port"
     )]
     NoAttentionUrl,
+    #[error("--serve-args: {message}")]
+    ServeArgs { message: String },
 }
+
+/// Why the AFD-only invariants end indeterminate against a plain server.
+pub const PLAIN_REASON: &str = "target is a plain vLLM server (no AFD block, no FFN role)";
 
 /// What the checks expect of the pair, derived from the deployment (and flags where it is absent).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,6 +93,9 @@ pub struct Target {
     pub attention_log: Option<PathBuf>,
     pub ffn_log: Option<PathBuf>,
     pub expect: Expectations,
+    /// A plain vLLM server (`--plain`, `--serve-args`): no FFN role, no AFD block; the AFD-only
+    /// invariants end indeterminate with [`PLAIN_REASON`].
+    pub plain: bool,
 }
 
 /// Flags that shape a target besides the deployment.
@@ -105,6 +113,10 @@ pub struct TargetOptions {
     pub batch_invariant: Option<bool>,
     /// Overrides the deployment's served model name.
     pub model: Option<String>,
+    /// The target is one plain vLLM server (no AFD pair).
+    pub plain: bool,
+    /// The plain server's `vllm serve` command line (implies `plain`): served name, DP size, URL.
+    pub serve_args: Option<String>,
 }
 
 impl fmt::Display for DeploymentInput {
@@ -121,6 +133,12 @@ impl fmt::Display for DeploymentInput {
 impl Target {
     /// Reads and parses the deployment, resolves the URLs and derives the expectations.
     pub fn build(options: &TargetOptions) -> Result<Target, TargetError> {
+        if let Some(words) = &options.serve_args {
+            return Target::build_plain(options, Some(words));
+        }
+        if options.plain {
+            return Target::build_plain(options, None);
+        }
         let input = options.deployment.clone().unwrap_or(DeploymentInput::None);
         let deployment = load_deployment(&input, options.rules)?;
         let origin = deployment.as_ref().map(|_| input.to_string());
@@ -160,6 +178,59 @@ impl Target {
             attention_log: options.attention_log.clone(),
             ffn_log: options.ffn_log.clone(),
             expect,
+            plain: false,
+        })
+    }
+
+    /// One plain vLLM server: no deployment, no FFN; expectations from its command line when given.
+    fn build_plain(options: &TargetOptions, words: Option<&str>) -> Result<Target, TargetError> {
+        let role = match words {
+            None => None,
+            Some(text) => Some(
+                RoleConfig::from_command_line(text, &RecipeOptions::default()).map_err(|err| {
+                    TargetError::ServeArgs {
+                        message: deployment_error("--serve-args", &err).to_string(),
+                    }
+                })?,
+            ),
+        };
+        let attention = match (&options.attention_url, &role) {
+            (Some(url), _) => Endpoint::parse(url)?,
+            (None, Some(role)) => role_endpoint(role)?,
+            (None, None) => return Err(TargetError::NoAttentionUrl),
+        };
+        let mut expect = match &role {
+            Some(role) => role_expectations(role),
+            None => Expectations {
+                attention_dp: Some(1),
+                ..Expectations::default()
+            },
+        };
+        expect.attention_tp = expect.attention_tp.max(1);
+        expect.ffn_tp = 1;
+        if let Some(dp) = options.attention_dp {
+            expect.attention_dp = Some(dp);
+        }
+        if let Some(batch_invariant) = options.batch_invariant {
+            expect.batch_invariant = batch_invariant;
+        }
+        if let Some(model) = &options.model {
+            expect.served_model = Some(model.clone());
+        }
+        Ok(Target {
+            attention,
+            ffn: None,
+            deployment: None,
+            deployment_origin: Some(if words.is_some() {
+                "plain vLLM server (--serve-args)".to_owned()
+            } else {
+                "plain vLLM server".to_owned()
+            }),
+            rules: options.rules,
+            attention_log: options.attention_log.clone(),
+            ffn_log: None,
+            expect,
+            plain: true,
         })
     }
 
@@ -249,18 +320,14 @@ fn role_endpoint(role: &RoleConfig) -> Result<Endpoint, TargetError> {
     Ok(Endpoint::parse(&url)?)
 }
 
-fn expectations(deployment: &Deployment) -> Expectations {
-    let attention = &deployment.attention;
+/// What one role's command line says of the server behind it (no AFD pair).
+fn role_expectations(attention: &RoleConfig) -> Expectations {
     let truthy = |value: Option<&str>| {
         value.is_some_and(|v| {
             let v = v.trim().to_ascii_lowercase();
             !v.is_empty() && v != "0" && v != "false" && v != "no" && v != "off"
         })
     };
-    let request_id_headers = attention
-        .unknown_flags
-        .iter()
-        .any(|flag| flag.flag == "--enable-request-id-headers");
     Expectations {
         served_model: attention
             .served_model_names()
@@ -268,14 +335,27 @@ fn expectations(deployment: &Deployment) -> Expectations {
             .map(|s| (*s).to_owned()),
         attention_dp: Some(attention.dp_size()),
         attention_tp: attention.tp_size().max(1),
+        ffn_tp: 1,
+        topology: None,
+        afd_host: None,
+        batch_invariant: truthy(attention.env_value("VLLM_BATCH_INVARIANT")),
+        request_id_headers: attention
+            .unknown_flags
+            .iter()
+            .any(|flag| flag.flag == "--enable-request-id-headers"),
+    }
+}
+
+fn expectations(deployment: &Deployment) -> Expectations {
+    let attention = &deployment.attention;
+    Expectations {
         ffn_tp: deployment.ffn.tp_size().max(1),
         topology: Some(deployment.topology().map_err(|err| err.to_string())),
         afd_host: attention
             .afd()
             .or(deployment.ffn.afd())
             .map(|afd| afd.host.value.clone()),
-        batch_invariant: truthy(attention.env_value("VLLM_BATCH_INVARIANT")),
-        request_id_headers,
+        ..role_expectations(attention)
     }
 }
 

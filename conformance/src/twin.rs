@@ -302,7 +302,7 @@ async fn serve_attention(
     let max_model_len = source.max_model_len();
     let (submissions_tx, submissions_rx) = mpsc::unbounded_channel();
     let frozen = Arc::new(AtomicBool::new(false));
-    let state = Arc::new(attention::AttentionState::new(
+    let mut attention_state = attention::AttentionState::new(
         config.model_names.clone(),
         config.model.clone(),
         max_model_len,
@@ -311,7 +311,13 @@ async fn serve_attention(
         options.faults.clone(),
         config.seed,
         frozen.clone(),
-    ));
+    );
+    attention_state.request_id_headers = config
+        .config
+        .unknown_flags
+        .iter()
+        .any(|flag| flag.flag == "--enable-request-id-headers");
+    let state = Arc::new(attention_state);
     let engine_options = engine::EngineOptions {
         time_scale: options.time_scale,
         frozen,

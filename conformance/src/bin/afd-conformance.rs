@@ -53,6 +53,43 @@ enum Command {
     Run(Box<RunArgs>),
     /// Start a twin pair from a recipe and keep it up until Ctrl-C.
     Up(UpArgs),
+    /// Send the fixed list of exchanges to a server and write each request and response as JSON.
+    Record(RecordArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Writes DIR/NN-NAME.json per exchange (request; response status, every header, body, every stream event in order) and DIR/index.json (provenance, plan, one line per exchange).\nExit status: 0 when every exchange was sent (error answers are what is recorded), 2 for bad flags or a server that never answered GET /v1/models.\n\nExamples:\n  afd-conformance record --url http://127.0.0.1:8000 --out transcripts/real --provenance-note 'vLLM 0.26.0, 1 x H200'\n  afd-conformance record --url http://127.0.0.1:8000 --out t --chat-template template.jinja --load 8"
+)]
+struct RecordArgs {
+    /// The server (`http://HOST:PORT`).
+    #[arg(long)]
+    url: String,
+    /// Directory the transcripts are written to (created; existing exchange files are replaced).
+    #[arg(long)]
+    out: PathBuf,
+    /// Model name for requests (default: the first model /v1/models lists).
+    #[arg(long)]
+    model: Option<String>,
+    /// A Jinja chat template file, sent as `chat_template` in every chat request (the server needs
+    /// --trust-request-chat-template for it).
+    #[arg(long)]
+    chat_template: Option<PathBuf>,
+    /// Completions in the known load before the last GET /metrics.
+    #[arg(long, default_value_t = 8)]
+    load: u32,
+    /// Context length for the too-long prompt (default: max_model_len from /v1/models).
+    #[arg(long)]
+    max_model_len: Option<u64>,
+    /// Free text stored in index.json (vLLM version, flags, GPU, date).
+    #[arg(long)]
+    provenance_note: Option<String>,
+    /// Deadline of one exchange.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// How long to wait for /v1/models to answer 200 before giving up (exit 2).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    ready_timeout: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -69,9 +106,20 @@ struct RunArgs {
     /// The FFN role's command line.
     #[arg(long, requires = "attention_args")]
     ffn_args: Option<String>,
-    /// The Attention server (default: from the deployment's --host/--port).
-    #[arg(long)]
+    /// The Attention server (default: from the deployment's --host/--port); `--url` for a plain server.
+    #[arg(long, visible_alias = "url")]
     attention_url: Option<String>,
+    /// The target is one plain vLLM server (no AFD pair): AFD-only invariants end indeterminate.
+    #[arg(long, conflicts_with_all = ["recipe", "attention_args", "ffn_args", "ffn_url", "ffn_log"])]
+    plain: bool,
+    /// A plain vLLM server's command line (`vllm serve MODEL --flag ...`; implies --plain): its served
+    /// name, DP size and --host/--port.
+    #[arg(long, conflicts_with_all = ["recipe", "attention_args", "ffn_args", "ffn_url", "ffn_log"])]
+    serve_args: Option<String>,
+    /// A Jinja chat template file, sent as `chat_template` in every chat request (the server needs
+    /// --trust-request-chat-template to accept it).
+    #[arg(long)]
+    chat_template: Option<PathBuf>,
     /// The FFN server (default: from the deployment's --host/--port).
     #[arg(long)]
     ffn_url: Option<String>,
@@ -246,6 +294,7 @@ fn main() -> ExitCode {
             result
         }),
         Command::Up(args) => runtime().and_then(|rt| rt.block_on(up_command(args))),
+        Command::Record(args) => runtime().and_then(|rt| rt.block_on(record_command(args))),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -417,6 +466,13 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             args.load_rate
         );
     }
+    let chat_template = match &args.chat_template {
+        None => None,
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --chat-template {}", path.display()))?,
+        ),
+    };
     let options = RunOptions {
         target: TargetOptions {
             deployment,
@@ -428,6 +484,8 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             attention_dp: args.attention_dp,
             batch_invariant: args.batch_invariant,
             model: args.model.clone(),
+            plain: args.plain,
+            serve_args: args.serve_args.clone(),
         },
         settings: Settings {
             request_timeout: args.request_timeout,
@@ -444,6 +502,7 @@ async fn run_command(args: RunArgs) -> Result<u8> {
             max_ttft_ms: args.max_ttft_ms,
             max_sim_deviation: args.max_sim_deviation,
             greedy_prefix: args.greedy_prefix,
+            chat_template,
         },
         seed,
         cases: args.cases,
@@ -515,6 +574,130 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
         format!("moving {} to {}", temp.display(), path.display())
     })?;
     Ok(())
+}
+
+async fn record_command(args: RecordArgs) -> Result<u8> {
+    use afd_conformance::client::{Client, Endpoint, Request};
+    use afd_conformance::transcript::{self, Plan};
+
+    let endpoint = Endpoint::parse(&args.url).with_context(|| format!("--url {}", args.url))?;
+    let chat_template = match &args.chat_template {
+        None => None,
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --chat-template {}", path.display()))?,
+        ),
+    };
+    let client = Client {
+        timeout: args.request_timeout,
+        ..Client::default()
+    };
+    let probe = client
+        .clone()
+        .with_timeout(args.request_timeout.min(Duration::from_secs(10)));
+    // Readiness: /v1/models answering 200, as vLLM's runners wait for it.
+    let start = std::time::Instant::now();
+    let models = loop {
+        let last = match probe.send(&endpoint, &Request::get("/v1/models")).await {
+            Ok(response) if response.status() == 200 => break response.json(),
+            Ok(response) => format!("HTTP {}", response.status()),
+            Err(err) => err.to_string(),
+        };
+        if start.elapsed() >= args.ready_timeout {
+            bail!(
+                "{} did not answer GET /v1/models with 200 within {:.0?} (last: {last})",
+                endpoint.url(),
+                args.ready_timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let listed = models.as_ref().and_then(transcript::served_model);
+    let model = match (&args.model, &listed) {
+        (Some(model), _) => model.clone(),
+        (None, Some((id, _))) => id.clone(),
+        (None, None) => bail!("/v1/models lists no model; pass --model"),
+    };
+    let max_model_len = args
+        .max_model_len
+        .or(listed.as_ref().and_then(|(_, len)| *len))
+        .unwrap_or(transcript::DEFAULT_MAX_MODEL_LEN);
+    let plan = Plan {
+        model: model.clone(),
+        max_model_len,
+        chat_template: chat_template.clone(),
+        load: args.load,
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let recorded = transcript::record(&client, &endpoint, &plan).await;
+    let mut index = Vec::new();
+    let (mut ok, mut client_errors, mut server_errors, mut failed) = (0, 0, 0, 0);
+    let mut version = None;
+    for exchange in &recorded {
+        let file = format!("{}.json", exchange.exchange.name);
+        let doc = transcript::exchange_json(exchange);
+        write_atomically(&args.out.join(&file), &serde_json::to_string_pretty(&doc)?)?;
+        let status = exchange.result.as_ref().map(|r| r.status()).ok();
+        match status {
+            Some(200..=299) => ok += 1,
+            Some(400..=499) => client_errors += 1,
+            Some(_) => server_errors += 1,
+            None => failed += 1,
+        }
+        if exchange.exchange.request.path == "/version" {
+            version = exchange
+                .result
+                .as_ref()
+                .ok()
+                .filter(|r| r.status() == 200)
+                .and_then(|r| r.json());
+        }
+        index.push(serde_json::json!({
+            "name": exchange.exchange.name,
+            "file": file,
+            "about": exchange.exchange.about,
+            "method": exchange.exchange.request.method,
+            "path": exchange.exchange.request.path,
+            "status": status,
+            "error": exchange.result.as_ref().err(),
+        }));
+    }
+    let elapsed = start.elapsed();
+    let doc = serde_json::json!({
+        "schema_version": transcript::SCHEMA_VERSION,
+        "tool": format!("afd-conformance {}", env!("CARGO_PKG_VERSION")),
+        "url": endpoint.url(),
+        "started_unix_s": started_unix_s,
+        "duration_s": elapsed.as_secs_f64(),
+        "provenance_note": args.provenance_note,
+        "server_version": version,
+        "plan": {
+            "model": plan.model,
+            "max_model_len": plan.max_model_len,
+            "chat_template": plan.chat_template,
+            "chat_template_file": args.chat_template.as_ref().map(|p| p.display().to_string()),
+            "load": plan.load,
+            "load_prompt_tokens": transcript::LOAD_PROMPT_TOKENS,
+            "load_output_tokens": transcript::LOAD_OUTPUT_TOKENS,
+        },
+        "exchanges": index,
+    });
+    write_atomically(
+        &args.out.join("index.json"),
+        &serde_json::to_string_pretty(&doc)?,
+    )?;
+    println!(
+        "recorded {} exchanges from {} (model {model}, max_model_len {max_model_len}) into {} in {:.1} s: {ok} 2xx, {client_errors} 4xx, {server_errors} other, {failed} without a response",
+        recorded.len(),
+        endpoint.url(),
+        args.out.display(),
+        elapsed.as_secs_f64()
+    );
+    Ok(0)
 }
 
 async fn up_command(args: UpArgs) -> Result<u8> {

@@ -53,6 +53,9 @@ pub struct AttentionState {
     /// Cleared when the engine loop ends (the FFN twin went away).
     pub engine_alive: AtomicBool,
     pub started_unix_s: u64,
+    /// `--enable-request-id-headers`: echo `X-Request-Id` on responses; vLLM does only then
+    /// (vllm/entrypoints/openai/cli_args.py:288, the recorded transcript 16-completion-request-id).
+    pub request_id_headers: bool,
     next_id: AtomicU64,
     accepted: AtomicU64,
 }
@@ -83,6 +86,7 @@ impl AttentionState {
             frozen,
             engine_alive: AtomicBool::new(true),
             started_unix_s: unix_now(),
+            request_id_headers: false,
             next_id: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
         }
@@ -106,7 +110,17 @@ pub fn router(state: Arc<AttentionState>) -> Router {
         .route("/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::map_response(uvicorn_headers))
         .with_state(state)
+}
+
+/// The headers vLLM's server adds to every response: uvicorn's `server`, and `vary: Origin` from its
+/// CORS middleware (vllm/entrypoints/openai/api_server.py:280).
+async fn uvicorn_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::SERVER, header::HeaderValue::from_static("uvicorn"));
+    headers.insert(header::VARY, header::HeaderValue::from_static("Origin"));
+    response
 }
 
 async fn not_found() -> Response {
@@ -144,7 +158,21 @@ async fn models(State(state): State<Arc<AttentionState>>) -> Response {
                 "root": state.model_root,
                 "parent": null,
                 "max_model_len": state.max_model_len,
-                "permission": [],
+                // vllm/entrypoints/openai/engine/protocol.py:74 ModelPermission, with its defaults.
+                "permission": [{
+                    "id": format!("modelperm-{:016x}", crate::stable_hash(name.as_bytes()) ^ state.started_unix_s),
+                    "object": "model_permission",
+                    "created": state.started_unix_s,
+                    "allow_create_engine": false,
+                    "allow_sampling": true,
+                    "allow_logprobs": true,
+                    "allow_search_indices": false,
+                    "allow_view": true,
+                    "allow_fine_tuning": false,
+                    "organization": "*",
+                    "group": null,
+                    "is_blocking": false,
+                }],
             })
         })
         .collect();
@@ -164,15 +192,20 @@ async fn metrics(State(state): State<Arc<AttentionState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            // prometheus_client 0.2x serves the 1.0.0 text format (as the recorded vLLM 0.26.0 does).
+            "text/plain; version=1.0.0; charset=utf-8",
         )],
         state.metrics.render(),
     )
         .into_response()
 }
 
+/// The vLLM version whose API the twin speaks (a client tells a twin by `afd_twin_timing_info` on
+/// `/metrics`).
+pub const VLLM_VERSION: &str = "0.26.0";
+
 async fn version() -> Response {
-    axum::Json(json!({"version": concat!("afd-twin ", env!("CARGO_PKG_VERSION"))})).into_response()
+    axum::Json(json!({"version": VLLM_VERSION})).into_response()
 }
 
 async fn completions(
@@ -258,7 +291,10 @@ async fn generate(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let request_id = headers.get(REQUEST_ID_HEADER).cloned();
+    let request_id = headers
+        .get(REQUEST_ID_HEADER)
+        .cloned()
+        .filter(|_| state.request_id_headers);
     let response = match prepare(&state, endpoint, &headers, &body) {
         Ok(prepared) => respond(state, prepared).await,
         Err(error) => error_response(&error),
@@ -298,13 +334,7 @@ fn prepare(
     let room = state.max_model_len.saturating_sub(request.prompt_tokens);
     let max_tokens = request.max_tokens.unwrap_or(room);
     if room == 0 || max_tokens > room {
-        return Err(ApiError::bad_request(format!(
-            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
-            state.max_model_len,
-            u64::from(request.prompt_tokens) + u64::from(max_tokens),
-            request.prompt_tokens,
-            max_tokens
-        )));
+        return Err(context_exceeded(state.max_model_len, &request, max_tokens));
     }
     let serial = state.next_id.fetch_add(1, Ordering::Relaxed);
     let sample_key = match (request.temperature == 0.0, request.seed) {
@@ -412,12 +442,55 @@ async fn respond(state: Arc<AttentionState>, prepared: Prepared) -> Response {
     response
 }
 
+/// The longest token of the recorded model's word-level vocabulary (`t102399`), vLLM's
+/// `max_chars_per_token` for the pre-tokenisation length check.
+pub const MAX_CHARS_PER_TOKEN: u64 = 7;
+
+/// vLLM 0.26's answer to a prompt plus `max_tokens` over the context: a text prompt longer than the
+/// input budget in characters is refused before tokenising, else the token count is (vllm/renderers/
+/// params.py:334-352 and 433-455; `max_input_tokens = max_model_len - max_tokens`).
+fn context_exceeded(max_model_len: u32, request: &GenerationRequest, max_tokens: u32) -> ApiError {
+    let max_input_tokens = u64::from(max_model_len.saturating_sub(max_tokens));
+    let head = format!(
+        "This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} output tokens and your prompt contains"
+    );
+    let tail =
+        "Please reduce the length of the input prompt or the number of requested output tokens.";
+    if let Some(chars) = request.prompt_chars
+        && chars > max_input_tokens * MAX_CHARS_PER_TOKEN
+    {
+        return ApiError::vllm_validation(
+            "input_text",
+            &chars.to_string(),
+            &format!(
+                "{head} {chars} characters (more than {} characters, which is the upper bound for {max_input_tokens} input tokens). {tail}",
+                max_input_tokens * MAX_CHARS_PER_TOKEN
+            ),
+        );
+    }
+    let tokens = request.prompt_tokens;
+    let qualifier = if u64::from(tokens) == max_input_tokens + 1 {
+        "at least "
+    } else {
+        ""
+    };
+    ApiError::vllm_validation(
+        "input_tokens",
+        &tokens.to_string(),
+        &format!(
+            "{head} {qualifier}{tokens} input tokens, for a total of {qualifier}{} tokens. {tail}",
+            u64::from(tokens) + u64::from(max_tokens)
+        ),
+    )
+}
+
 fn engine_dead() -> ApiError {
     ApiError {
         status: 500,
         message: "EngineCore encountered an issue: the FFN twin went away (afd-spec §6.5)"
             .to_owned(),
         param: None,
+        kind: None,
     }
 }
 
@@ -465,7 +538,12 @@ fn stream_response(
         let chunks: Vec<Bytes> = match event {
             Some(event) => {
                 let text = generator.token(event.index);
-                let mut chunks = vec![sse(&token_head.chunk(&text, event.last.then_some(finish)))];
+                let fingerprint = event.last && !request.include_usage;
+                let mut chunks = vec![sse(&token_head.chunk(
+                    &text,
+                    event.last.then_some(finish),
+                    fingerprint,
+                ))];
                 if event.last {
                     if request.include_usage {
                         chunks.push(sse(&token_head.usage_chunk(usage)));
@@ -489,7 +567,6 @@ fn stream_response(
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
-        .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(body))
         .expect("static headers are valid")
 }

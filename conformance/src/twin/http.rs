@@ -91,10 +91,19 @@ async fn call(
     request: hyper::Request<Incoming>,
     duplicate_flag: Option<Arc<AtomicBool>>,
 ) -> Result<Response, io::Error> {
-    let response = match router.oneshot(request).await {
+    let mut response = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
+    // Starlette's 405 names the route's methods without HEAD (axum adds it to every GET route).
+    if let Some(allow) = response.headers().get(axum::http::header::ALLOW)
+        && allow.as_bytes() == b"GET,HEAD"
+    {
+        response.headers_mut().insert(
+            axum::http::header::ALLOW,
+            axum::http::HeaderValue::from_static("GET"),
+        );
+    }
     if response.extensions().get::<DropConnection>().is_some() {
         return Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,

@@ -295,10 +295,37 @@ impl Metrics {
                 let _ = writeln!(out, "{name}_sum{{{}}} {}", labels(i), float(h.sum));
             }
         }
+        render_untracked(&mut out, &model, engines.len());
         if let Some(timing) = &self.timing {
             out.push_str(&timing.render());
         }
         out
+    }
+}
+
+/// The families of vLLM 0.26.0's `/metrics` the twin does not model (the Python process, the HTTP
+/// instrumentator, caches, per-request histograms, `_created` series), as the recorded server names,
+/// types, documents and labels them, with zero values (one for `_info` gauges).
+const UNTRACKED_FAMILIES: &str = include_str!("metrics/vllm_0_26_untracked.prom");
+
+fn render_untracked(out: &mut String, model: &str, n_engines: usize) {
+    for line in UNTRACKED_FAMILIES.lines() {
+        if line.starts_with('#') && !line.starts_with("# HELP ") && !line.starts_with("# TYPE ") {
+            continue;
+        }
+        if line.contains("{engine}") {
+            for engine in 0..n_engines {
+                out.push_str(
+                    &line
+                        .replace("{model}", model)
+                        .replace("{engine}", &engine.to_string()),
+                );
+                out.push('\n');
+            }
+        } else {
+            out.push_str(&line.replace("{model}", model));
+            out.push('\n');
+        }
     }
 }
 

@@ -15,6 +15,9 @@ pub struct ApiError {
     pub status: u16,
     pub message: String,
     pub param: Option<String>,
+    /// `type` when it is not the status's SDK class: FastAPI's request validation answers with the
+    /// status phrase, "Bad Request" (vllm/entrypoints/serve/utils/server_utils.py:488-531).
+    pub kind: Option<&'static str>,
 }
 
 impl ApiError {
@@ -23,6 +26,7 @@ impl ApiError {
             status: 400,
             message: message.into(),
             param: None,
+            kind: None,
         }
     }
 
@@ -31,7 +35,43 @@ impl ApiError {
             status: 400,
             message: message.into(),
             param: Some(param.to_owned()),
+            kind: None,
         }
+    }
+
+    /// A `VLLMValidationError` raised by `SamplingParams` or the renderer: the message ends with
+    /// `(parameter=P, value=V)` (vllm/exceptions.py) and `param` names the field.
+    pub fn vllm_validation(param: &str, value: &str, message: &str) -> ApiError {
+        ApiError::bad_param(
+            param,
+            format!("{message} (parameter={param}, value={value})"),
+        )
+    }
+
+    /// FastAPI's `RequestValidationError` as vLLM renders it: `1 validation error:` and pydantic's
+    /// error dict, `type` "Bad Request", `param` the cleaned location
+    /// (vllm/entrypoints/serve/utils/server_utils.py:488-531).
+    pub fn request_validation(param: &str, error: &str) -> ApiError {
+        ApiError {
+            status: 400,
+            message: format!("1 validation error:\n  {error}"),
+            param: Some(param.to_owned()),
+            kind: Some("Bad Request"),
+        }
+    }
+
+    /// A model validator's `VLLMValidationError` inside a request validation error: pydantic's
+    /// `value_error` at `('body',)` with the input body, `param` the validator's parameter
+    /// (server_utils.py:498-504).
+    pub fn body_value_error(param: &str, message: &str, body: &Value) -> ApiError {
+        ApiError::request_validation(
+            param,
+            &format!(
+                "{{'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, {message} (parameter={param})', 'input': {}, 'ctx': {{'error': VLLMValidationError({})}}}}",
+                python_repr(body),
+                python_str(message)
+            ),
+        )
     }
 
     /// vLLM's answer for a model name it does not serve.
@@ -40,6 +80,7 @@ impl ApiError {
             status: 404,
             message: format!("The model `{model}` does not exist."),
             param: Some("model".to_owned()),
+            kind: None,
         }
     }
 
@@ -48,11 +89,15 @@ impl ApiError {
             status: 503,
             message: message.into(),
             param: None,
+            kind: None,
         }
     }
 
     /// The OpenAI SDK class name vLLM puts in `type`.
     pub fn kind(&self) -> &'static str {
+        if let Some(kind) = self.kind {
+            return kind;
+        }
         match self.status {
             400 => "BadRequestError",
             401 => "AuthenticationError",
@@ -78,6 +123,75 @@ impl ApiError {
     }
 }
 
+/// A Python string literal as `repr` writes it (single quotes unless the text holds one), with file
+/// paths replaced as vLLM's `sanitize_message` does (vllm/entrypoints/serve/utils/api_utils.py:312).
+pub fn python_str(text: &str) -> String {
+    const ROOTS: [&str; 9] = [
+        "/home/", "/usr/", "/opt/", "/var/", "/tmp/", "/root/", "/lib/", "/mnt/", "/srv/",
+    ];
+    if ROOTS.iter().any(|r| text.starts_with(r))
+        && text[1..]
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.-/".contains(c))
+    {
+        return "'<path>'".to_owned();
+    }
+    if text.contains('\'') && !text.contains('"') {
+        return format!("\"{text}\"");
+    }
+    let mut out = String::from("'");
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A JSON value as Python's `repr` of its parsed form writes it (keys in the order sent).
+pub fn python_repr(value: &Value) -> String {
+    match value {
+        Value::Null => "None".to_owned(),
+        Value::Bool(true) => "True".to_owned(),
+        Value::Bool(false) => "False".to_owned(),
+        Value::Number(n) => python_number(n),
+        Value::String(s) => python_str(s),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(python_repr).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("{}: {}", python_str(k), python_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// A number as Python prints it: integers bare, floats with a fraction (`-1.0`, `0.5`).
+pub fn python_number(n: &serde_json::Number) -> String {
+    if n.is_f64() {
+        python_float(n.as_f64().unwrap_or(0.0))
+    } else {
+        n.to_string()
+    }
+}
+
+/// A float as Python's `repr` writes it.
+pub fn python_float(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// Which endpoint a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
@@ -91,6 +205,8 @@ pub struct GenerationRequest {
     pub endpoint: Endpoint,
     pub model: String,
     pub prompt_tokens: u32,
+    /// Characters of a text prompt (`None` for token ids and chat), for vLLM's length pre-check.
+    pub prompt_chars: Option<u64>,
     /// Identifies the prompt for the text generator.
     pub prompt_key: u64,
     /// `None`: until the context is full (`max_model_len - prompt_tokens`).
@@ -112,21 +228,85 @@ pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u32 = 16;
 impl GenerationRequest {
     /// Reads a request body. `body` is the raw bytes so malformed JSON is reported like vLLM does.
     pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenerationRequest, ApiError> {
-        let value: Value = serde_json::from_slice(body).map_err(|err| {
-            ApiError::bad_request(format!("request body is not valid JSON: {err}"))
-        })?;
+        let value: Value = serde_json::from_slice(body).map_err(|err| json_invalid(body, &err))?;
         let Value::Object(object) = &value else {
-            return Err(ApiError::bad_request("request body must be a JSON object"));
+            return Err(not_an_object(endpoint, &value));
         };
         let model = match object.get("model") {
             Some(Value::String(model)) => model.clone(),
             None | Some(Value::Null) => String::new(),
             Some(_) => return Err(ApiError::bad_param("model", "model must be a string")),
         };
+        // Pydantic's field validation first, then the model validators, then SamplingParams, as
+        // vLLM validates (vllm/entrypoints/openai/completion/protocol.py, vllm/sampling_params.py).
+        if let Some(Value::String(text)) = object.get("max_tokens")
+            && text.trim().parse::<i64>().is_err()
+        {
+            return Err(ApiError::request_validation(
+                "body.max_tokens",
+                &format!(
+                    "{{'type': 'int_parsing', 'loc': ('body', 'max_tokens'), 'msg': 'Input should be a valid integer, unable to parse string as an integer', 'input': {}}}",
+                    python_str(text)
+                ),
+            ));
+        }
+        if endpoint == Endpoint::ChatCompletions
+            && let Some(messages) = object.get("messages")
+            && !messages.is_array()
+        {
+            return Err(ApiError::request_validation(
+                "body.messages",
+                &format!(
+                    "{{'type': 'list_type', 'loc': ('body', 'messages'), 'msg': 'Input should be a valid list', 'input': {}}}",
+                    python_repr(messages)
+                ),
+            ));
+        }
+        let streaming = matches!(object.get("stream"), Some(Value::Bool(true)));
+        if !streaming && !matches!(object.get("stream_options"), None | Some(Value::Null)) {
+            return Err(ApiError::body_value_error(
+                "stream_options",
+                "Stream options can only be defined when `stream=True`.",
+                &value,
+            ));
+        }
+        if endpoint == Endpoint::Completions
+            && matches!(object.get("prompt"), None | Some(Value::Null))
+        {
+            return Err(ApiError::body_value_error(
+                "prompt",
+                "Either prompt or prompt_embeds must be provided and non-empty.",
+                &value,
+            ));
+        }
         let (prompt_tokens, prompt_key) = match endpoint {
             Endpoint::Completions => parse_prompt(object.get("prompt"))?,
-            Endpoint::ChatCompletions => parse_messages(object.get("messages"))?,
+            // A request's own template is taken to add no tokens of its own (the recorded one,
+            // `{% for message in messages %}{{ message['content'] }} {% endfor %}`, adds none).
+            Endpoint::ChatCompletions => parse_messages(
+                object.get("messages"),
+                !matches!(object.get("chat_template"), Some(Value::String(_))),
+            )?,
         };
+        let prompt_chars = match (endpoint, object.get("prompt")) {
+            (Endpoint::Completions, Some(Value::String(text))) => Some(text.chars().count() as u64),
+            _ => None,
+        };
+        match object.get("n") {
+            None | Some(Value::Null) => {}
+            Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
+            Some(Value::Number(n)) if n.as_i64().is_some_and(|n| n < 1) => {
+                return Err(ApiError::bad_request(format!(
+                    "n must be at least 1, got {n}."
+                )));
+            }
+            Some(other) => {
+                return Err(ApiError::bad_param(
+                    "n",
+                    format!("afd-twin serves n = 1 only, got n = {other}"),
+                ));
+            }
+        }
         let max_tokens_field = match endpoint {
             Endpoint::ChatCompletions if object.contains_key("max_completion_tokens") => {
                 "max_completion_tokens"
@@ -142,12 +322,15 @@ impl GenerationRequest {
         };
         let temperature = match object.get("temperature") {
             None | Some(Value::Null) => 1.0,
+            // vLLM bounds temperature below only (vllm/sampling_params.py _verify_args).
             Some(Value::Number(n)) => match n.as_f64() {
-                Some(t) if (0.0..=2.0).contains(&t) => t,
+                Some(t) if t >= 0.0 => t,
                 _ => {
-                    return Err(ApiError::bad_param(
+                    let shown = python_float(n.as_f64().unwrap_or(f64::NAN));
+                    return Err(ApiError::vllm_validation(
                         "temperature",
-                        format!("temperature must be in [0, 2], got {n}"),
+                        &shown,
+                        &format!("temperature must be non-negative, got {shown}."),
                     ));
                 }
             },
@@ -158,6 +341,17 @@ impl GenerationRequest {
                 ));
             }
         };
+        if let Some(Value::Number(p)) = object.get("top_p") {
+            let top_p = p.as_f64().unwrap_or(f64::NAN);
+            if !(top_p > 0.0 && top_p <= 1.0) {
+                let shown = python_float(top_p);
+                return Err(ApiError::vllm_validation(
+                    "top_p",
+                    &shown,
+                    &format!("top_p must be in (0, 1], got {shown}."),
+                ));
+            }
+        }
         let seed = match object.get("seed") {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(
@@ -186,20 +380,11 @@ impl GenerationRequest {
             }
         };
         let ignore_eos = optional_bool(object.get("ignore_eos"), "ignore_eos")?;
-        match object.get("n") {
-            None | Some(Value::Null) => {}
-            Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
-            Some(other) => {
-                return Err(ApiError::bad_param(
-                    "n",
-                    format!("afd-twin serves n = 1 only, got n = {other}"),
-                ));
-            }
-        }
         Ok(GenerationRequest {
             endpoint,
             model,
             prompt_tokens,
+            prompt_chars,
             prompt_key,
             max_tokens,
             temperature,
@@ -213,6 +398,54 @@ impl GenerationRequest {
     /// Greedy requests (temperature 0) and seeded requests generate the same text every time.
     pub fn is_repeatable(&self) -> bool {
         self.temperature == 0.0 || self.seed.is_some()
+    }
+}
+
+/// A body that is not JSON, as FastAPI reports it: pydantic's `json_invalid` at the byte offset
+/// where Python's decoder stopped (vllm/entrypoints/serve/utils/server_utils.py:488).
+fn json_invalid(body: &[u8], err: &serde_json::Error) -> ApiError {
+    let text = String::from_utf8_lossy(body);
+    let before: usize = text
+        .split_inclusive('\n')
+        .take(err.line().saturating_sub(1))
+        .map(|l| l.chars().count())
+        .sum();
+    let column = if err.is_eof() {
+        err.column()
+    } else {
+        err.column().saturating_sub(1)
+    };
+    let pos = before + column;
+    ApiError::request_validation(
+        &format!("body.{pos}"),
+        &format!(
+            "{{'type': 'json_invalid', 'loc': ('body', {pos}), 'msg': 'JSON decode error', 'input': {{}}, 'ctx': {{'error': 'Expecting value'}}}}"
+        ),
+    )
+}
+
+/// A JSON body that is not an object. vLLM 0.26's completions validator reads it as a dict and
+/// fails with an AttributeError, which it answers as a 500 (vllm/entrypoints/openai/completion/
+/// protocol.py:558, serve/utils/server_utils.py:382); chat rejects it as a bad request.
+fn not_an_object(endpoint: Endpoint, value: &Value) -> ApiError {
+    match endpoint {
+        Endpoint::Completions => {
+            let name = match value {
+                Value::Array(_) => "list",
+                Value::String(_) => "str",
+                Value::Number(n) if n.is_f64() => "float",
+                Value::Number(_) => "int",
+                Value::Bool(_) => "bool",
+                Value::Null | Value::Object(_) => "NoneType",
+            };
+            ApiError {
+                status: 500,
+                message: format!("'{name}' object has no attribute 'get'"),
+                param: None,
+                kind: None,
+            }
+        }
+        Endpoint::ChatCompletions => ApiError::bad_request("request body must be a JSON object"),
     }
 }
 
@@ -235,9 +468,10 @@ fn positive_u32(field: &str, value: &Value) -> Result<u32, ApiError> {
                 format!("{field} must be at most {}, got {v}", u32::MAX),
             )
         }),
-        Some(v) => Err(ApiError::bad_param(
+        Some(v) => Err(ApiError::vllm_validation(
             field,
-            format!("{field} must be at least 1, got {v}"),
+            &v.to_string(),
+            &format!("{field} must be at least 1, got {v}."),
         )),
         None => Err(ApiError::bad_param(
             field,
@@ -289,7 +523,7 @@ fn token_ids(ids: &[Value]) -> Option<(u32, u64)> {
 }
 
 /// `messages`: a non-empty list of `{role, content}` with string content or a list of text parts.
-fn parse_messages(messages: Option<&Value>) -> Result<(u32, u64), ApiError> {
+fn parse_messages(messages: Option<&Value>, template_tokens: bool) -> Result<(u32, u64), ApiError> {
     let Some(Value::Array(messages)) = messages else {
         return Err(ApiError::bad_param(
             "messages",
@@ -302,7 +536,12 @@ fn parse_messages(messages: Option<&Value>) -> Result<(u32, u64), ApiError> {
             "messages must be a non-empty list",
         ));
     }
-    let mut tokens = CHAT_TOKENS_PER_CONVERSATION;
+    let (per_conversation, per_message) = if template_tokens {
+        (CHAT_TOKENS_PER_CONVERSATION, CHAT_TOKENS_PER_MESSAGE)
+    } else {
+        (0, 0)
+    };
+    let mut tokens = per_conversation;
     let mut transcript = String::new();
     for (i, message) in messages.iter().enumerate() {
         let field = |name: &str| format!("messages[{i}].{name}");
@@ -341,7 +580,7 @@ fn parse_messages(messages: Option<&Value>) -> Result<(u32, u64), ApiError> {
             }
         };
         tokens = tokens
-            .saturating_add(CHAT_TOKENS_PER_MESSAGE)
+            .saturating_add(per_message)
             .saturating_add(count_tokens(&content));
         transcript.push_str(role);
         transcript.push('\u{1}');
@@ -398,50 +637,76 @@ pub struct ResponseHead {
     pub endpoint: Endpoint,
 }
 
+/// vLLM 0.26's `system_fingerprint`: `vllm-<version>-<hash>`, `nohash` without a config hash
+/// (as the recorded server sends it, conformance/tests/transcripts/vllm-0.26.0-h200-dsv2l-dummy).
+pub const SYSTEM_FINGERPRINT: &str = "vllm-0.26.0-nohash";
+
 impl ResponseHead {
-    /// The whole non-streaming response.
+    /// The whole non-streaming response, with every field vLLM 0.26 serialises
+    /// (vllm/entrypoints/openai/completion/protocol.py:575-620, chat_completion/protocol.py:55-137; chat's
+    /// empty `tool_calls` is dropped by its serializer, protocol.py:67).
     pub fn full(&self, text: &str, finish: FinishReason, usage: Usage) -> Value {
-        let choice = match self.endpoint {
+        match self.endpoint {
             Endpoint::Completions => json!({
-                "index": 0,
-                "text": text,
-                "logprobs": null,
-                "finish_reason": finish.as_str(),
-                "stop_reason": null,
-                "prompt_logprobs": null,
+                "id": self.id,
+                "object": self.object(false),
+                "created": self.created,
+                "model": self.model,
+                "choices": [{
+                    "index": 0,
+                    "text": text,
+                    "logprobs": null,
+                    "finish_reason": finish.as_str(),
+                    "stop_reason": null,
+                    "token_ids": null,
+                    "prompt_logprobs": null,
+                    "prompt_token_ids": null,
+                    "routed_experts": null,
+                }],
+                "service_tier": null,
+                "system_fingerprint": SYSTEM_FINGERPRINT,
+                "usage": usage.body(),
+                "kv_transfer_params": null,
+                "ec_transfer_params": null,
+                "metrics": null,
             }),
             Endpoint::ChatCompletions => json!({
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": null,
-                    "annotations": null,
-                    "audio": null,
-                    "function_call": null,
-                    "tool_calls": [],
-                    "reasoning_content": null,
-                },
-                "logprobs": null,
-                "finish_reason": finish.as_str(),
-                "stop_reason": null,
+                "id": self.id,
+                "object": self.object(false),
+                "created": self.created,
+                "model": self.model,
+                "choices": [{
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": text,
+                        "refusal": null,
+                        "annotations": null,
+                        "audio": null,
+                        "function_call": null,
+                        "reasoning": null,
+                    },
+                    "logprobs": null,
+                    "finish_reason": finish.as_str(),
+                    "stop_reason": null,
+                    "token_ids": null,
+                    "routed_experts": null,
+                }],
+                "service_tier": null,
+                "system_fingerprint": SYSTEM_FINGERPRINT,
+                "usage": usage.body(),
+                "prompt_logprobs": null,
+                "prompt_token_ids": null,
+                "prompt_text": null,
+                "kv_transfer_params": null,
+                "ec_transfer_params": null,
+                "metrics": null,
             }),
-        };
-        json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": usage.body(),
-            "service_tier": null,
-            "system_fingerprint": null,
-            "prompt_logprobs": null,
-            "kv_transfer_params": null,
-        })
+        }
     }
 
-    /// The first chunk of a chat stream carries the role and empty content (vLLM does the same).
+    /// The first chunk of a chat stream carries the role and empty content, and the prompt fields
+    /// (vllm/entrypoints/openai/chat_completion/serving.py:533, `exclude_unset`).
     pub fn chat_role_chunk(&self) -> Value {
         json!({
             "id": self.id,
@@ -454,46 +719,70 @@ impl ResponseHead {
                 "logprobs": null,
                 "finish_reason": null,
             }],
+            "prompt_token_ids": null,
+            "prompt_text": null,
         })
     }
 
-    /// One streamed text delta; the last one carries `finish`.
-    pub fn chunk(&self, text: &str, finish: Option<FinishReason>) -> Value {
-        let finish = finish.map(FinishReason::as_str);
+    /// One streamed text delta; the last one carries `finish`, and `system_fingerprint` when no usage
+    /// chunk follows (vLLM sets it on the final chunk only; completion/protocol.py:649).
+    pub fn chunk(&self, text: &str, finish: Option<FinishReason>, fingerprint: bool) -> Value {
+        let reason = finish.map(FinishReason::as_str);
         let choice = match self.endpoint {
             Endpoint::Completions => json!({
                 "index": 0,
                 "text": text,
                 "logprobs": null,
-                "finish_reason": finish,
+                "finish_reason": reason,
                 "stop_reason": null,
+                "prompt_token_ids": null,
+                "token_ids": null,
+            }),
+            // Chat sets stop_reason only on the finishing chunk (chat_completion/serving.py:752).
+            Endpoint::ChatCompletions if finish.is_some() => json!({
+                "index": 0,
+                "delta": {"content": text},
+                "logprobs": null,
+                "finish_reason": reason,
+                "stop_reason": null,
+                "token_ids": null,
             }),
             Endpoint::ChatCompletions => json!({
                 "index": 0,
                 "delta": {"content": text},
                 "logprobs": null,
-                "finish_reason": finish,
-                "stop_reason": null,
+                "finish_reason": null,
+                "token_ids": null,
             }),
         };
-        json!({
+        let mut chunk = json!({
             "id": self.id,
             "object": self.object(true),
             "created": self.created,
             "model": self.model,
             "choices": [choice],
-        })
+        });
+        if fingerprint {
+            chunk["system_fingerprint"] = json!(SYSTEM_FINGERPRINT);
+        }
+        chunk
     }
 
-    /// The usage-only chunk sent before `[DONE]` when `stream_options.include_usage` is set.
+    /// The usage-only chunk sent before `[DONE]` when `stream_options.include_usage` is set, dumped with
+    /// `exclude_none` (completion/serving.py:484), so `prompt_tokens_details` is absent.
     pub fn usage_chunk(&self, usage: Usage) -> Value {
+        let mut body = usage.body();
+        body.as_object_mut()
+            .expect("usage is an object")
+            .remove("prompt_tokens_details");
         json!({
             "id": self.id,
             "object": self.object(true),
             "created": self.created,
             "model": self.model,
             "choices": [],
-            "usage": usage.body(),
+            "usage": body,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
         })
     }
 

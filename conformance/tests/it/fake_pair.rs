@@ -37,6 +37,7 @@ fn options(attention: &str, ffn: Option<String>, seed: u64, only: &[&str]) -> Ru
             max_ttft_ms: None,
             max_sim_deviation: None,
             greedy_prefix: 0.5,
+            chat_template: None,
         },
         seed,
         cases: 3,

@@ -119,13 +119,14 @@ async fn serves_like_vllm(pair: &Pair) {
 
 #[tokio::test]
 async fn seed_pair_serves_when_attention_starts_first() {
-    let pair = seed_pair(Order::AttentionFirst, &[], &[]).await;
+    // vLLM echoes X-Request-Id only with this flag (the recorded vLLM 0.26.0 transcripts).
+    let pair = seed_pair(Order::AttentionFirst, &["--enable-request-id-headers"], &[]).await;
     serves_like_vllm(&pair).await;
 }
 
 #[tokio::test]
 async fn seed_pair_serves_when_ffn_starts_first() {
-    let pair = seed_pair(Order::FfnFirst, &[], &[]).await;
+    let pair = seed_pair(Order::FfnFirst, &["--enable-request-id-headers"], &[]).await;
     serves_like_vllm(&pair).await;
 }
 

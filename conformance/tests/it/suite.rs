@@ -109,6 +109,7 @@ pub(crate) fn options(pair: &Pair, seed: u64) -> RunOptions {
             max_ttft_ms: None,
             max_sim_deviation: None,
             greedy_prefix: 0.5,
+            chat_template: None,
         },
         seed,
         cases: 4,

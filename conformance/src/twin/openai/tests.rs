@@ -62,21 +62,21 @@ fn errors_name_the_field() {
         Endpoint::Completions,
         r#"{"prompt": "x", "max_tokens": 0}"#,
         expect![[
-            r#"400 {"error":{"code":400,"message":"max_tokens must be at least 1, got 0","param":"max_tokens","type":"BadRequestError"}}"#
+            r#"400 {"error":{"code":400,"message":"max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)","param":"max_tokens","type":"BadRequestError"}}"#
         ]],
     );
     check(
         Endpoint::Completions,
         r#"{"max_tokens": 3}"#,
         expect![[
-            r#"400 {"error":{"code":400,"message":"prompt is required","param":"prompt","type":"BadRequestError"}}"#
+            r#"400 {"error":{"code":400,"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Either prompt or prompt_embeds must be provided and non-empty. (parameter=prompt)', 'input': {'max_tokens': 3}, 'ctx': {'error': VLLMValidationError('Either prompt or prompt_embeds must be provided and non-empty.')}}","param":"prompt","type":"Bad Request"}}"#
         ]],
     );
     check(
         Endpoint::Completions,
         r#"{"prompt": "x", "stream_options": {"include_usage": true}}"#,
         expect![[
-            r#"400 {"error":{"code":400,"message":"Stream options can only be defined when `stream=True`.","param":"stream_options","type":"BadRequestError"}}"#
+            r#"400 {"error":{"code":400,"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Stream options can only be defined when `stream=True`. (parameter=stream_options)', 'input': {'prompt': 'x', 'stream_options': {'include_usage': True}}, 'ctx': {'error': VLLMValidationError('Stream options can only be defined when `stream=True`.')}}","param":"stream_options","type":"Bad Request"}}"#
         ]],
     );
     check(
@@ -90,7 +90,7 @@ fn errors_name_the_field() {
         Endpoint::Completions,
         "{not json",
         expect![[
-            r#"400 {"error":{"code":400,"message":"request body is not valid JSON: key must be a string at line 1 column 2","param":null,"type":"BadRequestError"}}"#
+            r#"400 {"error":{"code":400,"message":"1 validation error:\n  {'type': 'json_invalid', 'loc': ('body', 1), 'msg': 'JSON decode error', 'input': {}, 'ctx': {'error': 'Expecting value'}}","param":"body.1","type":"Bad Request"}}"#
         ]],
     );
     check(
