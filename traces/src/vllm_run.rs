@@ -283,9 +283,7 @@ impl VllmEngineProfile {
 /// committed runs under `data/vllm/`.
 pub fn builtin_engine_profile(gpu: &str) -> Option<&'static str> {
     match gpu {
-        "h200" => Some(include_str!(
-            "../data/calibration/h200-dsv2l-vllm-engine.json"
-        )),
+        "h200" => Some(include_str!("../data/engine/h200-dsv2l-vllm-engine.json")),
         _ => None,
     }
 }

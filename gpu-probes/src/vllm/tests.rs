@@ -1,3 +1,5 @@
+//! Tests of the engine probe without vLLM: words, refusals and servers that die or never get healthy.
+
 use super::*;
 
 fn words(list: &[&str]) -> Vec<String> {

@@ -324,6 +324,15 @@ impl Setup {
                 let mut cost =
                     default_cost_model(&self.model, self.gpu, case.config.cost_layout())?;
                 if let Some(engine) = &self.engine {
+                    if !engine.prices(&case.config.graph) {
+                        bail!(
+                            "{} {}: the engine profile prices --enforce-eager and FULL_DECODE_ONLY; \
+                             this server runs {} (give --no-engine to price it from kernels alone)",
+                            case.run,
+                            case.workload,
+                            case.config.graph.name()
+                        );
+                    }
                     cost = cost.with_engine(engine.clone());
                 }
                 let frontend_ns = self.engine.as_ref().map_or(0, |e| e.profile().frontend_ns);

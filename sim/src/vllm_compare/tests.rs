@@ -1,3 +1,5 @@
+//! Tests of reading a bench result's workload and a plain server's deployment.
+
 use super::*;
 
 fn model() -> ModelArch {

@@ -75,10 +75,10 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         String::from_utf8_lossy(&out.stderr)
     );
     let derived = std::fs::read_to_string(&out_path).unwrap();
-    let shipped = std::fs::read_to_string(data("calibration/h200-dsv2l-vllm-engine.json")).unwrap();
+    let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
     assert_eq!(
         derived, shipped,
-        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out traces/data/calibration/h200-dsv2l-vllm-engine.json`"
+        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
     );
 }
 
@@ -107,7 +107,7 @@ fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
     assert_eq!(
         out.status.code(),
         Some(2),
-        "vLLM's default piecewise graphs are not simulated"
+        "vLLM's default piecewise graphs have no engine costs"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("FULL_AND_PIECEWISE"));
     let ok = afd_sim(&[

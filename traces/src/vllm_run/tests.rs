@@ -1,3 +1,5 @@
+//! Tests of the vLLM run, plan and engine-profile formats.
+
 use super::*;
 
 fn plan_text(workloads: &str) -> String {

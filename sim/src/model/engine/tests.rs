@@ -1,3 +1,5 @@
+//! Tests of the engine model: step periods by shape and mode, and the profile derived from fixed-shape records.
+
 use afd_traces::vllm_run::{FixedShapeResult, VllmProvenance, Workload, WorkloadKind};
 
 use super::*;
