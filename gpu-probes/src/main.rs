@@ -480,8 +480,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn vllm(args: VllmArgs) -> anyhow::Result<()> {
     use afd_gpu_probes::vllm::{self as engine, VllmSpec};
     use afd_traces::vllm_run::VllmPlan;
-    let text = std::fs::read_to_string(&args.plan)
-        .with_context(|| format!("reading the plan {}", args.plan.display()))?;
+    let text = afd_traces::input::read_text(&args.plan, afd_traces::input::InputKind::VLLM_RUN)?;
     let plan =
         VllmPlan::from_json(&text).with_context(|| format!("plan {}", args.plan.display()))?;
     for (flag, value) in [

@@ -24,7 +24,7 @@ use afd_sim::vllm_compare::{self, MetricRow};
 use afd_traces::vllm_run::{VllmEngineProfile, VllmRun, builtin_engine_profile};
 
 use crate::cli::inputs::read_model;
-use crate::cli::output::{emit, json_text, table};
+use crate::cli::output::{emit, json_text, table, write_all_atomically};
 
 /// Acceptance bars of issue "Real vLLM as the ground truth", checked by `replay-vllm --check`.
 const MEDIAN_BAR: f64 = 0.10;
@@ -137,7 +137,7 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
     let text = profile.to_json();
     match &args.out {
         Some(path) => {
-            write_atomic(path, &text)?;
+            write_all_atomically(&[(path.as_path(), text.as_bytes())])?;
             eprintln!("wrote {} ({} modes)", path.display(), profile.modes.len());
         }
         None => emit(&text)?,
@@ -565,7 +565,10 @@ fn read_run(path: &Path) -> anyhow::Result<VllmRun> {
 }
 
 fn read_text(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    Ok(afd_traces::input::read_text(
+        path,
+        afd_traces::input::InputKind::VLLM_RUN,
+    )?)
 }
 
 fn stem(path: &Path) -> String {
@@ -573,23 +576,4 @@ fn stem(path: &Path) -> String {
         || path.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
     )
-}
-
-fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let temp = folder.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map_or("out".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    std::fs::write(&temp, text)
-        .and_then(|()| std::fs::rename(&temp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            anyhow::anyhow!("writing {}: {e}", path.display())
-        })
 }

@@ -122,6 +122,19 @@ fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    let zero = afd_sim(&["replay-vllm", "/nonexistent-folder"]);
+    assert_eq!(zero.status.code(), Some(2));
+    let zero = afd_sim(&[
+        "compare",
+        "/dev/zero",
+        "--serve-args",
+        "vllm serve /m --enforce-eager",
+    ]);
+    assert_eq!(
+        zero.status.code(),
+        Some(2),
+        "an endless file is refused, not read"
+    );
     std::fs::write(&result, "[1, 2").unwrap();
     assert_eq!(
         afd_sim(&[
