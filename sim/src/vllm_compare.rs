@@ -15,7 +15,7 @@ use crate::model::cost::CostModel;
 use crate::model::hardware::GpuKind;
 use crate::model::workload::{Arrivals, RandomDataset, random_workload};
 use crate::rng::Seed;
-use crate::serving::ServingConfig;
+use crate::serving::{Placement, ServingConfig};
 use crate::topology::RuleSet;
 
 /// What `vllm bench serve` was asked to run, read back from its result.
@@ -137,9 +137,21 @@ pub fn plain_config(
         )
         .collect::<Vec<_>>()
         .join(" ");
-    serving_config_from_command_lines(&[&line], RuleSet::Latest, gpu, model)
-        .map(|launched| launched.config)
-        .map_err(|e| e.to_string())
+    plain_config_from_line(&line, gpu, model)
+}
+
+/// As [`plain_config`], from one command line (`vllm serve MODEL --flag ...`, shell quoting).
+pub fn plain_config_from_line(
+    line: &str,
+    gpu: GpuKind,
+    model: &ModelArch,
+) -> Result<ServingConfig, String> {
+    let launched = serving_config_from_command_lines(&[line], RuleSet::Latest, gpu, model)
+        .map_err(|e| e.to_string())?;
+    if launched.config.placement != Placement::Colocated {
+        return Err("the command line is one role of an AFD pair, not a plain vLLM server".into());
+    }
+    Ok(launched.config)
 }
 
 /// `frontend_ns` is the front end's per-request latency (the engine profile's): it is added to each

@@ -166,12 +166,11 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                 args.result.display()
             );
         };
-        let words = serve_words(command)?;
-        let config = vllm_compare::plain_config(&words, setup.gpu, &setup.model)
+        let config = vllm_compare::plain_config_from_line(command, setup.gpu, &setup.model)
             .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
         vec![Case {
             run: "result".into(),
-            label: words.join(" "),
+            label: command.clone(),
             workload: stem(&args.result),
             config,
             result: value,
@@ -398,48 +397,6 @@ fn strip_probe_words(words: &[String]) -> Vec<String> {
         }
     }
     out
-}
-
-/// `vllm serve MODEL ...` (or just `MODEL ...`) into the words after `serve`, honouring quotes.
-fn serve_words(command: &str) -> anyhow::Result<Vec<String>> {
-    let mut words = Vec::new();
-    let (mut word, mut quote, mut any) = (String::new(), None::<char>, false);
-    for c in command.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                any = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if any || !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                    any = false;
-                }
-            }
-            (None, '\\') => {}
-            (None, c) => word.push(c),
-        }
-    }
-    if quote.is_some() {
-        bail!("--serve-args: an unclosed quote in {command:?}");
-    }
-    if any || !word.is_empty() {
-        words.push(word);
-    }
-    let start = match (
-        words.first().map(String::as_str),
-        words.get(1).map(String::as_str),
-    ) {
-        (Some("vllm"), Some("serve")) => 2,
-        _ => 0,
-    };
-    let words = words.split_off(start);
-    if words.is_empty() || words[0].starts_with('-') {
-        bail!("--serve-args: expected `vllm serve MODEL ...`, got {command:?}");
-    }
-    Ok(words)
 }
 
 fn render(cases: &[CaseRows]) -> String {
