@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Writes the engine-probe plans gpu-probes/plans/engine-dsv2l-LABEL.json (issue "Real vLLM as the ground truth").
+
+Every bench-serve workload gets its own seed: `vllm bench serve`'s random dataset builds request i's prompt
+from the seed alone, so two runs with one seed share prompts (a shorter prompt is a prefix of the longer one)
+and the second run's prefills are prefix-cache hits. Fixed shapes are repeated (names -a, -b, -c) so a
+single JIT compile or scheduling hiccup cannot price a term; warm-ups touch every fused-MoE config bucket first.
+usage: make-engine-plans.py [LABEL...]   (default: every label below)
+"""
+import json, sys, zlib, pathlib
+
+LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
+    "graph-64-64": (64, 64), "eager-64-64": (64, 64), "graph-256-2048": (256, 2048),
+}
+
+def seed(label, name):
+    return zlib.crc32(f"{label}/{name}".encode())
+
+def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None):
+    return {"name": name, "kind": "fixed-shape", "input_len": input_len, "output_len": output_len,
+            "num_prompts": num_prompts, "seed": seed(label, same_as or name), "timeout_s": timeout_s}
+
+def bench(label, name, input_len, output_len, num_prompts, timeout_s, rate=None, conc=None):
+    w = {"name": name, "kind": "bench-serve", "input_len": input_len, "output_len": output_len,
+         "num_prompts": num_prompts, "seed": seed(label, name) % 100000 + 1000, "timeout_s": timeout_s}
+    if rate is not None: w["request_rate"] = rate
+    if conc is not None: w["max_concurrency"] = conc
+    return w
+
+def plan(label):
+    seqs, budget = LIMITS[label]
+    small = budget <= 64
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    for b in (1, 4, 16, 64, 256):
+        if b <= seqs: warm.append(fx(label, f"warm-d{b}", 64, 8, b))
+    work = [fx(label, f"fx-d{b}-c128", 128, 32, b) for b in (1, 4, 16, 64, 256) if b <= seqs]
+    for length in (256, 1024, 2048) + (() if small else (8192,)):
+        for rep in "ab":
+            work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
+    if small:
+        work.append(fx(label, "fx-d16-c512", 512, 16, 16, 90))
+    else:
+        work.append(fx(label, "fx-d64-c2048", 2048, 16, 64, 90))
+        # Front end: the same 256 prompts twice; the second burst is all prefix-cache hits, so its
+        # first-token spread is the API server's per-request cost, not the engine's prefill.
+        work.append(fx(label, "fx-fe-n256-c1024-warm", 1024, 2, 256, 90))
+        work.append(fx(label, "fx-fe-n256-c1024", 1024, 2, 256, 90, same_as="fx-fe-n256-c1024-warm"))
+    if small:
+        work += [bench(label, "e2e-dec-r4", 256, 128, 40, 150, rate=4.0),
+                 bench(label, "e2e-dec-sat", 256, 128, 128, 180),
+                 bench(label, "e2e-pre-r1", 1024, 32, 16, 150, rate=1.0),
+                 bench(label, "e2e-pre-sat", 1024, 32, 16, 150),
+                 bench(label, "e2e-mix-c16", 512, 128, 32, 150, conc=16)]
+    else:
+        work += [bench(label, "e2e-dec-r8", 256, 128, 80, 120, rate=8.0),
+                 bench(label, "e2e-dec-sat", 256, 256, 256, 120),
+                 bench(label, "e2e-pre-r4", 2048, 32, 40, 120, rate=4.0),
+                 bench(label, "e2e-pre-sat", 2048, 32, 64, 120),
+                 bench(label, "e2e-mix-c64", 1024, 128, 128, 120, conc=64),
+                 bench(label, "e2e-dec-r16", 128, 256, 160, 120, rate=16.0)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
+here = pathlib.Path(__file__).resolve().parent.parent / "plans"
+for label in sys.argv[1:] or LIMITS:
+    (here / f"engine-dsv2l-{label}.json").write_text(json.dumps(plan(label), indent=1) + "\n")
+    print(f"wrote plans/engine-dsv2l-{label}.json")
