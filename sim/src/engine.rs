@@ -36,6 +36,10 @@ pub struct RunOptions {
     /// Keep a record of every step (for `--steps-csv`).
     pub record_steps: bool,
     pub model: ModelOptions,
+    /// The front end's serial intake per request (vLLM's API server takes requests in one at a
+    /// time on one event loop): a request reaches the engine this long after the front end is free
+    /// of the ones before it. Zero (the default) hands every request to the engine as it is sent.
+    pub frontend_intake: SimDuration,
 }
 
 impl RunOptions {
@@ -48,6 +52,7 @@ impl RunOptions {
             timeline_window: None,
             record_steps: false,
             model: ModelOptions::default(),
+            frontend_intake: SimDuration::ZERO,
         }
     }
 }
@@ -121,6 +126,10 @@ struct World<'w> {
     sink: Option<SpanSink>,
     stats_scheduled: bool,
     step_pending: bool,
+    /// Per-request front-end intake ([`RunOptions::frontend_intake`]).
+    intake: SimDuration,
+    /// When the front end is free of the requests taken in so far.
+    frontend_free: SimTime,
     dp: bool,
 }
 
@@ -204,6 +213,8 @@ fn run_inner(
         }),
         stats_scheduled: false,
         step_pending: false,
+        intake: options.frontend_intake,
+        frontend_free: SimTime::ZERO,
         dp,
     };
     for (index, spec) in workload.requests.iter().enumerate() {
@@ -264,6 +275,7 @@ impl World<'_> {
     fn handle(&mut self, now: SimTime, event: Event) {
         match event {
             Event::RequestIntended { request } => self.on_request_intended(now, request),
+            Event::RequestAdmitted { request } => self.admit(now, request),
             Event::StepStarted => self.on_step_started(now),
             Event::StepFinished { step } => self.on_step_finished(now, step),
             Event::StatsPublished => self.on_stats_published(now),
@@ -282,11 +294,23 @@ impl World<'_> {
 
     /// The client sends request `index` now: TTFT and E2EL are measured from here.
     fn send(&mut self, now: SimTime, index: u32) {
-        let spec = self.workload.requests[index as usize];
         self.in_flight += 1;
         self.sent += 1;
+        self.traces[index as usize].send = Some(now);
+        if self.intake == SimDuration::ZERO {
+            self.admit(now, index);
+        } else {
+            let at = now.max(self.frontend_free) + self.intake;
+            self.frontend_free = at;
+            self.queue
+                .schedule(at, Event::RequestAdmitted { request: index });
+        }
+    }
+
+    /// The front end hands request `index` to the engine now.
+    fn admit(&mut self, now: SimTime, index: u32) {
+        let spec = self.workload.requests[index as usize];
         let trace = &mut self.traces[index as usize];
-        trace.send = Some(now);
         match self
             .cluster
             .admit(spec.input_tokens, spec.output_tokens, None)

@@ -16,6 +16,9 @@ pub enum Event {
     StepFinished { step: u64 },
     /// The DP coordinator published the engines' queue lengths (afd-spec §7.2).
     StatsPublished,
+    /// The front end finished taking in workload request `request` (HTTP, parsing, hand-off to the
+    /// engine); only scheduled when the run has a per-request front-end intake cost.
+    RequestAdmitted { request: u32 },
 }
 
 impl Event {
@@ -26,13 +29,16 @@ impl Event {
             Event::StepFinished { .. } => 2,
             Event::StatsPublished => 3,
             Event::StepStarted => 4,
+            Event::RequestAdmitted { .. } => 5,
         }
     }
 
     /// The id the event carries, for the event-log hash.
     pub fn id(self) -> u64 {
         match self {
-            Event::RequestIntended { request } => u64::from(request),
+            Event::RequestIntended { request } | Event::RequestAdmitted { request } => {
+                u64::from(request)
+            }
             Event::StepFinished { step } => step,
             Event::StatsPublished | Event::StepStarted => 0,
         }

@@ -154,16 +154,61 @@ pub fn plain_config_from_line(
     Ok(launched.config)
 }
 
-/// `frontend_ns` is the front end's per-request latency (the engine profile's): it is added to each
-/// request's time to first token and end-to-end latency and delays no step.
+/// Prompt tokens each request of the run found in vLLM's prefix cache, when the engine's per-step
+/// log says how many prompt tokens it computed (`computed_prompt_tokens`, the sum of the log's
+/// context tokens). `vllm bench serve`'s random dataset gives request `i` the same leading tokens
+/// for the same seed, whatever the lengths, so a run after another of the same seed finds its first
+/// requests' prompts cached: the tokens not computed go, in request order, to full hits (vLLM
+/// recomputes a fully cached prompt's last block, `floor((L - 1) / block) * block` cached).
+/// Nothing is cached when prefix caching is off or the log shows every token computed.
+pub fn cached_prefixes(
+    config: &ServingConfig,
+    setting: &BenchSetting,
+    computed_prompt_tokens: u64,
+) -> Vec<u32> {
+    let nominal = u64::from(setting.num_prompts) * u64::from(setting.input_len);
+    let block = config.block_size.max(1);
+    let full_hit = (setting.input_len.saturating_sub(1) / block) * block;
+    let mut left = nominal.saturating_sub(computed_prompt_tokens);
+    if !config.prefix_caching || full_hit == 0 {
+        return Vec::new();
+    }
+    let mut cached = Vec::new();
+    while left > 0 && cached.len() < setting.num_prompts as usize {
+        let c = left.min(u64::from(full_hit)) as u32;
+        cached.push(c);
+        left -= u64::from(c);
+    }
+    cached
+}
+
+/// What happens to the run's requests outside the engine's steps.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrontEnd<'a> {
+    /// The front end's per-request latency (the engine profile's): added to each request's time
+    /// to first token and end-to-end latency; it delays no step.
+    pub latency_ns: u64,
+    /// The front end's serial intake per request (the engine profile's): requests reach the engine
+    /// one after another.
+    pub intake_ns: u64,
+    /// Each request's cached prefix ([`cached_prefixes`]; empty when unknown).
+    pub cached: &'a [u32],
+}
+
+/// Simulates the bench run on `config` and sets each metric beside the real one.
 pub fn compare(
     config: &ServingConfig,
     cost: CostModel,
     setting: &BenchSetting,
     real: &serde_json::Value,
     seed: Seed,
-    frontend_ns: u64,
+    front: &FrontEnd,
 ) -> Result<Vec<MetricRow>, String> {
+    let FrontEnd {
+        latency_ns: frontend_ns,
+        intake_ns,
+        cached,
+    } = *front;
     let frontend_ms = frontend_ns as f64 / 1e6;
     let dataset = RandomDataset {
         num_prompts: setting.num_prompts,
@@ -178,9 +223,15 @@ pub fn compare(
             burstiness: setting.burstiness,
         },
     };
-    let workload = random_workload(dataset, arrivals, setting.max_concurrency, seed)
+    let mut workload = random_workload(dataset, arrivals, setting.max_concurrency, seed)
         .map_err(|e| e.to_string())?;
-    let result = run(config, cost, &workload, &RunOptions::new(seed)).map_err(|e| e.to_string())?;
+    // A cached prefix is never prefilled: the request schedules only its other tokens.
+    for (request, &c) in workload.requests.iter_mut().zip(cached) {
+        request.input_tokens = request.input_tokens.saturating_sub(c).max(1);
+    }
+    let mut options = RunOptions::new(seed);
+    options.frontend_intake = crate::time::SimDuration::from_ns(intake_ns);
+    let result = run(config, cost, &workload, &options).map_err(|e| e.to_string())?;
     let m = &result.metrics;
     let seconds = result.end.as_secs_f64().max(1e-9);
     let [ttft_mean, ttft_median, _, ttft_p99] = m.ttft.summary_ms();

@@ -219,6 +219,11 @@ pub struct VllmEngineProfile {
     /// request's first token without delaying any step, nanoseconds.
     pub frontend_ns: u64,
     pub modes: Vec<EngineModeCosts>,
+    /// The front end's serial intake per request, nanoseconds: the spread of first tokens over a
+    /// large burst whose prompts are all in the prefix cache (so its steps are short), per request.
+    /// Zero in profiles written before it existed.
+    #[serde(default)]
+    pub intake_ns: u64,
 }
 
 /// One execution mode's step costs.
@@ -237,6 +242,12 @@ pub struct EngineModeCosts {
     /// Marginal time per scheduled token of a large non-uniform step, nanoseconds: the slope of the
     /// time to first token between the shortest and the longest isolated prefill of 1,024 or more.
     pub nonuniform_token_ns: f64,
+    /// Period of a non-uniform step by the tokens it schedules, nanoseconds, ascending tokens and
+    /// never falling (a step with more tokens is never cheaper): the median over fixed-shape bursts
+    /// and chunked prefills of their non-uniform steps' mean time, at their mean scheduled tokens.
+    /// Empty in profiles written before it existed: the floor and per-token cost price them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nonuniform_period_ns: Vec<(u32, u64)>,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }
@@ -258,6 +269,15 @@ impl VllmEngineProfile {
             {
                 return Err(VllmRunError::Invalid(format!(
                     "mode {:?}: decode_period_ns must be non-empty with ascending batch sizes",
+                    m.mode
+                )));
+            }
+            if m.nonuniform_period_ns
+                .windows(2)
+                .any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1)
+            {
+                return Err(VllmRunError::Invalid(format!(
+                    "mode {:?}: nonuniform_period_ns must have ascending token counts and periods that never fall",
                     m.mode
                 )));
             }

@@ -39,11 +39,12 @@ Example:
   afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out engine.json
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY).
-Per mode: the median inter-token time of each uniform decode burst (prompts of at most 512 tokens)
-by batch size; the time to first token of an isolated prefill of 1,024-4,096 tokens (the floor of a
-non-uniform step); the spread of first tokens over a burst filling four or more full-budget steps,
-per token (a large prefill step's cost). Only fixed-shape records are read; bench-serve records are
-what the model is judged by and are never used here.")]
+Per mode: the median inter-token time of each uniform decode burst (prompts of at most 512 tokens,
+prefilled in few steps) by batch size; the period of a non-uniform (prefill or mixed) step by its
+scheduled tokens, from every burst or chunked prompt with four or more such steps in its step log;
+the front end's latency (the intercept of isolated prompts' first tokens against their chunk count)
+and its intake per request (a burst of cached prompts). Only fixed-shape records are read;
+bench-serve records are what the model is judged by and are never used here.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json", required = true)]
@@ -174,6 +175,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             workload: stem(&args.result),
             config,
             result: value,
+            computed_prompt_tokens: None,
         }]
     };
     let rows = setup.compare_all(&cases)?;
@@ -250,6 +252,8 @@ struct Case {
     workload: String,
     config: ServingConfig,
     result: Value,
+    /// Prompt tokens the engine's per-step log shows computed, when the record has the log.
+    computed_prompt_tokens: Option<u64>,
 }
 
 struct CaseRows {
@@ -335,13 +339,20 @@ impl Setup {
                     cost = cost.with_engine(engine.clone());
                 }
                 let frontend_ns = self.engine.as_ref().map_or(0, |e| e.profile().frontend_ns);
+                let cached = case.computed_prompt_tokens.map_or_else(Vec::new, |computed| {
+                    vllm_compare::cached_prefixes(&case.config, &setting, computed)
+                });
                 let rows = vllm_compare::compare(
                     &case.config,
                     cost,
                     &setting,
                     &case.result,
                     self.seed,
-                    frontend_ns,
+                    &vllm_compare::FrontEnd {
+                        latency_ns: frontend_ns,
+                        intake_ns: self.engine.as_ref().map_or(0, |e| e.profile().intake_ns),
+                        cached: &cached,
+                    },
                 )
                 .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
                 Ok(CaseRows {
@@ -375,6 +386,8 @@ fn cases_of(run: &VllmRun, path: &Path, model: &ModelArch) -> anyhow::Result<Vec
                 workload: r.workload.name.clone(),
                 config: config.clone(),
                 result: r.bench_result.clone()?,
+                computed_prompt_tokens: (!r.steps.is_empty())
+                    .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
             })
         })
         .collect())

@@ -36,6 +36,18 @@ pub const FULL_DECODE_ONLY: &str = "full-decode-only";
 
 /// Longest prompt of a decode-table burst: its steps attend to short contexts.
 const DECODE_TABLE_MAX_INPUT: u32 = 512;
+/// Shortest isolated prompt of the front end's chunk regression.
+const CHUNK_REGRESSION_MIN_INPUT: u32 = 256;
+/// Fewest non-uniform steps a fixed-shape record needs to price the non-uniform table.
+const TABLE_MIN_STEPS: usize = 4;
+/// Fewest prompts of a cached burst that measures the front end's intake.
+const INTAKE_MIN_BURST: u32 = 128;
+/// Largest burst that prices the non-uniform table: the front end takes requests in one at a time
+/// (about 1.5 ms each on the lent H200's host, the cached `fx-fe` burst), so a larger burst's span
+/// is mostly intake.
+const TABLE_MAX_BURST: u32 = 64;
+/// Records whose mean scheduled tokens are within this factor of a group's first are one group.
+const TABLE_GROUP_RATIO: f64 = 1.5;
 /// Prompt lengths of the isolated prefills that give the non-uniform floor.
 const FLOOR_INPUTS: std::ops::RangeInclusive<u32> = 1024..=4096;
 
@@ -114,10 +126,13 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
     }
     // The front end's latency: a one-token-step request's first token less its step's period,
     // the least over modes (it is one process, whatever the engine's mode).
-    let frontend_s = by_mode
-        .values()
-        .filter_map(|runs| frontend_s(runs))
-        .fold(f64::INFINITY, f64::min);
+    let regressed: Vec<f64> = runs.iter().filter_map(chunked_frontend_s).collect();
+    let frontend_s = median(regressed).unwrap_or_else(|| {
+        by_mode
+            .values()
+            .filter_map(|runs| frontend_s(runs))
+            .fold(f64::INFINITY, f64::min)
+    });
     if !frontend_s.is_finite() {
         return Err(EngineProfileError::Missing {
             mode: "any".into(),
@@ -148,6 +163,7 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         cpu_cores: first.map_or(0, |r| r.provenance.cpu_cores),
         sources,
         frontend_ns: (frontend_s * 1e9).round() as u64,
+        intake_ns: (runs.iter().filter_map(intake_s).fold(0.0, f64::max) * 1e9).round() as u64,
         modes,
     })
 }
@@ -247,7 +263,17 @@ fn mode_costs(
     let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for (name, record, requests) in &fixed {
         let w = &record.workload;
-        if w.input_len <= DECODE_TABLE_MAX_INPUT && w.output_len >= 8 {
+        let (_, run) = runs
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("a record's run is among the runs");
+        // The burst's prefill must take few steps beside its decode steps, or the median gap
+        // between its tokens is a chunked-prefill step's, not a uniform decode step's.
+        let few_prefill_steps = budget(run).is_some_and(|b| {
+            let steps = (u64::from(w.num_prompts) * u64::from(w.input_len)).div_ceil(u64::from(b));
+            steps * 4 <= u64::from(w.output_len)
+        });
+        if w.input_len <= DECODE_TABLE_MAX_INPUT && w.output_len >= 8 && few_prefill_steps {
             let gaps: Vec<f64> = requests
                 .iter()
                 .flat_map(|q| q.chunk_s.windows(2).map(|p| p[1] - p[0]))
@@ -298,13 +324,173 @@ fn mode_costs(
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
         .ok_or_else(|| missing("burst of 8 or more prompts filling 4 or more full-budget steps"))?
         * 1e9;
+    let nonuniform_period_ns = nonuniform_table(runs, &decode_period_ns, frontend_s, &mut evidence);
     Ok(EngineModeCosts {
         mode: mode.to_owned(),
         decode_period_ns,
         nonuniform_floor_ns,
         nonuniform_token_ns,
+        nonuniform_period_ns,
         evidence,
     })
+}
+
+/// The tokens one step of the server may schedule (`--max-num-batched-tokens`), when given.
+fn budget(run: &VllmRun) -> Option<u32> {
+    run.serve_flag("--max-num-batched-tokens")?.parse().ok()
+}
+
+/// The front end's latency on one server: the intercept of the isolated prefills' first tokens
+/// against the number of budget-sized chunks each prompt needs (each chunk is one step), when the
+/// server measured prompts of two or more chunk counts. A prompt of one chunk alone cannot tell its
+/// step from the front end; two chunk counts can.
+fn chunked_frontend_s(run: &VllmRun) -> Option<f64> {
+    let budget = budget(run)?;
+    let points: Vec<(f64, f64)> = run
+        .records
+        .iter()
+        .filter(|r| r.failure.is_none() && r.workload.num_prompts == 1)
+        .filter(|r| r.workload.input_len >= CHUNK_REGRESSION_MIN_INPUT)
+        .filter_map(|r| {
+            let ttft = isolated_ttft(&r.fixed.as_ref()?.requests)?;
+            Some((f64::from(r.workload.input_len.div_ceil(budget)), ttft))
+        })
+        .collect();
+    let n = points.len() as f64;
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), p| (a + p.0 / n, b + p.1 / n));
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if points.len() < 2 || sxx == 0.0 {
+        return None;
+    }
+    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    Some((my - slope * mx).max(0.0))
+}
+
+/// The front end's intake per request on one server: over a burst of at least [`INTAKE_MIN_BURST`]
+/// prompts that the prefix cache already holds (its step log computes under a tenth of the prompt
+/// tokens, so the engine's steps are short), the spread of first tokens per request after the first.
+fn intake_s(run: &VllmRun) -> Option<f64> {
+    run.records
+        .iter()
+        .filter(|r| r.failure.is_none() && r.workload.num_prompts >= INTAKE_MIN_BURST)
+        .filter(|r| {
+            let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
+            computed * 10 < u64::from(r.workload.num_prompts) * u64::from(r.workload.input_len)
+        })
+        .filter_map(|r| {
+            let q = &r.fixed.as_ref()?.requests;
+            let firsts: Vec<f64> = q
+                .iter()
+                .filter_map(|x| x.chunk_s.first().copied())
+                .collect();
+            let lo = firsts.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = firsts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (firsts.len() >= 2).then(|| (hi - lo) / (firsts.len() - 1) as f64)
+        })
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+}
+
+/// The non-uniform step period by scheduled tokens. Each fixed-shape record with at least
+/// [`TABLE_MIN_STEPS`] non-uniform steps in its step log gives one point: its span (to the last
+/// token of a burst, to the first token of a lone prompt) less the front end and its uniform decode
+/// steps (priced from the decode table), over its non-uniform steps, at their mean scheduled tokens.
+/// Points within a factor [`TABLE_GROUP_RATIO`] of tokens are one group (median of each); the
+/// groups' periods are then made non-decreasing by pooling adjacent violators, weighted by size.
+fn nonuniform_table(
+    runs: &[(&str, &VllmRun)],
+    decode_period_ns: &[(u32, u64)],
+    frontend_s: f64,
+    evidence: &mut BTreeMap<String, String>,
+) -> Vec<(u32, u64)> {
+    let mut points: Vec<(f64, f64, String)> = fixed_records(runs)
+        .iter()
+        .filter_map(|(name, r, q)| {
+            let non: Vec<_> = r.steps.iter().filter(|s| s.ctx_requests > 0).collect();
+            let w = &r.workload;
+            let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
+            let nominal = u64::from(w.num_prompts) * u64::from(w.input_len);
+            // Prompts served from the prefix cache, or more requests than the front end takes in
+            // within a step or two, make the span the front end's, not the steps'.
+            if non.len() < TABLE_MIN_STEPS
+                || q.is_empty()
+                || w.num_prompts > TABLE_MAX_BURST
+                || computed * 10 < nominal * 9
+            {
+                return None;
+            }
+            let start = q.iter().map(|x| x.sent_s).fold(f64::INFINITY, f64::min);
+            let (end, uniform_s) = if let [only] = q {
+                (*only.chunk_s.first()?, 0.0)
+            } else {
+                let end = q
+                    .iter()
+                    .filter_map(|x| x.chunk_s.last().copied())
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let uniform: u64 = r
+                    .steps
+                    .iter()
+                    .filter(|s| s.ctx_requests == 0 && s.gen_requests > 0)
+                    .map(|s| interpolate(decode_period_ns, s.gen_requests))
+                    .sum();
+                (end, uniform as f64 / 1e9)
+            };
+            let period = (end - start - frontend_s - uniform_s) / non.len() as f64;
+            let tokens = non
+                .iter()
+                .map(|s| f64::from(s.ctx_tokens + s.gen_tokens))
+                .sum::<f64>()
+                / non.len() as f64;
+            (period.is_finite() && period > 0.0)
+                .then(|| (tokens, period, format!("{name}:{}", r.workload.name)))
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // (tokens, period, weight) per group.
+    let mut groups: Vec<(f64, f64, f64)> = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let j = points[i..]
+            .iter()
+            .position(|p| p.0 > points[i].0 * TABLE_GROUP_RATIO)
+            .map_or(points.len(), |k| i + k);
+        let group = &points[i..j];
+        let tokens = median(group.iter().map(|p| p.0).collect()).unwrap_or(0.0);
+        let period = median(group.iter().map(|p| p.1).collect()).unwrap_or(0.0);
+        evidence.insert(
+            format!("nonuniform_t{}", tokens.round() as u64),
+            group
+                .iter()
+                .map(|p| p.2.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        groups.push((tokens, period, group.len() as f64));
+        i = j;
+    }
+    // Pool adjacent violators: a step with more tokens never costs less.
+    let mut pooled: Vec<(Vec<f64>, f64, f64)> = Vec::new();
+    for (tokens, period, weight) in groups {
+        pooled.push((vec![tokens], period, weight));
+        while pooled.len() > 1 && pooled[pooled.len() - 2].1 > pooled[pooled.len() - 1].1 {
+            let (t2, p2, w2) = pooled.pop().expect("two blocks");
+            let last = pooled.last_mut().expect("two blocks");
+            last.1 = (last.1 * last.2 + p2 * w2) / (last.2 + w2);
+            last.2 += w2;
+            last.0.extend(t2);
+        }
+    }
+    let mut table: Vec<(u32, u64)> = pooled
+        .iter()
+        .flat_map(|(tokens, period, _)| {
+            tokens
+                .iter()
+                .map(move |&t| (t.round() as u32, (period * 1e9).round() as u64))
+        })
+        .collect();
+    table.dedup_by_key(|p| p.0);
+    table
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -372,6 +558,9 @@ impl EngineModel {
                     shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
                 ),
                 GraphMode::Eager if uniform => interpolate(&costs.decode_period_ns, decodes),
+                _ if !costs.nonuniform_period_ns.is_empty() => {
+                    interpolate(&costs.nonuniform_period_ns, tokens)
+                }
                 _ => costs
                     .nonuniform_floor_ns
                     .max((costs.nonuniform_token_ns * f64::from(tokens)).round() as u64),

@@ -102,3 +102,27 @@ fn a_row_s_error_is_relative_to_the_real_figure() {
     };
     assert!((row.error() - 0.1).abs() < 1e-12);
 }
+
+#[test]
+fn cached_prefixes_give_the_uncomputed_prompt_tokens_to_the_first_requests_as_full_hits() {
+    let config = ServingConfig::seed_recipe();
+    // 100 prompts of 2,048 tokens, 108,160 computed: 96,640 cached, 2,032 per full hit
+    // (vLLM recomputes the last 16-token block of a fully cached prompt).
+    let setting = BenchSetting {
+        num_prompts: 100,
+        input_len: 2048,
+        output_len: 32,
+        request_rate: None,
+        burstiness: 1.0,
+        max_concurrency: None,
+    };
+    let cached = cached_prefixes(&config, &setting, 108_160);
+    assert_eq!(cached.len(), 48);
+    assert_eq!(cached[0], 2032);
+    assert_eq!(cached[47], 96_640 - 47 * 2032);
+    assert_eq!(cached.iter().map(|&c| u64::from(c)).sum::<u64>(), 96_640);
+    assert!(cached_prefixes(&config, &setting, 204_800).is_empty());
+    let mut off = config.clone();
+    off.prefix_caching = false;
+    assert!(cached_prefixes(&off, &setting, 0).is_empty());
+}

@@ -11,6 +11,7 @@ fn profile() -> VllmEngineProfile {
         decode_period_ns: decode,
         nonuniform_floor_ns: floor,
         nonuniform_token_ns: token,
+        nonuniform_period_ns: vec![],
         evidence: BTreeMap::new(),
     };
     VllmEngineProfile {
@@ -23,6 +24,7 @@ fn profile() -> VllmEngineProfile {
         cpu_cores: 16,
         sources: vec![],
         frontend_ns: 60_000_000,
+        intake_ns: 0,
         modes: vec![
             mode(
                 EAGER,
@@ -230,4 +232,95 @@ fn derive_refuses_piecewise_graphs_and_runs_without_bursts() {
         err.contains("isolated prefill") || err.contains("burst"),
         "{err}"
     );
+}
+
+fn step(ctx_requests: u32, ctx_tokens: u32, gen_requests: u32) -> afd_traces::vllm_run::EngineStep {
+    afd_traces::vllm_run::EngineStep {
+        ctx_requests,
+        ctx_tokens,
+        gen_requests,
+        gen_tokens: gen_requests,
+        ..Default::default()
+    }
+}
+
+/// A lone prompt of `input` tokens, chunked by `budget`, whose first token comes `ttft_s` after it
+/// was sent; its step log holds one non-uniform step per chunk.
+fn chunked(name: &str, input: u32, budget: u32, ttft_s: f64) -> WorkloadRecord {
+    let mut r = burst(name, 1, input, 0.003, 0.0);
+    let q = &mut r.fixed.as_mut().unwrap().requests[0];
+    q.chunk_s = (0..16).map(|k| ttft_s + 0.003 * f64::from(k)).collect();
+    r.steps = (0..input.div_ceil(budget))
+        .map(|_| step(1, budget, 0))
+        .chain((0..15).map(|_| step(0, 0, 1)))
+        .collect();
+    r
+}
+
+#[test]
+fn the_nonuniform_table_reads_step_periods_by_tokens_and_never_falls() {
+    let words = |budget: &str| {
+        vec![
+            "/m".to_owned(),
+            "--max-num-batched-tokens".into(),
+            budget.into(),
+            "--compilation-config".into(),
+            r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#.into(),
+        ]
+    };
+    // 64-token chunks at 60 ms, 2,048-token chunks at 80 ms, a front end of 20 ms; then a
+    // 4,096-token server whose chunks (75 ms) are cheaper than the 2,048-token ones.
+    let small = {
+        let mut r = run(
+            &[],
+            vec![
+                burst("fx-d1", 1, 16, 0.003, 0.0),
+                chunked("fx-p256", 256, 64, 0.020 + 4.0 * 0.060),
+                chunked("fx-p1024", 1024, 64, 0.020 + 16.0 * 0.060),
+            ],
+        );
+        r.serve_args = words("64");
+        r
+    };
+    let large = {
+        let mut r = run(
+            &[],
+            vec![
+                chunked("fx-p2048", 2048, 2048, 0.020 + 0.080),
+                chunked("fx-p8192", 8192, 2048, 0.020 + 4.0 * 0.080),
+                chunked("fx-p16384", 16384, 2048, 0.020 + 8.0 * 0.080),
+                // A burst without a step log: it prices the per-token slope, not the table.
+                burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+            ],
+        );
+        r.serve_args = words("2048");
+        r
+    };
+    let larger = {
+        let mut r = run(
+            &[],
+            vec![
+                chunked("fx-p4096", 4096, 4096, 0.020 + 0.075),
+                chunked("fx-p16384", 16384, 4096, 0.020 + 4.0 * 0.075),
+            ],
+        );
+        r.serve_args = words("4096");
+        r
+    };
+    let p = derive(
+        &[small, large, larger],
+        &["s".into(), "l".into(), "x".into()],
+    )
+    .unwrap();
+    assert!(
+        (p.frontend_ns as i64 - 20_000_000).abs() < 1_000,
+        "{}",
+        p.frontend_ns
+    );
+    let table = &p.modes[0].nonuniform_period_ns;
+    assert_eq!(table[0], (64, 60_000_000));
+    // 2,048 tokens at 80 ms and 4,096 at 75 ms pool to one level: a step never gets cheaper
+    // with more tokens.
+    assert!(table.windows(2).all(|w| w[0].1 <= w[1].1), "{table:?}");
+    assert_eq!(table.len(), 3);
 }
