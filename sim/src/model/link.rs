@@ -90,7 +90,7 @@ impl Link {
             kind: sheet.kind.clone(),
             bytes_per_s: sheet.gb_per_s * 1e9,
             efficiency: sheet.efficiency,
-            latency_s: sheet.latency_us * 1e-6,
+            latency_s: sheet.latency_us / 1e6,
             chunk_bytes: (sheet.chunk_kib * 1024.0).round().max(1.0) as u64,
             stages: sheet.stages.max(1),
             nics: 1,
@@ -118,7 +118,7 @@ impl Link {
             keys.push("gbps".to_owned());
         }
         if let Some(us) = spec.latency_us {
-            link.latency_s = us * 1e-6;
+            link.latency_s = us / 1e6;
             keys.push("latency-us".to_owned());
         }
         if let Some(kib) = spec.chunk_kib {
