@@ -1078,7 +1078,8 @@ fn http_port_location(config: &RoleConfig) -> Location {
     flag_location(&config.http_port, config.location)
 }
 
-/// True when both roles name their machine (`VLLM_HOST_IP`) and the names differ.
+/// True when both roles name their machine (`VLLM_HOST_IP`) and the names differ
+/// ([`Deployment::on_different_hosts`]).
 fn on_different_hosts(attention: &RoleConfig, ffn: &RoleConfig) -> bool {
     match (attention.machine_host(), ffn.machine_host()) {
         (Some(a), Some(f)) => a.value.trim() != f.value.trim(),

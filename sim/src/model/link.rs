@@ -48,6 +48,9 @@ pub enum LinkSource {
     Flag { keys: Vec<String> },
     /// A measured profile's hand-off curve (this model is not used).
     Profile { name: String },
+    /// The roles run on different hosts and no `--link` names the network: the datasheet `tcp`
+    /// kind, NCCL's socket transport, which works without RDMA NICs.
+    AssumedBetweenHosts,
 }
 
 /// A `--link` value: `KIND[,gbps=..,latency-us=..,chunk-kib=..,efficiency=..,nics=..]`.
@@ -172,6 +175,9 @@ impl Link {
             LinkSource::Datasheet => "datasheet".to_owned(),
             LinkSource::Flag { keys } => format!("datasheet with --link {}", keys.join(", ")),
             LinkSource::Profile { name } => format!("profile {name}"),
+            LinkSource::AssumedBetweenHosts => {
+                "datasheet; roles on different hosts and no --link, NCCL sockets assumed".to_owned()
+            }
         };
         format!(
             "{} {:.1} GB/s x {:.2}, {:.1} us, {} NIC(s) per host ({source})",
@@ -181,6 +187,26 @@ impl Link {
             self.latency_s * 1e6,
             self.nics
         )
+    }
+}
+
+/// The link A↔F hand-offs take: the `--link` spec when given, else the datasheet `tcp` kind when
+/// the roles run on different hosts ([`LinkSource::AssumedBetweenHosts`]), else `None` (the GPUs'
+/// own NVLink or PCIe, priced by the GPU's spec or profile).
+pub fn afd_link(
+    spec: Option<&LinkSpec>,
+    on_different_hosts: bool,
+    sheets: &Datasheets,
+) -> Result<Option<Link>, LinkError> {
+    match spec {
+        Some(spec) => Link::from_spec(spec, sheets).map(Some),
+        None if on_different_hosts => {
+            let tcp = LinkSpec::parse("tcp")?;
+            let mut link = Link::from_spec(&tcp, sheets)?;
+            link.source = LinkSource::AssumedBetweenHosts;
+            Ok(Some(link))
+        }
+        None => Ok(None),
     }
 }
 

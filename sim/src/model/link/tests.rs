@@ -181,3 +181,21 @@ proptest! {
         prop_assert!(wider.transfer_time(bytes, ranks) <= link.transfer_time(bytes, ranks));
     }
 }
+
+#[test]
+fn roles_on_different_hosts_default_to_nccl_sockets_and_a_flag_wins() {
+    let sheets = builtin_datasheets();
+    assert_eq!(afd_link(None, false, &sheets), Ok(None));
+    let assumed = afd_link(None, true, &sheets)
+        .unwrap()
+        .expect("a link between hosts");
+    assert_eq!(
+        (assumed.kind.as_str(), &assumed.source),
+        ("tcp", &LinkSource::AssumedBetweenHosts)
+    );
+    let spec = LinkSpec::parse("roce,nics=2").unwrap();
+    let given = afd_link(Some(&spec), false, &sheets)
+        .unwrap()
+        .expect("the flag's link");
+    assert_eq!((given.kind.as_str(), given.nics), ("roce", 2));
+}

@@ -1,0 +1,159 @@
+//! `predict` on deployments across hosts and over other links (issue 15): the RFC #308 two-host L4
+//! fixtures run, their A↔F link is named in the report, `--link` answers what-if questions and a
+//! slower link never makes the run faster.
+
+use crate::support::{afd_sim, json};
+
+const RECIPES: &str = "tests/fixtures/recipes";
+
+fn two_hosts(mode: &str) -> String {
+    format!("{RECIPES}/2a2f_two_hosts_l4_{mode}_dbo_dp2tp1.sh")
+}
+
+/// The RFC #308 workload: 1024 in / 32 out at saturation (everything sent at once, no client cap).
+fn rfc_308(recipe: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "predict",
+        recipe,
+        "--gpu",
+        "l4",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "32",
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        "none",
+        "--num-prompts",
+        "256",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let run = afd_sim(&args);
+    assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    json(&run)
+}
+
+fn mean_tpot(report: &serde_json::Value) -> f64 {
+    report["mean_tpot_ms"].as_f64().expect("mean_tpot_ms")
+}
+
+#[test]
+fn the_two_host_l4_pair_runs_eager_and_with_graphs_over_assumed_sockets() {
+    for mode in ["eager", "graph"] {
+        let report = rfc_308(&two_hosts(mode), &[]);
+        assert_eq!(report["completed"], 256, "{mode}");
+        assert_eq!(report["deployment"]["gpu"], "l4");
+        let link = report["afd_link"].as_str().expect("afd_link");
+        assert!(link.starts_with("tcp 12.5 GB/s"), "{link}");
+        assert!(link.contains("NCCL sockets assumed"), "{link}");
+    }
+    let graph = rfc_308(&two_hosts("graph"), &[]);
+    assert!(graph["steps"]["graph"].as_u64().expect("graph steps") > 0);
+    let eager = rfc_308(&two_hosts("eager"), &[]);
+    assert_eq!(eager["steps"]["graph"], 0);
+}
+
+#[test]
+fn a_link_flag_names_its_source_and_a_faster_network_is_never_slower() {
+    let recipe = two_hosts("graph");
+    let tcp = rfc_308(&recipe, &[]);
+    let hdr = rfc_308(&recipe, &["--link", "attention-ffn=ib"]);
+    let ndr = rfc_308(&recipe, &["--link", "attention-ffn=ib,gbps=400,nics=2"]);
+    assert_eq!(
+        ndr["afd_link"],
+        "ib 50.0 GB/s x 0.90, 5.0 us, 2 NIC(s) per host (datasheet with --link gbps, nics)"
+    );
+    assert_eq!(
+        hdr["afd_link"],
+        "ib 25.0 GB/s x 0.90, 5.0 us, 1 NIC(s) per host (datasheet)"
+    );
+    assert!(
+        mean_tpot(&ndr) <= mean_tpot(&hdr),
+        "{} > {}",
+        mean_tpot(&ndr),
+        mean_tpot(&hdr)
+    );
+    assert!(
+        mean_tpot(&hdr) <= mean_tpot(&tcp),
+        "{} > {}",
+        mean_tpot(&hdr),
+        mean_tpot(&tcp)
+    );
+    // A network far slower than the GPUs' work shows up in the step time.
+    let slow = rfc_308(
+        &recipe,
+        &["--link", "attention-ffn=tcp,gbps=1,latency-us=500"],
+    );
+    assert!(
+        mean_tpot(&slow) > mean_tpot(&tcp),
+        "{} <= {}",
+        mean_tpot(&slow),
+        mean_tpot(&tcp)
+    );
+}
+
+#[test]
+fn one_host_keeps_the_gpus_own_link_and_reports_none() {
+    let run = afd_sim(&["predict", "--json", "--num-prompts", "8"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(json(&run).get("afd_link").is_none());
+    let what_if = afd_sim(&[
+        "predict",
+        "--num-prompts",
+        "8",
+        "--link",
+        "attention-ffn=pcie-gen5",
+    ]);
+    assert_eq!(what_if.code, 0, "{}", what_if.stderr);
+    assert!(
+        what_if
+            .stdout
+            .contains("A-F link:                                pcie-gen5 64.0 GB/s"),
+        "{}",
+        what_if.stdout
+    );
+}
+
+#[track_caller]
+fn refused(args: &[&str], needle: &str) {
+    let run = afd_sim(args);
+    assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+    assert!(
+        run.stderr.contains(needle),
+        "{args:?}: {:?} lacks {needle:?}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+#[test]
+fn bad_link_flags_exit_2_naming_what_is_wrong() {
+    refused(
+        &["predict", "--link", "ib"],
+        "--link expects attention-ffn=KIND",
+    );
+    refused(
+        &["predict", "--link", "ffn-ffn=ib"],
+        "the one path it can set is attention-ffn",
+    );
+    refused(
+        &["predict", "--link", "attention-ffn=infiniband"],
+        "unknown link kind \"infiniband\"",
+    );
+    refused(
+        &["predict", "--link", "attention-ffn=ib,nics=zero"],
+        "link nics=zero is not a whole number of at least 1",
+    );
+    refused(
+        &[
+            "predict",
+            "--serve-args",
+            "vllm serve /m --tensor-parallel-size 2 --enable-expert-parallel",
+            "--link",
+            "attention-ffn=ib",
+        ],
+        "needs an AFD deployment",
+    );
+}
