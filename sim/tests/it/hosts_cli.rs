@@ -157,3 +157,86 @@ fn bad_link_flags_exit_2_naming_what_is_wrong() {
         "needs an AFD deployment",
     );
 }
+
+/// The PR #274 workload: 1024 in / 128 out at 5 req/s, concurrency 32, on 8 L20s over PCIe, with
+/// Qwen3-30B-A3B standing in for Qwen3.5-122B-A10B (no config shipped for it).
+fn pr_274(recipe: &str) -> serde_json::Value {
+    let path = format!("{RECIPES}/{recipe}");
+    let check = afd_sim(&["check", &path]);
+    assert_eq!(check.code, 0, "{}", check.stdout);
+    let run = afd_sim(&[
+        "predict",
+        &path,
+        "--gpu",
+        "l20",
+        "--model",
+        "qwen3-30b-a3b",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "128",
+        "--request-rate",
+        "5",
+        "--max-concurrency",
+        "32",
+        "--num-prompts",
+        "256",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    json(&run)
+}
+
+#[test]
+fn the_pcie_4a4f_pair_and_its_dp8_baseline_run_on_eight_l20s() {
+    let afd = pr_274("4a4f_pcie_eager_dp4tp1.sh");
+    let plain = pr_274("plain_pcie_eager_dp8tp1_ep8.sh");
+    for (report, attention, ffn) in [(&afd, 4, 4), (&plain, 8, 8)] {
+        assert_eq!(report["completed"], 256);
+        assert_eq!(report["deployment"]["gpu"], "l20");
+        assert_eq!(report["deployment"]["gpus"], 8);
+        assert_eq!(report["deployment"]["attention_ranks"], attention);
+        assert_eq!(report["deployment"]["ffn_ranks"], ffn);
+        assert_eq!(report["steps"]["graph"], 0, "eager");
+        // One host, PCIe GPUs: the hand-offs take the GPUs' own PCIe link.
+        assert!(report.get("afd_link").is_none());
+    }
+}
+
+#[test]
+fn a_pcie_pair_is_slower_over_gen4_than_over_gen5() {
+    let path = format!("{RECIPES}/4a4f_pcie_eager_dp4tp1.sh");
+    let tpot = |gpu: &str| {
+        let run = afd_sim(&[
+            "predict",
+            &path,
+            "--gpu",
+            gpu,
+            "--model",
+            "qwen3-30b-a3b",
+            "--num-prompts",
+            "64",
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{gpu}: {}", run.stderr);
+        mean_tpot(&json(&run))
+    };
+    // Same GPU figures, only the hand-off link differs: H100 PCIe with its Gen5 link vs Gen4.
+    let gen5 = tpot("h100-pcie");
+    let run = afd_sim(&[
+        "predict",
+        &path,
+        "--gpu",
+        "h100-pcie",
+        "--model",
+        "qwen3-30b-a3b",
+        "--num-prompts",
+        "64",
+        "--link",
+        "attention-ffn=pcie-gen4",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let gen4 = mean_tpot(&json(&run));
+    assert!(gen4 >= gen5, "gen4 {gen4} < gen5 {gen5}");
+}
