@@ -286,5 +286,19 @@ impl Progress {
     }
 }
 
+/// Reads `--link attention-ffn=KIND[,key=value...]`.
+pub(crate) fn parse_link_flag(text: &str) -> anyhow::Result<afd_sim::model::link::LinkSpec> {
+    let Some((path, link)) = text.split_once('=') else {
+        bail!("--link expects attention-ffn=KIND[,key=value...], got '{text}'");
+    };
+    if path.trim() != "attention-ffn" {
+        bail!(
+            "--link names the path '{}'; the one path it can set is attention-ffn",
+            path.trim()
+        );
+    }
+    afd_sim::model::link::LinkSpec::parse(link).with_context(|| format!("--link {text}"))
+}
+
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,7 @@ use afd_sim::launch::Launch;
 use afd_sim::launch::Overrides;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::{AfdLink, CostModel};
-use afd_sim::model::link::{LinkSpec, afd_link};
+use afd_sim::model::link::afd_link;
 use afd_sim::model::workload::Workload;
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, timeline};
 use afd_sim::rng::Seed;
@@ -25,7 +25,8 @@ use afd_sim::time::{SimDuration, SimTime};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::{
-    HardwareArgs, Progress, WorkloadArgs, parse_concurrency, parse_routing, read_model,
+    HardwareArgs, Progress, WorkloadArgs, parse_concurrency, parse_link_flag, parse_routing,
+    read_model,
 };
 use crate::cli::output::{check_outputs, csv_bytes, emit, write_all_atomically};
 use crate::cli::profiles::cost_model;
@@ -368,20 +369,6 @@ enum Placement {
     Plain,
     OneHost,
     TwoHosts,
-}
-
-/// Reads `--link attention-ffn=KIND[,key=value...]`.
-fn parse_link_flag(text: &str) -> anyhow::Result<LinkSpec> {
-    let Some((path, link)) = text.split_once('=') else {
-        bail!("--link expects attention-ffn=KIND[,key=value...], got '{text}'");
-    };
-    if path.trim() != "attention-ffn" {
-        bail!(
-            "--link names the path '{}'; the one path it can set is attention-ffn",
-            path.trim()
-        );
-    }
-    LinkSpec::parse(link).with_context(|| format!("--link {text}"))
 }
 
 /// Says on stderr why requests failed (vLLM prints the first errors too), at most three reasons.

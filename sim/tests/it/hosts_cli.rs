@@ -240,3 +240,79 @@ fn a_pcie_pair_is_slower_over_gen4_than_over_gen5() {
     let gen4 = mean_tpot(&json(&run));
     assert!(gen4 >= gen5, "gen4 {gen4} < gen5 {gen5}");
 }
+
+/// A 4-GPU sweep on nodes of 2 GPUs: every AFD candidate puts its roles on different nodes.
+fn sweep_rows(
+    dir: &std::path::Path,
+    name: &str,
+    extra: &[&str],
+) -> Vec<afd_traces::sweep::SweepRow> {
+    let out = dir.join(name);
+    let out = out.to_str().expect("temporary paths are UTF-8");
+    let mut args = vec![
+        "sweep",
+        "--gpus",
+        "4",
+        "--gpus-per-node",
+        "2",
+        "--dimensions",
+        "dbo=off;capture=eager;max-num-seqs=16;max-num-batched-tokens=64",
+        "--num-prompts",
+        "8",
+        "--input-len",
+        "64",
+        "--output-len",
+        "4",
+        "--request-rate",
+        "50",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    let run = afd_sim(&args);
+    assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    let text = std::fs::read_to_string(out).expect("the sweep wrote its rows");
+    afd_traces::sweep::read_sweep_csv(&text, name).expect("rows")
+}
+
+#[test]
+fn the_planner_prices_cross_node_pairs_over_the_network_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = sweep_rows(dir.path(), "own.csv", &[]);
+    let slow = sweep_rows(
+        dir.path(),
+        "slow.csv",
+        &["--link", "attention-ffn=tcp,gbps=1,latency-us=500"],
+    );
+    assert_eq!(own.len(), slow.len());
+    assert_ne!(
+        own[0].sweep, slow[0].sweep,
+        "the link is part of the fingerprint"
+    );
+    let mut crossing = 0;
+    for (a, b) in own.iter().zip(&slow) {
+        let (ta, tb) = (a.mean_tpot_ms.expect("tpot"), b.mean_tpot_ms.expect("tpot"));
+        if a.kind == "afd" && a.cross_node {
+            crossing += 1;
+            assert!(
+                tb > ta,
+                "candidate {}: {tb} <= {ta} over a 1 Gb/s link",
+                a.candidate
+            );
+        } else {
+            assert_eq!(
+                ta, tb,
+                "candidate {} does not hand off between nodes",
+                a.candidate
+            );
+        }
+    }
+    assert!(crossing >= 2, "only {crossing} cross-node AFD candidates");
+    let bad = afd_sim(&["sweep", "--gpus", "4", "--link", "attention-ffn=ib,gbps=-3"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("link gbps=-3 is not a positive number"),
+        "{}",
+        bad.stderr
+    );
+}
