@@ -316,3 +316,48 @@ fn the_planner_prices_cross_node_pairs_over_the_network_given() {
         bad.stderr
     );
 }
+
+#[test]
+fn two_hosts_can_be_written_as_command_lines() {
+    let role = |host: &str, role: &str, afd_host: &str| {
+        format!(
+            r#"VLLM_HOST_IP={host} CUDA_VISIBLE_DEVICES=0 VLLM_USE_V2_MODEL_RUNNER=1 vllm serve /m --enforce-eager --port 8000 --additional-config '{{"afd": {{"role": "{role}", "host": "{afd_host}"}}}}' --enable-expert-parallel"#
+        )
+    };
+    let attention = role("10.1.0.1", "attention", "10.1.0.2");
+    let ffn = role("10.1.0.2", "ffn", "10.1.0.2");
+    let run = afd_sim(&[
+        "predict",
+        "--attention-args",
+        &attention,
+        "--ffn-args",
+        &ffn,
+        "--gpu",
+        "l20",
+        "--num-prompts",
+        "8",
+        "--link",
+        "attention-ffn=roce,gbps=100",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        json(&run)["afd_link"],
+        "roce 12.5 GB/s x 0.85, 8.0 us, 1 NIC(s) per host (datasheet with --link gbps)"
+    );
+    // The same GPU 0 on one host is an overlap.
+    let one_host = role("10.1.0.1", "ffn", "10.1.0.2");
+    let run = afd_sim(&[
+        "check",
+        "--attention-args",
+        &attention,
+        "--ffn-args",
+        &one_host,
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("error[cross.gpu-overlap]"),
+        "{}",
+        run.stdout
+    );
+}
