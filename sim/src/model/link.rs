@@ -6,8 +6,8 @@
 //! chunks and pipelines them through the stages, so only the first chunk pays every stage
 //! (docs/hosts-links.md). The ranks of one host share its NICs: each rank gets
 //! `rate / ceil(ranks_on_host / nics)`. Figures come from the shipped datasheets
-//! (`afd_traces::hardware`), from `--link` flags ([`LinkSpec::parse`]), or from a profile, which
-//! replaces this model by measured curves (`model/cost.rs`).
+//! (`afd_traces::hardware`) or from `--link` flags ([`LinkSpec::parse`]); on the GPUs' own link a
+//! measured profile's hand-off curves price transfers instead (`model/cost.rs`).
 //!
 //! Not here: congestion beyond the NIC (switch oversubscription), adaptive routing, NCCL's choice
 //! of protocol (LL/LL128/Simple) by size; which link a pair of ranks takes is the caller's.
@@ -46,8 +46,6 @@ pub enum LinkSource {
     Datasheet,
     /// The datasheet kind with `--link` overrides (the keys given).
     Flag { keys: Vec<String> },
-    /// A measured profile's hand-off curve (this model is not used).
-    Profile { name: String },
     /// The roles run on different hosts and no `--link` names the network: the datasheet `tcp`
     /// kind, NCCL's socket transport, which works without RDMA NICs.
     AssumedBetweenHosts,
@@ -174,7 +172,6 @@ impl Link {
         let source = match &self.source {
             LinkSource::Datasheet => "datasheet".to_owned(),
             LinkSource::Flag { keys } => format!("datasheet with --link {}", keys.join(", ")),
-            LinkSource::Profile { name } => format!("profile {name}"),
             LinkSource::AssumedBetweenHosts => {
                 "datasheet; roles on different hosts and no --link, NCCL sockets assumed".to_owned()
             }
