@@ -110,5 +110,6 @@ pub fn sweep_inputs<'a>(
             tpot_ms: None,
             stat: SloStat::P99,
         },
+        cross_node_link: None,
     }
 }

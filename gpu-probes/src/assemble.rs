@@ -68,14 +68,21 @@ pub fn derived(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
-/// The provenance block of a file written now by this build.
+/// The provenance block of a file written now by this build. Its notes gain `link_kind` (`nvlink`
+/// or `pcie`, between the first two GPUs, from the topology matrix) unless the probe set one, so
+/// a profile says which link its transfer tables measured.
 pub fn provenance(
     info: &SystemInfo,
     command: String,
     now: SystemTime,
     vars: impl IntoIterator<Item = (String, String)>,
-    notes: BTreeMap<String, String>,
+    mut notes: BTreeMap<String, String>,
 ) -> Provenance {
+    if let Some(kind) = afd_traces::calibration::link_kind_of_topology(&info.topology) {
+        notes
+            .entry("link_kind".to_owned())
+            .or_insert_with(|| kind.to_owned());
+    }
     Provenance {
         tool: tool_name(),
         command,

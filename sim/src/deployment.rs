@@ -106,6 +106,15 @@ impl RoleConfig {
 }
 
 impl Deployment {
+    /// Whether both roles name their host (`VLLM_HOST_IP`) and the names differ: their A↔F
+    /// hand-offs then cross the network between hosts.
+    pub fn on_different_hosts(&self) -> bool {
+        match (self.attention.machine_host(), self.ffn.machine_host()) {
+            (Some(a), Some(f)) => a.value.trim() != f.value.trim(),
+            _ => false,
+        }
+    }
+
     /// Pairs two roles as given (`attention` is judged as the Attention server).
     pub fn new(attention: RoleConfig, ffn: RoleConfig, rules: RuleSet) -> Deployment {
         Deployment {

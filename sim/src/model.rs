@@ -10,6 +10,7 @@ pub mod engine;
 pub mod hardware;
 pub mod kv_cache;
 pub mod limits;
+pub mod link;
 pub mod profiles;
 pub mod router;
 pub mod routing;

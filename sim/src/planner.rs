@@ -123,6 +123,10 @@ pub fn fingerprint(plan: &Plan, inputs: &Inputs<'_>) -> String {
     add(inputs.dataset);
     add(&format!("{:?}", inputs.options));
     add(&format!("{:?}", inputs.slo));
+    // Only when given, so that sweeps without one keep their fingerprints.
+    if let Some(between) = &inputs.cross_node_link {
+        add(&format!("{between:?}"));
+    }
     format!("{:016x}", hash.digest())
 }
 

@@ -290,6 +290,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
                 }
             })
             .collect(),
+        afd_link: cost.afd_link().map(|afd| afd.link.describe()),
     }
 }
 

@@ -154,6 +154,35 @@ pub enum CalibrationError {
     Invalid { path: String, problem: String },
 }
 
+impl Provenance {
+    /// The kind of link between the first two GPUs the probe ran on, read from the driver's
+    /// topology matrix (`nvidia-smi topo -m`): `nvlink` for `NV#`, `pcie` for `PIX`, `PXB`, `PHB`,
+    /// `NODE` or `SYS`; `None` with fewer than two GPUs or an entry this reader does not know.
+    pub fn link_kind(&self) -> Option<&'static str> {
+        link_kind_of_topology(&self.topology)
+    }
+}
+
+/// [`Provenance::link_kind`] of a topology matrix, one line per row as the driver prints them.
+pub fn link_kind_of_topology(lines: &[String]) -> Option<&'static str> {
+    let row = lines.iter().find_map(|line| {
+        let fields: Vec<&str> = line.split('\t').map(str::trim).collect();
+        (fields.first() == Some(&"GPU0")).then_some(fields)
+    })?;
+    // `GPU0 | X | <GPU0-GPU1> | ...`: the entry after the diagonal.
+    let entry = *row.get(2)?;
+    match entry {
+        "PIX" | "PXB" | "PHB" | "NODE" | "SYS" => Some("pcie"),
+        _ if entry.len() > 2
+            && entry.starts_with("NV")
+            && entry[2..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Some("nvlink")
+        }
+        _ => None,
+    }
+}
+
 impl CalibrationProfile {
     /// A new, empty profile of the current schema.
     pub fn new(provenance: Provenance) -> CalibrationProfile {

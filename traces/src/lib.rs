@@ -7,6 +7,7 @@
 //! derives figures that follow from a file alone (trace statistics, parameter and byte counts).
 
 pub mod calibration;
+pub mod hardware;
 pub mod input;
 pub mod model_config;
 pub mod pipeline;

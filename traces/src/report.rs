@@ -39,6 +39,10 @@ pub struct PredictReport {
     pub calibration: Option<String>,
     /// Which source priced each operation class.
     pub costs: Vec<CostSource>,
+    /// The link A↔F hand-offs took and where its figures came from, when it is not the GPUs' own
+    /// (roles on different hosts, or `--link`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afd_link: Option<String>,
 }
 
 /// The deployment, as simulated.
@@ -363,6 +367,9 @@ impl PredictReport {
                 .clone()
                 .unwrap_or_else(|| format!("{} datasheet roofline", d.gpu)),
         );
+        if let Some(link) = &self.afd_link {
+            line(&mut out, "A-F link:", link.clone());
+        }
         line(
             &mut out,
             "Seed / event-log hash:",

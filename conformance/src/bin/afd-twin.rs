@@ -67,7 +67,7 @@ struct TwinFlags {
     #[arg(long, default_value = "latest", value_parser = ["latest", "v0.26"])]
     rules: String,
     /// GPU whose datasheet roofline prices the simulated steps, as `afd-sim predict --gpu`: h200, h100,
-    /// h800, h20, a100, l4, l20.
+    /// h800, h20, a100, l4, l20, a100-pcie, h100-pcie.
     #[arg(long, default_value = "h200", value_name = "GPU")]
     gpu: String,
 }

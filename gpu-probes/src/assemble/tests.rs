@@ -83,3 +83,31 @@ fn atomic_writes_leave_no_partial_file() {
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1);
 }
+
+#[test]
+fn the_provenance_names_the_link_its_gpus_share() {
+    let info = |topology: &[&str]| SystemInfo {
+        gpus: vec!["NVIDIA L4".to_owned(); 2],
+        topology: topology.iter().map(|l| (*l).to_owned()).collect(),
+        ..SystemInfo::default()
+    };
+    let notes = |info: &SystemInfo, given: BTreeMap<String, String>| {
+        provenance(
+            info,
+            "afd-probe p2p".to_owned(),
+            UNIX_EPOCH,
+            Vec::new(),
+            given,
+        )
+        .notes
+    };
+    let pcie = info(&["\tGPU0\tGPU1", "GPU0\t X \tPHB", "GPU1\tPHB\t X "]);
+    assert_eq!(notes(&pcie, BTreeMap::new())["link_kind"], "pcie");
+    let nvlink = info(&["\tGPU0\tGPU1", "GPU0\t X \tNV18", "GPU1\tNV18\t X "]);
+    assert_eq!(notes(&nvlink, BTreeMap::new())["link_kind"], "nvlink");
+    // One GPU, no matrix: nothing is claimed.
+    assert!(!notes(&info(&[]), BTreeMap::new()).contains_key("link_kind"));
+    // A probe that knows better (ranks on two hosts) keeps its own.
+    let given = BTreeMap::from([("link_kind".to_owned(), "ib".to_owned())]);
+    assert_eq!(notes(&pcie, given)["link_kind"], "ib");
+}

@@ -421,6 +421,10 @@ fn role_line(role: &str, config: &RoleConfig) -> String {
             )
         },
     );
+    let gpus = match config.machine_host() {
+        Some(host) => format!("{gpus} on host {}", host.value),
+        None => gpus,
+    };
     let graphs = if config.uses_cuda_graphs() {
         format!("{} {:?}", config.cudagraph_mode(), config.capture_sizes())
     } else {

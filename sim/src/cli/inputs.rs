@@ -29,7 +29,7 @@ pub(crate) struct HardwareArgs {
         help_heading = "Model and hardware"
     )]
     pub(crate) model: String,
-    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20
+    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20, a100-pcie, h100-pcie
     /// (datasheet roofline).
     #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
     pub(crate) gpu: String,
@@ -284,6 +284,20 @@ impl Progress {
     pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
+}
+
+/// Reads `--link attention-ffn=KIND[,key=value...]`.
+pub(crate) fn parse_link_flag(text: &str) -> anyhow::Result<afd_sim::model::link::LinkSpec> {
+    let Some((path, link)) = text.split_once('=') else {
+        bail!("--link expects attention-ffn=KIND[,key=value...], got '{text}'");
+    };
+    if path.trim() != "attention-ffn" {
+        bail!(
+            "--link names the path '{}'; the one path it can set is attention-ffn",
+            path.trim()
+        );
+    }
+    afd_sim::model::link::LinkSpec::parse(link).with_context(|| format!("--link {text}"))
 }
 
 #[cfg(test)]

@@ -12,9 +12,11 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use afd_sim::engine::{RunOptions, run_observed};
+use afd_sim::launch::Launch;
 use afd_sim::launch::Overrides;
 use afd_sim::model::arch::ModelArch;
-use afd_sim::model::cost::CostModel;
+use afd_sim::model::cost::{AfdLink, CostModel};
+use afd_sim::model::link::afd_link;
 use afd_sim::model::workload::Workload;
 use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, timeline};
 use afd_sim::rng::Seed;
@@ -23,7 +25,8 @@ use afd_sim::time::{SimDuration, SimTime};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::{
-    HardwareArgs, Progress, WorkloadArgs, parse_concurrency, parse_routing, read_model,
+    HardwareArgs, Progress, WorkloadArgs, parse_concurrency, parse_link_flag, parse_routing,
+    read_model,
 };
 use crate::cli::output::{check_outputs, csv_bytes, emit, write_all_atomically};
 use crate::cli::profiles::cost_model;
@@ -128,6 +131,13 @@ pub(crate) struct PredictArgs {
     #[arg(long, help_heading = "Deployment")]
     pub(crate) block_size: Option<u32>,
 
+    /// The link A↔F hand-offs take, for what-if questions:
+    /// `attention-ffn=KIND[,gbps=..,latency-us=..,chunk-kib=..,efficiency=..,nics=..]` with KIND one
+    /// of pcie-gen4, pcie-gen5, ib, roce, tcp (traces/data/hardware/datasheets.json; gbps in Gb/s,
+    /// nics per host shared by the role's ranks). Without it, roles whose VLLM_HOST_IP differ talk
+    /// over tcp and roles on one host over the GPUs' own link.
+    #[arg(long, value_name = "PATH=LINK", help_heading = "Model and hardware")]
+    pub(crate) link: Option<String>,
     #[command(flatten)]
     pub(crate) hardware: HardwareArgs,
     #[command(flatten)]
@@ -266,18 +276,34 @@ impl Inputs {
     /// The inputs, or the `check` findings of a deployment that breaks the plugin's rules.
     fn from_args(args: &PredictArgs) -> anyhow::Result<Result<Inputs, String>> {
         let model = read_model(&args.hardware.model)?;
-        let config = match serving_config(args, &model)? {
-            Ok(config) => config,
+        let link_spec = args.link.as_deref().map(parse_link_flag).transpose()?;
+        let (config, placement) = match serving_config(args, &model)? {
+            Ok(found) => found,
             Err(findings) => return Ok(Err(findings)),
         };
         config.validate().context("invalid deployment")?;
         let popularity = parse_routing(&args.hardware.routing)?;
-        let cost = cost_model(
+        let mut cost = cost_model(
             &args.hardware.cost_source(),
             &model,
             config.gpu,
             config.cost_layout(),
         )?;
+        if link_spec.is_some() && placement == Placement::Plain {
+            bail!("--link attention-ffn needs an AFD deployment; this one is a plain vLLM server");
+        }
+        let sheets = afd_traces::hardware::builtin_datasheets();
+        let different_hosts = placement == Placement::TwoHosts;
+        if let Some(link) = afd_link(link_spec.as_ref(), different_hosts, &sheets)
+            .context("--link attention-ffn")?
+        {
+            // Each role's ranks share their host's NICs (one host per role).
+            let ranks_on_host = config.attention_ranks().max(config.ffn_ranks());
+            cost = cost.with_afd_link(AfdLink {
+                link,
+                ranks_on_host,
+            });
+        }
         let seed = Seed(args.seed);
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
@@ -314,7 +340,7 @@ impl Inputs {
 fn serving_config(
     args: &PredictArgs,
     model: &ModelArch,
-) -> anyhow::Result<Result<ServingConfig, String>> {
+) -> anyhow::Result<Result<(ServingConfig, Placement), String>> {
     let gpu = args.hardware.gpu()?;
     if args.no_dbo
         && (args.dbo_decode_token_threshold.is_some() || args.dbo_prefill_token_threshold.is_some())
@@ -329,7 +355,20 @@ fn serving_config(
     let config = launch
         .serving_config(gpu)
         .context("the deployment cannot be simulated")?;
-    Ok(Ok(config))
+    let placement = match &launch {
+        Launch::Plain(_) => Placement::Plain,
+        Launch::Afd(deployment) if deployment.on_different_hosts() => Placement::TwoHosts,
+        Launch::Afd(_) => Placement::OneHost,
+    };
+    Ok(Ok((config, placement)))
+}
+
+/// Where the servers run, as far as the A↔F link goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    Plain,
+    OneHost,
+    TwoHosts,
 }
 
 /// Says on stderr why requests failed (vLLM prints the first errors too), at most three reasons.

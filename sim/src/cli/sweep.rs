@@ -18,8 +18,9 @@ use clap::Args;
 
 use afd_sim::engine::RunOptions;
 use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::link::Link;
 use afd_sim::planner::candidate::Context as PlanContext;
-use afd_sim::planner::evaluate::Inputs;
+use afd_sim::planner::evaluate::{CrossNodeLink, Inputs};
 use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
 use afd_sim::planner::{Plan, Shard, merge, plan, reuse_groups, run_counted};
@@ -28,7 +29,9 @@ use afd_sim::time::{SimDuration, SimTime};
 use afd_sim::topology::RuleSet;
 use afd_traces::sweep::{SweepRow, SweepSummary, read_sweep_csv, write_sweep_csv};
 
-use crate::cli::inputs::{HardwareArgs, Progress, WorkloadArgs, parse_routing, read_model};
+use crate::cli::inputs::{
+    HardwareArgs, Progress, WorkloadArgs, parse_link_flag, parse_routing, read_model,
+};
 use crate::cli::output::{check_outputs, emit, table, write_all_atomically};
 use crate::cli::parse_rule_set;
 use crate::cli::profiles::load_profile;
@@ -80,6 +83,11 @@ pub(crate) struct SweepArgs {
     /// GPUs per node; TP groups never straddle nodes.
     #[arg(long, default_value_t = 8, help_heading = "Budget")]
     pub(crate) gpus_per_node: u32,
+    /// The network between nodes, `attention-ffn=KIND[,gbps=..,latency-us=..,chunk-kib=..,efficiency=..,nics=..]`
+    /// (as `predict --link`): candidates whose Attention and FFN ranks sit on different nodes hand
+    /// off over it; without it they are priced over the GPUs' own link.
+    #[arg(long, value_name = "PATH=LINK", help_heading = "Budget")]
+    pub(crate) link: Option<String>,
     /// Values of one or more dimensions, NAME=V1,V2 (repeatable; see below).
     #[arg(
         long = "dimensions",
@@ -281,6 +289,17 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         budget,
     };
     let plan = plan(&dimensions, &context);
+    let cross_node_link = match &args.link {
+        None => None,
+        Some(text) => {
+            let spec = parse_link_flag(text)?;
+            let sheets = afd_traces::hardware::builtin_datasheets();
+            Some(CrossNodeLink {
+                link: Link::from_spec(&spec, &sheets).with_context(|| format!("--link {text}"))?,
+                gpus_per_node: budget.gpus_per_node,
+            })
+        }
+    };
     let inputs = Inputs {
         model: &model,
         calibration: calibration
@@ -290,6 +309,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         dataset: &dataset,
         options,
         slo,
+        cross_node_link,
     };
     let mut header = describe(&plan, &context, &inputs, shard);
     if args.dry_run {

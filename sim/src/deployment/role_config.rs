@@ -278,6 +278,15 @@ impl RoleConfig {
             * u64::from(self.pp_size())
     }
 
+    /// The machine this role runs on, as its `VLLM_HOST_IP` names it (vLLM's address of this node
+    /// for its distributed groups); `None` when the command does not set it. Two roles with
+    /// different values run on different hosts, so their GPU indices name different GPUs.
+    pub fn machine_host(&self) -> Option<&Located<String>> {
+        self.env
+            .get("VLLM_HOST_IP")
+            .filter(|host| !host.value.trim().is_empty())
+    }
+
     /// `--enable-expert-parallel` (default off).
     pub fn expert_parallel(&self) -> bool {
         flag_on(&self.enable_expert_parallel)

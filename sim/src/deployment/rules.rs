@@ -311,6 +311,16 @@ catalogue! {
         source: "DESIGN §3",
         statement: "the two roles' GPU sets are disjoint",
     },
+    CrossHostPartial {
+        id: "cross.host-partial", severity: Warning, sets: [V026, Latest],
+        source: "afd-spec §2.3; DESIGN §3",
+        statement: "either both roles set VLLM_HOST_IP or neither (with one only, both are judged as on one host)",
+    },
+    CrossAfdHostOnFfnHost {
+        id: "cross.afd-host-on-ffn-host", severity: Error, sets: [V026, Latest],
+        source: "afd-spec §1.2 (host), §2.3",
+        statement: "when the roles run on different hosts, the AFD host is the FFN role's host (FFN rank 0 is world rank 0 and serves the TCP store), not a loopback address",
+    },
     CrossGpusUnspecified {
         id: "cross.gpus-unspecified", severity: Warning, sets: [V026, Latest],
         source: "DESIGN §3",

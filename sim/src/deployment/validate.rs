@@ -764,6 +764,7 @@ impl Checker {
             self.blocks_agree(a, f);
         }
         self.gpus(attention, ffn);
+        self.hosts(attention, ffn);
         self.http_ports(deployment);
         if let (Some(a), Some(f)) = (&attention.model, &ffn.model)
             && a.value != f.value
@@ -943,7 +944,10 @@ impl Checker {
                 );
             }
         }
-        if let (Some(a), Some(f)) = (&attention.gpus, &ffn.gpus) {
+        // GPU indices name GPUs of one machine: roles on different hosts cannot share one.
+        if let (Some(a), Some(f)) = (&attention.gpus, &ffn.gpus)
+            && !on_different_hosts(attention, ffn)
+        {
             let shared: Vec<&GpuId> = a.value.iter().filter(|g| f.value.contains(g)).collect();
             if !shared.is_empty() {
                 let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
@@ -955,6 +959,53 @@ impl Checker {
                     format!("GPU {} is given to both roles", list.join(", ")),
                 );
             }
+        }
+    }
+
+    /// Placement on hosts (afd-spec §2.3): `VLLM_HOST_IP` on both roles or neither, and the
+    /// rendezvous host where the TCP store runs, the FFN role's host.
+    fn hosts(&mut self, attention: &RoleConfig, ffn: &RoleConfig) {
+        match (attention.machine_host(), ffn.machine_host()) {
+            (Some(_), None) | (None, Some(_)) => {
+                let (role, config, other) = if attention.machine_host().is_some() {
+                    (Role::Ffn, ffn, Role::Attention)
+                } else {
+                    (Role::Attention, attention, Role::Ffn)
+                };
+                self.report(
+                    Rule::CrossHostPartial,
+                    Some(role),
+                    Subject::env("VLLM_HOST_IP"),
+                    config.location,
+                    format!(
+                        "the {} command sets VLLM_HOST_IP but the {} command does not; both are judged as on one host",
+                        role_title(other),
+                        role_title(role)
+                    ),
+                );
+            }
+            (Some(a), Some(f)) if a.value != f.value => {
+                let Some(block) = ffn.afd().or(attention.afd()) else {
+                    return;
+                };
+                let afd_host = block.host.value.trim();
+                let loopback =
+                    afd_host == "localhost" || afd_host == "::1" || afd_host.starts_with("127.");
+                let an_address = afd_host.parse::<std::net::IpAddr>().is_ok();
+                if loopback || (an_address && afd_host != f.value.trim()) {
+                    self.report(
+                        Rule::CrossAfdHostOnFfnHost,
+                        Some(Role::Ffn),
+                        block.host.subject("host"),
+                        block.host.location,
+                        format!(
+                            "the roles run on hosts {} (attention) and {} (ffn), but the AFD host is {afd_host}; FFN rank 0 serves the TCP store (afd-spec §2.3), so name the FFN host {}",
+                            a.value, f.value, f.value
+                        ),
+                    );
+                }
+            }
+            _ => {}
         }
     }
 
@@ -974,6 +1025,10 @@ impl Checker {
                 RuleSet::Latest => 0,
             };
             for (role, config) in [(Role::Attention, attention), (Role::Ffn, ffn)] {
+                // The stores listen on the FFN role's host; an Attention server elsewhere is free.
+                if role == Role::Attention && on_different_hosts(attention, ffn) {
+                    continue;
+                }
                 let http = u32::from(config.http_port());
                 let which = if http == base {
                     "the AFD rendezvous port".to_owned()
@@ -996,7 +1051,10 @@ impl Checker {
             }
         }
         let (ha, hf) = (attention.http_host(), ffn.http_host());
-        if attention.http_port() == ffn.http_port() && hosts_overlap(ha, hf) {
+        if attention.http_port() == ffn.http_port()
+            && hosts_overlap(ha, hf)
+            && !on_different_hosts(attention, ffn)
+        {
             let host = ha.or(hf).unwrap_or("0.0.0.0");
             self.report(
                 Rule::CrossSharedHttpPort,
@@ -1018,6 +1076,15 @@ fn flag_location<T>(flag: &Option<Located<T>>, fallback: Location) -> Location {
 
 fn http_port_location(config: &RoleConfig) -> Location {
     flag_location(&config.http_port, config.location)
+}
+
+/// True when both roles name their machine (`VLLM_HOST_IP`) and the names differ
+/// ([`Deployment::on_different_hosts`]).
+fn on_different_hosts(attention: &RoleConfig, ffn: &RoleConfig) -> bool {
+    match (attention.machine_host(), ffn.machine_host()) {
+        (Some(a), Some(f)) => a.value.trim() != f.value.trim(),
+        _ => false,
+    }
 }
 
 /// True when two `--host` values can accept on the same address (absent = all interfaces).

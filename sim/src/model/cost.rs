@@ -226,6 +226,16 @@ pub struct CostModel {
     memo: RefCell<PriceMemo>,
     /// The real engine's step floors (`model/engine.rs`), when an engine profile was given.
     engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
+    /// The link A↔F hand-offs take when it is not the GPUs' own (another host, or `--link`).
+    afd_link: Option<AfdLink>,
+}
+
+/// The link between the Attention and FFN ranks and how many ranks of one host share it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfdLink {
+    pub link: crate::model::link::Link,
+    /// Ranks of the busiest host sending or receiving over it at once (they share its NICs).
+    pub ranks_on_host: u32,
 }
 
 /// A memoised transfer and the lookup that priced it (to count memo hits by source).
@@ -376,7 +386,23 @@ impl CostModel {
             memo_p2p: RefCell::new(Vec::new()),
             memo: RefCell::new(PriceMemo::default()),
             engine: None,
+            afd_link: None,
         }
+    }
+
+    /// The same model with every A↔F hand-off priced over `link` by the link model
+    /// (`model/link.rs`) in place of the GPU's link or a profile's hand-off tables, which measured
+    /// another link.
+    pub fn with_afd_link(mut self, link: AfdLink) -> CostModel {
+        self.afd_link = Some(link);
+        self.memo_p2p.get_mut().clear();
+        self.memo.get_mut().entries.clear();
+        self
+    }
+
+    /// The A↔F link, when one was given.
+    pub fn afd_link(&self) -> Option<&AfdLink> {
+        self.afd_link.as_ref()
     }
 
     /// The same model, with every step also at least as long as the real engine's floor for its
@@ -597,6 +623,18 @@ impl CostModel {
     }
 
     fn transfer_bytes_with_lookup(&self, bytes: u64) -> (TransferCost, Option<Lookup>) {
+        if let Some(afd) = &self.afd_link {
+            self.record(OpClass::P2p, None);
+            let total = afd.link.transfer_time(bytes, afd.ranks_on_host);
+            let latency = SimDuration::from_secs_f64(afd.link.latency_s).min(total);
+            return (
+                TransferCost {
+                    occupancy: SimDuration::from_ns(total.as_ns() - latency.as_ns()),
+                    latency,
+                },
+                None,
+            );
+        }
         // The eager one-way table is the last resort: its small messages time the two hosts'
         // launch skew, not the link.
         let curve = self.calibration().and_then(|c| {
@@ -640,6 +678,10 @@ impl CostModel {
 
     /// [`CostModel::nccl_busy_rows`] without the memo.
     fn nccl_busy_rows_priced(&self, rows: u32) -> Option<SimDuration> {
+        // A profile's tables measured the GPUs' own link, not the A↔F link given.
+        if self.afd_link.is_some() {
+            return None;
+        }
         let bytes = f64::from(rows) * self.model.row_bytes() as f64;
         self.calibration()
             .and_then(|c| c.p2p_graph.as_ref())
@@ -662,6 +704,9 @@ impl CostModel {
     /// [`CostModel::handoff_wait_extra`] without the memo.
     fn handoff_wait_extra_priced(&self, rows: u32) -> WaitCurve {
         let mut out = WaitCurve::default();
+        if self.afd_link.is_some() {
+            return out;
+        }
         let Some(handoff) = self.calibration().map(|c| &c.handoff) else {
             return out;
         };
@@ -705,6 +750,7 @@ impl CostModel {
         }
         let curve = self
             .calibration()
+            .filter(|_| self.afd_link.is_none())
             .and_then(|c| c.fan_in.iter().find(|(n, _)| *n == senders).map(|(_, c)| c));
         let bytes = f64::from(rows) * self.model.row_bytes() as f64;
         match curve {

@@ -1,11 +1,14 @@
 //! Datasheet figures of the GPUs the roofline can price, and the efficiency factors applied to them.
 //!
-//! These are vendor datasheet numbers (typed in with their source), not measurements: a measured
+//! These are vendor datasheet numbers, not measurements: the NVLink parts' are typed in with their
+//! source, the PCIe parts' (L4, L20, A100 PCIe, H100 PCIe) come from the shipped
+//! `afd-hardware-datasheets` file with their link kind (`afd_traces::hardware`). A measured
 //! calibration profile replaces them operation by operation (`model/cost.rs`). The efficiency
 //! factors and launch costs are documented assumptions, each with the public measurement it leans
 //! on (research/sim-anchors.md §3).
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// A GPU model the roofline knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,6 +20,8 @@ pub enum GpuKind {
     A100,
     L4,
     L20,
+    A100Pcie,
+    H100Pcie,
 }
 
 /// Peak figures of one GPU and the link between two of them.
@@ -69,7 +74,7 @@ pub struct Efficiency {
 }
 
 impl GpuKind {
-    pub const ALL: [GpuKind; 7] = [
+    pub const ALL: [GpuKind; 9] = [
         GpuKind::H200,
         GpuKind::H100,
         GpuKind::H800,
@@ -77,6 +82,8 @@ impl GpuKind {
         GpuKind::A100,
         GpuKind::L4,
         GpuKind::L20,
+        GpuKind::A100Pcie,
+        GpuKind::H100Pcie,
     ];
 
     /// The name on the command line (`h200`, …).
@@ -89,6 +96,8 @@ impl GpuKind {
             GpuKind::A100 => "a100",
             GpuKind::L4 => "l4",
             GpuKind::L20 => "l20",
+            GpuKind::A100Pcie => "a100-pcie",
+            GpuKind::H100Pcie => "h100-pcie",
         }
     }
 
@@ -101,7 +110,10 @@ impl GpuKind {
     /// The class vLLM 0.26.0 picks `vllm serve`'s batch defaults by: at least 70 GiB and not an
     /// A100 (`vllm/engine/arg_utils.py:2449-2460`).
     pub fn batch_class(self) -> crate::deployment::GpuClass {
-        crate::deployment::GpuClass::of(self.spec().memory_bytes, self == GpuKind::A100)
+        crate::deployment::GpuClass::of(
+            self.spec().memory_bytes,
+            matches!(self, GpuKind::A100 | GpuKind::A100Pcie),
+        )
     }
 
     /// Datasheet figures.
@@ -164,31 +176,48 @@ impl GpuKind {
                 link_latency_s: 4e-6,
                 nvlink: true,
             },
-            // L4 datasheet: 24 GB GDDR6 at 300 GB/s, bf16 242 TFLOPS with sparsity = 121 dense; no NVLink,
-            // PCIe Gen4 x16 (64 GB/s bidirectional = 32 per direction). PCIe latency as AIConfigurator's
-            // 10 µs P2P default (sim-anchors §1.2).
-            GpuKind::L4 => GpuSpec {
-                kind: self,
-                bf16_flops: 121.0 * TB,
-                hbm_bytes_per_s: 300.0 * GB,
-                memory_bytes: 24 * GIB,
-                link_bytes_per_s: 32.0 * GB,
-                link_latency_s: 10e-6,
-                nvlink: false,
-            },
-            // L20 datasheet: 48 GB GDDR6 at 864 GB/s, FP16/bf16 tensor 119.5 TFLOPS dense (239 sparse);
-            // PCIe Gen4 x16.
-            GpuKind::L20 => GpuSpec {
-                kind: self,
-                bf16_flops: 119.5 * TB,
-                hbm_bytes_per_s: 864.0 * GB,
-                memory_bytes: 48 * GIB,
-                link_bytes_per_s: 32.0 * GB,
-                link_latency_s: 10e-6,
-                nvlink: false,
-            },
+            // PCIe-only parts: figures and link kind from the shipped datasheets.
+            GpuKind::L4 | GpuKind::L20 | GpuKind::A100Pcie | GpuKind::H100Pcie => pcie_spec(self),
         }
     }
+}
+
+/// The spec of a PCIe-only GPU kind from `traces/data/hardware/datasheets.json`: its figures, and
+/// its `pcie-gen{n}` link kind's rate and latency as the GPU-to-GPU link.
+fn pcie_spec(kind: GpuKind) -> GpuSpec {
+    static SPECS: OnceLock<Vec<GpuSpec>> = OnceLock::new();
+    let specs = SPECS.get_or_init(|| {
+        let sheets = afd_traces::hardware::builtin_datasheets();
+        GpuKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let gpu = sheets.gpu(kind.as_str())?;
+                let link = sheets.link(&format!("pcie-gen{}", gpu.pcie_gen)).expect(
+                    "every shipped GPU names a shipped PCIe link kind (tests of afd-traces)",
+                );
+                Some(GpuSpec {
+                    kind,
+                    bf16_flops: gpu.bf16_dense_tflops * 1e12,
+                    hbm_bytes_per_s: gpu.memory_gb_per_s * 1e9,
+                    memory_bytes: (gpu.memory_gib * f64::from(1u32 << 30)) as u64,
+                    link_bytes_per_s: link.gb_per_s * 1e9,
+                    link_latency_s: link.latency_us / 1e6,
+                    nvlink: false,
+                })
+            })
+            .collect()
+    });
+    *specs
+        .iter()
+        .find(|spec| spec.kind == kind)
+        .unwrap_or_else(|| panic!("the shipped datasheets have no GPU {kind}"))
+}
+
+/// The PCIe link kind a GPU kind's datasheet names (`pcie-gen4`), `None` for NVLink parts.
+pub fn pcie_link_kind(kind: GpuKind) -> Option<String> {
+    afd_traces::hardware::builtin_datasheets()
+        .gpu(kind.as_str())
+        .map(|gpu| format!("pcie-gen{}", gpu.pcie_gen))
 }
 
 impl fmt::Display for GpuKind {

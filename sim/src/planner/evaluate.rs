@@ -17,7 +17,7 @@ use crate::cluster::StepMemo;
 use crate::cluster::kv_capacity;
 use crate::engine::{RunOptions, run_sharing_memo};
 use crate::model::arch::ModelArch;
-use crate::model::cost::CostModel;
+use crate::model::cost::{AfdLink, CostModel};
 use crate::model::limits::{LimitSpans, LimitValues};
 use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
@@ -39,6 +39,16 @@ pub struct Inputs<'a> {
     pub dataset: &'a str,
     pub options: RunOptions,
     pub slo: Slo,
+    /// The network between nodes, for candidates whose Attention and FFN ranks sit on different
+    /// nodes (`Candidate::cross_node`); `None` prices them over the GPUs' own link.
+    pub cross_node_link: Option<CrossNodeLink>,
+}
+
+/// The link between nodes and how many GPUs of a node share its NICs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossNodeLink {
+    pub link: crate::model::link::Link,
+    pub gpus_per_node: u32,
 }
 
 /// The cost model of `config` (calibrated where the profile has a table, else the roofline).
@@ -50,6 +60,27 @@ pub fn cost_model(config: &ServingConfig, inputs: &Inputs<'_>) -> CostModel {
             CostModel::calibrated(inputs.model, config.gpu, layout, profile, name)
                 .expect("the profile was checked against the model before the sweep")
         }
+    }
+}
+
+/// The cost model of a candidate: [`cost_model`], with its A↔F hand-offs over the network when its
+/// roles sit on different nodes and a cross-node link was given.
+pub fn candidate_cost_model(candidate: &Candidate, inputs: &Inputs<'_>) -> CostModel {
+    let cost = cost_model(&candidate.config, inputs);
+    match &inputs.cross_node_link {
+        Some(between) if candidate.cross_node => {
+            let config = &candidate.config;
+            // The ranks of a role on one node share its NICs.
+            let ranks_on_host = config
+                .attention_ranks()
+                .max(config.ffn_ranks())
+                .min(between.gpus_per_node.max(1));
+            cost.with_afd_link(AfdLink {
+                link: between.link.clone(),
+                ranks_on_host,
+            })
+        }
+        _ => cost,
     }
 }
 
@@ -140,7 +171,7 @@ pub fn simulate(
     let mut row = config_row(candidate, index, candidates, sweep, inputs);
     let result = match run_sharing_memo(
         config,
-        cost_model(config, inputs),
+        candidate_cost_model(candidate, inputs),
         inputs.workload,
         &inputs.options,
         memo,

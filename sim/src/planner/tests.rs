@@ -265,6 +265,7 @@ fn inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
             tpot_ms: Some(9.0),
             stat: SloStat::Mean,
         },
+        cross_node_link: None,
     }
 }
 

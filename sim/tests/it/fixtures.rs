@@ -32,6 +32,18 @@ const GOOD: &[(&str, &[&str], &[&str])] = &[
         &["mrv2.model-runner-off"],
         &["v026.divisible-ranks"],
     ),
+    (
+        "2a2f_two_hosts_l4_graph_dbo_dp2tp1.sh",
+        &[],
+        &["v026.model-runner-v2"],
+    ),
+    (
+        "2a2f_two_hosts_l4_eager_dbo_dp2tp1.sh",
+        &[],
+        &["v026.model-runner-v2"],
+    ),
+    ("4a4f_pcie_eager_dp4tp1.sh", &[], &["v026.model-runner-v2"]),
+    ("plain_pcie_eager_dp8tp1_ep8.sh", &[], &[]),
     ("1a1f_eager_plain_vllm.sh", &["mrv2.model-runner-off"], &[]),
     ("plain_vllm_tp2.sh", &[], &[]),
 ];
@@ -217,4 +229,30 @@ fn the_seed_recipe_passes_with_the_shared_port_warning() {
         ok: 0 errors, 2 warnings, 2 notes
     "#]]
     .assert_eq(&run.stdout);
+}
+
+#[test]
+fn the_same_gpu_indices_are_legal_on_two_hosts_and_overlap_on_one() {
+    let path = format!("{RECIPES}/2a2f_two_hosts_l4_graph_dbo_dp2tp1.sh");
+    let two_hosts = json(&afd_sim(&["check", &path, "--json"]));
+    assert_eq!(ids(&two_hosts, "error"), BTreeSet::new());
+    let human = afd_sim(&["check", &path]).stdout;
+    assert!(human.contains("GPUs 0,1 on host 10.0.0.1"), "{human}");
+    assert!(human.contains("GPUs 0,1 on host 10.0.0.2"), "{human}");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&path))
+        .expect("fixture");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The same commands on one host: both roles on GPUs 0,1.
+    let one_host = dir.path().join("one_host.sh");
+    std::fs::write(
+        &one_host,
+        text.replace("VLLM_HOST_IP=10.0.0.2 ", "VLLM_HOST_IP=10.0.0.1 "),
+    )
+    .expect("write");
+    let run = afd_sim(&["check", one_host.to_str().expect("utf-8"), "--json"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let errors = ids(&json(&run), "error");
+    assert!(errors.contains("cross.gpu-overlap"), "{errors:?}");
+    // Still on one host, the AFD host 10.0.0.2 is no longer the FFN's: not judged (no second host).
+    assert!(!errors.contains("cross.afd-host-on-ffn-host"), "{errors:?}");
 }

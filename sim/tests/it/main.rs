@@ -7,6 +7,7 @@ mod check_cli;
 mod fidelity;
 mod fixtures;
 mod golden;
+mod hosts_cli;
 mod parsers;
 mod predict_cli;
 mod reliability_cli;

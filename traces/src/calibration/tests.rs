@@ -146,3 +146,32 @@ fn builtin_h200_profiles_parse_and_carry_provenance() {
     }
     assert!(builtin_profiles("l4").is_empty());
 }
+
+#[test]
+fn the_link_kind_is_read_from_the_topology_matrix() {
+    let (_, text) = builtin_profiles("h200")
+        .iter()
+        .find(|(name, _)| name.contains("handoff"))
+        .expect("the built-in hand-off profile");
+    let profile = CalibrationProfile::from_json(text).expect("the built-in profile parses");
+    // 2 x H200 joined by 18 NVLinks (`NV18`).
+    assert_eq!(profile.provenance.link_kind(), Some("nvlink"));
+    let matrix = |entry: &str| {
+        vec![
+            "\tGPU0\tGPU1\tCPU Affinity".to_owned(),
+            format!("GPU0\t X \t{entry}\t0-31"),
+            format!("GPU1\t{entry}\t X \t0-31"),
+        ]
+    };
+    for entry in ["PIX", "PXB", "PHB", "NODE", "SYS"] {
+        assert_eq!(
+            link_kind_of_topology(&matrix(entry)),
+            Some("pcie"),
+            "{entry}"
+        );
+    }
+    assert_eq!(link_kind_of_topology(&matrix("NV4")), Some("nvlink"));
+    assert_eq!(link_kind_of_topology(&matrix("NVX")), None);
+    assert_eq!(link_kind_of_topology(&["GPU0\t X \t0-31".to_owned()]), None);
+    assert_eq!(link_kind_of_topology(&[]), None);
+}

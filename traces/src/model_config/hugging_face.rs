@@ -95,6 +95,10 @@ struct Qwen3Moe {
     num_experts: u32,
     num_experts_per_tok: u32,
     moe_intermediate_size: u32,
+    /// Width of the one shared expert every token also runs (Qwen2-MoE and Qwen3-Next style
+    /// configs carry it; Qwen3-MoE checkpoints have none). Missing, `null` or 0: no shared expert.
+    #[serde(default)]
+    shared_expert_intermediate_size: Option<u32>,
     #[serde(default)]
     decoder_sparse_step: Option<u32>,
     #[serde(default)]
@@ -203,6 +207,7 @@ fn qwen3_moe(raw: Qwen3Moe) -> Result<ModelConfig, ModelConfigError> {
     let layers = layer_kinds(n_layers, |layer| {
         !mlp_only.contains(&layer) && (layer + 1).is_multiple_of(step)
     });
+    let shared = raw.shared_expert_intermediate_size.unwrap_or(0);
     let attention = Attention::Gqa(GqaAttention {
         num_heads: raw.common.num_attention_heads,
         num_kv_heads: raw.num_key_value_heads,
@@ -214,8 +219,8 @@ fn qwen3_moe(raw: Qwen3Moe) -> Result<ModelConfig, ModelConfigError> {
         n_routed_experts: raw.num_experts,
         experts_per_token: raw.num_experts_per_tok,
         intermediate_size: raw.moe_intermediate_size,
-        n_shared_experts: 0,
-        shared_intermediate_size: 0,
+        n_shared_experts: u32::from(shared > 0),
+        shared_intermediate_size: shared,
         n_groups: 1,
         topk_groups: 1,
         scoring: RouterScoring::Softmax,

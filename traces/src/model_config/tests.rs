@@ -152,6 +152,36 @@ fn layer_patterns_follow_the_modelling_code() {
     assert_eq!(kinds, [false, true, false, false, false, true]);
     assert_eq!((model.n_moe_layers(), model.n_dense_layers()), (2, 4));
     assert_eq!(model.dtype, Dtype::F16);
+    assert_eq!(model.shared_experts_params(), 0);
+}
+
+#[test]
+fn a_qwen_shared_expert_is_read_from_the_config() {
+    let qwen = r#"{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64,
+        "num_hidden_layers": 2, "intermediate_size": 128, "num_experts": 4,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 48, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100,
+        "max_position_embeddings": 512}"#;
+    let model = ModelConfig::from_json(qwen).unwrap();
+    assert_eq!(
+        (
+            model.moe.n_shared_experts,
+            model.moe.shared_intermediate_size
+        ),
+        (1, 48)
+    );
+    // Per MoE layer: gate, up and down of a 64 x 48 MLP.
+    assert_eq!(model.shared_experts_params(), 3 * 64 * 48);
+    let none = qwen.replace(
+        "\"shared_expert_intermediate_size\": 48",
+        "\"shared_expert_intermediate_size\": 0",
+    );
+    let model = ModelConfig::from_json(&none).unwrap();
+    assert_eq!(
+        (model.moe.n_shared_experts, model.shared_experts_params()),
+        (0, 0)
+    );
 }
 
 /// Replaces one `"key": value` of a builtin config and renders the error.

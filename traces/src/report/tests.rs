@@ -82,6 +82,7 @@ fn bench_fields_are_flattened_to_the_top_level() {
         },
         calibration: None,
         costs: vec![],
+        afd_link: None,
     };
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["completed"], 2);
