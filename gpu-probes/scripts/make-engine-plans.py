@@ -11,14 +11,19 @@ import json, sys, zlib, pathlib
 
 LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "graph-64-64": (64, 64), "eager-64-64": (64, 64), "graph-256-2048": (256, 2048),
+    "eager-256-2048": (256, 2048),
+    "cal-graph-256-8192": (256, 8192), "cal-eager-256-8192": (256, 8192),
 }
 
 def seed(label, name):
     return zlib.crc32(f"{label}/{name}".encode())
 
-def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None):
-    return {"name": name, "kind": "fixed-shape", "input_len": input_len, "output_len": output_len,
-            "num_prompts": num_prompts, "seed": seed(label, same_as or name), "timeout_s": timeout_s}
+def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None, text=False, stream=True):
+    w = {"name": name, "kind": "fixed-shape", "input_len": input_len, "output_len": output_len,
+         "num_prompts": num_prompts, "seed": seed(label, same_as or name), "timeout_s": timeout_s}
+    if text: w["prompt_form"] = "text"
+    if not stream: w["stream"] = False
+    return w
 
 def bench(label, name, input_len, output_len, num_prompts, timeout_s, rate=None, conc=None):
     w = {"name": name, "kind": "bench-serve", "input_len": input_len, "output_len": output_len,
@@ -27,7 +32,36 @@ def bench(label, name, input_len, output_len, num_prompts, timeout_s, rate=None,
     if conc is not None: w["max_concurrency"] = conc
     return w
 
+def calibration_plan(label):
+    """Fixed shapes only, for the terms the first plans could not price: the streaming path's cost
+    per token (the same bursts streamed and not), `vllm bench serve`'s own client (bench runs of those
+    shapes, marked calibration and never judged), the tokenizer's share of the front end (cached text
+    bursts beside cached token-id bursts), and decode over long contexts."""
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64, 256)]
+    work = []
+    for b in (64, 256):
+        work += [fx(label, f"fx-d{b}-c128-o128", 128, 128, b, 90),
+                 fx(label, f"fx-d{b}-c128-o128-ns", 128, 128, b, 90, stream=False),
+                 fx(label, f"fx-d{b}-c128-o64-ns", 128, 64, b, 90, stream=False)]
+    for b in (64, 256):
+        w = bench(label, f"cal-bench-d{b}-c128-o128", 128, 128, b, 150)
+        w["calibration"] = True
+        work.append(w)
+    for form in ("ids", "text"):
+        t = form == "text"
+        tag = "-text" if t else ""
+        for n, c in ((256, 256), (64, 2048)):
+            name = f"fx-fe{tag}-n{n}-c{c}"
+            work += [fx(label, f"{name}-warm", c, 2, n, 90, text=t),
+                     fx(label, name, c, 2, n, 90, same_as=f"{name}-warm", text=t)]
+    work += [fx(label, "fx-d64-c2048-o64", 2048, 64, 64, 90), fx(label, "fx-d16-c4096-o64", 4096, 64, 16, 90)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
+    if label.startswith("cal-"):
+        return calibration_plan(label)
     seqs, budget = LIMITS[label]
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),

@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use afd_traces::vllm_run::{
-    FixedShapeRequest, FixedShapeResult, VLLM_RUN_FORMAT, VLLM_RUN_SCHEMA_VERSION, VllmPlan,
-    VllmProvenance, VllmRun, Workload, WorkloadKind, WorkloadRecord, serve_flag,
+    FixedShapeRequest, FixedShapeResult, PromptForm, VLLM_RUN_FORMAT, VLLM_RUN_SCHEMA_VERSION,
+    VllmPlan, VllmProvenance, VllmRun, Workload, WorkloadKind, WorkloadRecord, serve_flag,
 };
 use rand::{RngExt, SeedableRng};
 
@@ -362,35 +362,51 @@ fn bench_serve(context: &Context<'_>, w: &Workload) -> Result<serde_json::Value,
     serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", result.display()))
 }
 
-/// A burst of `num_prompts` requests sent together, each streamed on its own thread.
+/// A burst of `num_prompts` requests sent together, each on its own thread: streamed (every token's
+/// arrival kept) or, with `stream: false`, answered once at the end.
 fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(w.seed);
     let bodies: Vec<String> = (0..w.num_prompts)
         .map(|_| {
             // Distinct random token ids: no two prompts share a prefix block, so prefix caching finds
             // nothing (ids below 1000 are left to special tokens).
-            let prompt: Vec<u32> = (0..w.input_len)
+            let ids: Vec<u32> = (0..w.input_len)
                 .map(|_| rng.random_range(1000..60_000))
                 .collect();
-            serde_json::json!({
+            let prompt = match w.prompt_form {
+                PromptForm::Ids => serde_json::json!(ids),
+                PromptForm::Text => serde_json::json!(text_prompt(&ids)),
+            };
+            let mut body = serde_json::json!({
                 "model": context.model,
                 "prompt": prompt,
                 "max_tokens": w.output_len,
                 "min_tokens": w.output_len,
                 "ignore_eos": true,
-                "stream": true,
-                "stream_options": {"include_usage": true},
-            })
-            .to_string()
+                "stream": w.stream,
+            });
+            if w.stream {
+                body["stream_options"] = serde_json::json!({"include_usage": true});
+            }
+            body.to_string()
         })
         .collect();
     let timeout = Duration::from_secs_f64(w.timeout_s);
     let epoch = Instant::now();
     let addr = context.addr;
+    let stream = w.stream;
     let requests = std::thread::scope(|scope| {
         let handles: Vec<_> = bodies
             .iter()
-            .map(|body| scope.spawn(move || one_streamed(addr, body, timeout, epoch)))
+            .map(|body| {
+                scope.spawn(move || {
+                    if stream {
+                        one_streamed(addr, body, timeout, epoch)
+                    } else {
+                        one_whole(addr, body, timeout, epoch)
+                    }
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -403,6 +419,27 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
             .collect()
     });
     FixedShapeResult { requests }
+}
+
+/// A prompt as the dummy model's word-level tokenizer reads it: token `i` is the word `t<i>`
+/// (../shared/vllm/make_model.py), so the server's tokenizer gives back exactly `ids`.
+pub fn text_prompt(ids: &[u32]) -> String {
+    let mut text = String::with_capacity(ids.len() * 7);
+    for (k, id) in ids.iter().enumerate() {
+        if k > 0 {
+            text.push(' ');
+        }
+        text.push('t');
+        text.push_str(&id.to_string());
+    }
+    text
+}
+
+fn usage_into(record: &mut FixedShapeRequest, value: &serde_json::Value) {
+    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        record.completion_tokens = usage["completion_tokens"].as_u64().map(|n| n as u32);
+        record.prompt_tokens = usage["prompt_tokens"].as_u64().map(|n| n as u32);
+    }
 }
 
 fn one_streamed(
@@ -430,13 +467,37 @@ fn one_streamed(
         if has_text {
             record.chunk_s.push(at.as_secs_f64());
         }
-        if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
-            record.completion_tokens = usage["completion_tokens"].as_u64().map(|n| n as u32);
-            record.prompt_tokens = usage["prompt_tokens"].as_u64().map(|n| n as u32);
-        }
+        usage_into(&mut record, &value);
     });
+    record.done_s = Some(epoch.elapsed().as_secs_f64());
     if let Err(e) = outcome {
         record.error = Some(e.to_string());
+    }
+    record
+}
+
+/// One non-streamed request: its only time is when the whole answer arrived.
+fn one_whole(addr: SocketAddr, body: &str, timeout: Duration, epoch: Instant) -> FixedShapeRequest {
+    let mut record = FixedShapeRequest {
+        sent_s: epoch.elapsed().as_secs_f64(),
+        ..Default::default()
+    };
+    match http::post(addr, "/v1/completions", body, timeout) {
+        Ok(response) if response.status == 200 => {
+            record.done_s = Some(epoch.elapsed().as_secs_f64());
+            match serde_json::from_str::<serde_json::Value>(&response.body) {
+                Ok(value) => usage_into(&mut record, &value),
+                Err(e) => record.error = Some(format!("the answer is not JSON: {e}")),
+            }
+        }
+        Ok(response) => {
+            record.error = Some(format!(
+                "HTTP {}: {}",
+                response.status,
+                response.body.chars().take(400).collect::<String>()
+            ));
+        }
+        Err(e) => record.error = Some(e.to_string()),
     }
     record
 }

@@ -63,6 +63,44 @@ pub struct Workload {
     /// Skip the workload when the server's `max_num_seqs` is below this (fixed shapes larger than the batch).
     #[serde(default)]
     pub min_max_num_seqs: Option<u32>,
+    /// Fixed shapes: how the prompts travel. Token ids (the default) skip the API server's tokenizer;
+    /// text (`t<id>` words, which the dummy model's word-level tokenizer maps back to the same ids) is
+    /// what `vllm bench serve` sends, and prices the tokenizer's share of the front end.
+    #[serde(default, skip_serializing_if = "PromptForm::is_ids")]
+    pub prompt_form: PromptForm,
+    /// Fixed shapes: `false` asks for one response at the end (`"stream": false`), so the time to the
+    /// last token is the engine's and not the streaming path's.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub stream: bool,
+    /// Bench-serve workloads run at a fixed shape to price a term (the client's own cost, say): kept
+    /// with the run, never judged by `afd-sim replay-vllm`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calibration: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// How a fixed-shape workload sends its prompts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptForm {
+    /// A JSON array of token ids.
+    #[default]
+    Ids,
+    /// A string of `t<id>` words.
+    Text,
+}
+
+impl PromptForm {
+    fn is_ids(&self) -> bool {
+        *self == PromptForm::Ids
+    }
 }
 
 /// How a workload is driven.
@@ -170,6 +208,10 @@ pub struct FixedShapeRequest {
     /// Prompt tokens the server reported.
     #[serde(default)]
     pub prompt_tokens: Option<u32>,
+    /// Seconds from the burst's start to the end of the response (the only time a non-streamed
+    /// request has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_s: Option<f64>,
     #[serde(default)]
     pub error: Option<String>,
 }
@@ -381,6 +423,21 @@ impl Workload {
         }
         if self.max_concurrency == Some(0) {
             return Err("max_concurrency must be at least 1".into());
+        }
+        match self.kind {
+            WorkloadKind::BenchServe if self.prompt_form != PromptForm::Ids || !self.stream => {
+                return Err(
+                    "prompt_form and stream are for fixed-shape workloads; vllm bench serve always \
+                     streams text"
+                        .into(),
+                );
+            }
+            WorkloadKind::FixedShape if self.calibration => {
+                return Err(
+                    "calibration marks bench-serve workloads; fixed shapes are never judged".into(),
+                );
+            }
+            _ => {}
         }
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
             return Err(format!(

@@ -22,7 +22,28 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<R
         stream,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )?;
-    let mut reader = BufReader::new(stream);
+    read_response(BufReader::new(stream))
+}
+
+/// `POST path` with a JSON body whose answer is one document (a non-streamed completion), the whole
+/// exchange bounded by `timeout`.
+pub fn post(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> std::io::Result<Response> {
+    let mut stream = connect(addr, timeout)?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    read_response(BufReader::new(stream))
+}
+
+fn read_response(mut reader: impl BufRead) -> std::io::Result<Response> {
     let (status, chunked, length) = read_head(&mut reader)?;
     let mut body = Vec::new();
     if chunked {
@@ -163,6 +184,13 @@ mod tests {
         assert_eq!(read_chunk(&mut reader).unwrap().unwrap(), b"hello");
         assert_eq!(read_chunk(&mut reader).unwrap().unwrap(), b"abc");
         assert!(read_chunk(&mut reader).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_sized_body_reads_whole() {
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}trailing";
+        let r = read_response(BufReader::new(&wire[..])).unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "{\"a\":1}"));
     }
 
     #[test]

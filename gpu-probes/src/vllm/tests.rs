@@ -132,3 +132,9 @@ fn serve_words_must_start_with_the_model() {
     s.serve_args = words(&["--enforce-eager"]);
     assert!(matches!(run(&s, |_| {}), Err(VllmError::Setting(_))));
 }
+
+#[test]
+fn a_text_prompt_is_the_words_the_dummy_tokenizer_reads_back() {
+    assert_eq!(text_prompt(&[1000, 7, 59_999]), "t1000 t7 t59999");
+    assert_eq!(text_prompt(&[]), "");
+}

@@ -378,7 +378,7 @@ fn cases_of(run: &VllmRun, path: &Path, model: &ModelArch) -> anyhow::Result<Vec
     Ok(run
         .records
         .iter()
-        .filter(|r| r.failure.is_none())
+        .filter(|r| r.failure.is_none() && !r.workload.calibration)
         .filter_map(|r| {
             Some(Case {
                 run: stem(path),

@@ -185,10 +185,16 @@ fn fixed_records<'a>(runs: &[(&'a str, &'a VllmRun)]) -> Vec<Fixed<'a>> {
         .flat_map(|(name, run)| {
             run.records
                 .iter()
-                .filter(|r| r.failure.is_none())
+                .filter(|r| r.failure.is_none() && plain_burst(&r.workload))
                 .filter_map(move |r| r.fixed.as_ref().map(|f| (*name, r, f.requests.as_slice())))
         })
         .collect()
+}
+
+/// A streamed burst of token-id prompts: the shape every table below is read from (text prompts and
+/// non-streamed answers price the front end's terms instead).
+fn plain_burst(w: &afd_traces::vllm_run::Workload) -> bool {
+    w.stream && w.prompt_form == afd_traces::vllm_run::PromptForm::Ids
 }
 
 /// Seconds from sending to the first token of a fixed-shape burst's only request.
@@ -349,7 +355,7 @@ fn chunked_frontend_s(run: &VllmRun) -> Option<f64> {
     let points: Vec<(f64, f64)> = run
         .records
         .iter()
-        .filter(|r| r.failure.is_none() && r.workload.num_prompts == 1)
+        .filter(|r| r.failure.is_none() && plain_burst(&r.workload) && r.workload.num_prompts == 1)
         .filter(|r| r.workload.input_len >= CHUNK_REGRESSION_MIN_INPUT)
         .filter_map(|r| {
             let ttft = isolated_ttft(&r.fixed.as_ref()?.requests)?;
@@ -374,7 +380,11 @@ fn chunked_frontend_s(run: &VllmRun) -> Option<f64> {
 fn intake_s(run: &VllmRun) -> Option<f64> {
     run.records
         .iter()
-        .filter(|r| r.failure.is_none() && r.workload.num_prompts >= INTAKE_MIN_BURST)
+        .filter(|r| {
+            r.failure.is_none()
+                && plain_burst(&r.workload)
+                && r.workload.num_prompts >= INTAKE_MIN_BURST
+        })
         .filter(|r| {
             let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
             computed * 10 < u64::from(r.workload.num_prompts) * u64::from(r.workload.input_len)

@@ -121,3 +121,43 @@ fn a_run_round_trips() {
     };
     assert_eq!(VllmRun::from_json(&run.to_json()).unwrap(), run);
 }
+
+#[test]
+fn text_prompts_and_unstreamed_answers_are_for_fixed_shapes_and_calibration_for_bench_runs() {
+    let text = ONE.replace(
+        "\"timeout_s\":60",
+        "\"timeout_s\":60,\"prompt_form\":\"text\",\"stream\":false",
+    );
+    let plan = VllmPlan::from_json(&plan_text(&text)).unwrap();
+    assert_eq!(plan.workloads[0].prompt_form, PromptForm::Text);
+    assert!(!plan.workloads[0].stream);
+    // Defaults are left out when written, so files from before these fields read and write the same.
+    let plain = VllmPlan::from_json(&plan_text(ONE)).unwrap();
+    let written = serde_json::to_string(&plain.workloads[0]).unwrap();
+    assert!(
+        !written.contains("prompt_form")
+            && !written.contains("stream")
+            && !written.contains("calibration")
+    );
+    let bench_text = text.replace("fixed-shape", "bench-serve");
+    let err = VllmPlan::from_json(&plan_text(&bench_text))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("prompt_form and stream are for fixed-shape"),
+        "{err}"
+    );
+    let fixed_cal = ONE.replace("\"timeout_s\":60", "\"timeout_s\":60,\"calibration\":true");
+    let err = VllmPlan::from_json(&plan_text(&fixed_cal))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("calibration marks bench-serve"), "{err}");
+    let bad_form = ONE.replace(
+        "\"timeout_s\":60",
+        "\"timeout_s\":60,\"prompt_form\":\"words\"",
+    );
+    let err = VllmPlan::from_json(&plan_text(&bad_form))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("prompt_form"), "{err}");
+}
