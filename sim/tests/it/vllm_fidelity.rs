@@ -34,24 +34,24 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let records = value["records"].as_array().unwrap();
     assert_eq!(
         records.len(),
-        22,
-        "every bench record of the four committed runs"
+        33,
+        "every judged bench record of the committed runs"
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 20.2 %, worst 87.8 % (graph 256/2048 e2e-pre-r4 mean TPOT,
-    // a run whose front end stalled for seconds; docs/fidelity.md).
+    // Recorded at this commit: median 20.4 %, worst 138.8 % (eager 64/64 e2e-dec-r4 mean TTFT, a
+    // server the profile had not seen: its eager non-uniform steps are priced from 8,192-token ones).
     assert!(median <= 0.21, "median |error| {median}");
-    assert!(worst <= 0.90, "worst |error| {worst}");
+    assert!(worst <= 1.40, "worst |error| {worst}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
-    assert_eq!(ratios.len(), 5);
+    assert_eq!(ratios.len(), 16);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
     assert!(
-        within >= 1,
-        "graph/eager TPOT ratios within 10 %: {within} of 5"
+        within >= 5,
+        "graph/eager TPOT ratios within 10 %: {within} of 16"
     );
 }
 
