@@ -43,9 +43,10 @@ fn core_events(n: u64) -> u64 {
             Event::StepFinished { step } => Event::RequestIntended {
                 request: step as u32,
             },
-            Event::StepStarted | Event::StatsPublished | Event::RequestAdmitted { .. } => {
-                Event::StepStarted
-            }
+            Event::StepStarted
+            | Event::StatsPublished
+            | Event::RequestAdmitted { .. }
+            | Event::RequestDelivered { .. } => Event::StepStarted,
         };
         queue.schedule(
             now + SimDuration::from_ns(rng.random_range(1..100_000)),

@@ -40,6 +40,16 @@ pub struct RunOptions {
     /// time on one event loop): a request reaches the engine this long after the front end is free
     /// of the ones before it. Zero (the default) hands every request to the engine as it is sent.
     pub frontend_intake: SimDuration,
+    /// The front end's serial cost per streamed token (vLLM's API server turns each output into a
+    /// server-sent event on the same event loop that takes requests in, and `vllm bench serve`'s
+    /// client reads them one by one): a token reaches the client this long after the front end is
+    /// free of the work before it. Zero (the default) delivers every token as the step emits it.
+    pub frontend_token: SimDuration,
+    /// vLLM 0.26's asynchronous scheduling (on by default, vllm/config/vllm.py:1059-1107): the
+    /// engine core schedules step n+1 while step n runs (a batch queue of two,
+    /// vllm/v1/engine/core.py `step_with_batch_queue`), so a request that reaches the engine during
+    /// step n first runs in step n+2. Off (the default) lets it join the next step.
+    pub async_scheduling: bool,
 }
 
 impl RunOptions {
@@ -53,6 +63,8 @@ impl RunOptions {
             record_steps: false,
             model: ModelOptions::default(),
             frontend_intake: SimDuration::ZERO,
+            frontend_token: SimDuration::ZERO,
+            async_scheduling: false,
         }
     }
 }
@@ -128,7 +140,14 @@ struct World<'w> {
     step_pending: bool,
     /// Per-request front-end intake ([`RunOptions::frontend_intake`]).
     intake: SimDuration,
-    /// When the front end is free of the requests taken in so far.
+    /// [`RunOptions::async_scheduling`].
+    async_scheduling: bool,
+    /// Requests that reached the engine while a step ran, under asynchronous scheduling: they are
+    /// queued after the next step is planned.
+    deferred: Vec<u32>,
+    /// Per-token front-end cost ([`RunOptions::frontend_token`]).
+    token_cost: SimDuration,
+    /// When the front end is free of the requests taken in and the tokens delivered so far.
     frontend_free: SimTime,
     dp: bool,
 }
@@ -214,6 +233,9 @@ fn run_inner(
         stats_scheduled: false,
         step_pending: false,
         intake: options.frontend_intake,
+        token_cost: options.frontend_token,
+        async_scheduling: options.async_scheduling,
+        deferred: Vec::new(),
         frontend_free: SimTime::ZERO,
         dp,
     };
@@ -276,6 +298,7 @@ impl World<'_> {
         match event {
             Event::RequestIntended { request } => self.on_request_intended(now, request),
             Event::RequestAdmitted { request } => self.admit(now, request),
+            Event::RequestDelivered { .. } => self.release(now),
             Event::StepStarted => self.on_step_started(now),
             Event::StepFinished { step } => self.on_step_finished(now, step),
             Event::StatsPublished => self.on_stats_published(now),
@@ -307,8 +330,18 @@ impl World<'_> {
         }
     }
 
-    /// The front end hands request `index` to the engine now.
+    /// The front end hands request `index` to the engine now: under asynchronous scheduling, while
+    /// a step runs, the step after it is already planned, and the request waits for the one after.
     fn admit(&mut self, now: SimTime, index: u32) {
+        if self.async_scheduling && self.cluster.is_stepping() {
+            self.deferred.push(index);
+        } else {
+            self.hand_over(now, index);
+        }
+    }
+
+    /// Queues request `index` at the engine's scheduler now.
+    fn hand_over(&mut self, now: SimTime, index: u32) {
         let spec = self.workload.requests[index as usize];
         let trace = &mut self.traces[index as usize];
         match self
@@ -374,12 +407,38 @@ impl World<'_> {
             self.on_token(now, token);
         }
         self.step_pending = false;
+        let deferred = std::mem::take(&mut self.deferred);
         if self.cluster.has_work() {
+            // The step planned while the last one ran starts; what arrived meanwhile waits for the
+            // step after it.
             self.start_step(now);
+            self.step_pending = true;
+            for index in deferred {
+                self.hand_over(now, index);
+            }
+            self.step_pending = false;
+        } else {
+            // Nothing was planned: the engine core schedules the newcomers at once.
+            self.step_pending = true;
+            for index in deferred {
+                self.hand_over(now, index);
+            }
+            self.step_pending = false;
+            if self.cluster.has_work() {
+                self.start_step(now);
+            }
         }
     }
 
-    fn on_token(&mut self, now: SimTime, token: TokenEvent) {
+    fn on_token(&mut self, emitted: SimTime, token: TokenEvent) {
+        // The client sees the token once the front end has turned it into an event.
+        let now = if self.token_cost == SimDuration::ZERO {
+            emitted
+        } else {
+            let at = emitted.max(self.frontend_free) + self.token_cost;
+            self.frontend_free = at;
+            at
+        };
         let index = self.workload_of[token.request.index()] as usize;
         let trace = &mut self.traces[index];
         let send = trace.send.expect("a request with tokens was sent");
@@ -407,7 +466,13 @@ impl World<'_> {
                 first - send,
                 now,
             );
-            self.release(now);
+            if now == emitted {
+                self.release(now);
+            } else {
+                let request = u32::try_from(index).expect("fewer than 4 billion requests");
+                self.queue
+                    .schedule(now, Event::RequestDelivered { request });
+            }
         }
     }
 

@@ -19,6 +19,9 @@ pub enum Event {
     /// The front end finished taking in workload request `request` (HTTP, parsing, hand-off to the
     /// engine); only scheduled when the run has a per-request front-end intake cost.
     RequestAdmitted { request: u32 },
+    /// The front end delivered the last token of workload request `request` to the client, which
+    /// frees its concurrency slot; only scheduled when the run has a per-token front-end cost.
+    RequestDelivered { request: u32 },
 }
 
 impl Event {
@@ -30,15 +33,16 @@ impl Event {
             Event::StatsPublished => 3,
             Event::StepStarted => 4,
             Event::RequestAdmitted { .. } => 5,
+            Event::RequestDelivered { .. } => 6,
         }
     }
 
     /// The id the event carries, for the event-log hash.
     pub fn id(self) -> u64 {
         match self {
-            Event::RequestIntended { request } | Event::RequestAdmitted { request } => {
-                u64::from(request)
-            }
+            Event::RequestIntended { request }
+            | Event::RequestAdmitted { request }
+            | Event::RequestDelivered { request } => u64::from(request),
             Event::StepFinished { step } => step,
             Event::StatsPublished | Event::StepStarted => 0,
         }

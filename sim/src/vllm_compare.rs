@@ -191,8 +191,29 @@ pub struct FrontEnd<'a> {
     /// The front end's serial intake per request (the engine profile's): requests reach the engine
     /// one after another.
     pub intake_ns: u64,
+    /// What a text prompt adds to the intake per prompt token (`vllm bench serve` sends text).
+    pub text_token_ns: f64,
+    /// The front end's serial cost per streamed token (the engine profile's).
+    pub stream_token_ns: u64,
     /// Each request's cached prefix ([`cached_prefixes`]; empty when unknown).
     pub cached: &'a [u32],
+    /// The engine core schedules one step ahead ([`async_scheduling`]).
+    pub async_scheduling: bool,
+}
+
+/// Whether vLLM 0.26 schedules asynchronously for these serve words: on unless
+/// `--no-async-scheduling` (vllm/config/vllm.py:1059-1107 turns it on for a generating model without
+/// speculative decoding on the default executor, which is every deployment `compare` accepts).
+pub fn async_scheduling(words: &[String]) -> bool {
+    let mut on = true;
+    for w in words {
+        match w.as_str() {
+            "--async-scheduling" => on = true,
+            "--no-async-scheduling" => on = false,
+            _ => {}
+        }
+    }
+    on
 }
 
 /// Simulates the bench run on `config` and sets each metric beside the real one.
@@ -207,8 +228,14 @@ pub fn compare(
     let FrontEnd {
         latency_ns: frontend_ns,
         intake_ns,
+        text_token_ns,
+        stream_token_ns,
         cached,
+        async_scheduling,
     } = *front;
+    // Every request of a random-dataset run has the same prompt length, tokenized in full whatever
+    // the prefix cache holds.
+    let intake_ns = intake_ns + (text_token_ns * f64::from(setting.input_len)).round() as u64;
     let frontend_ms = frontend_ns as f64 / 1e6;
     let dataset = RandomDataset {
         num_prompts: setting.num_prompts,
@@ -231,6 +258,8 @@ pub fn compare(
     }
     let mut options = RunOptions::new(seed);
     options.frontend_intake = crate::time::SimDuration::from_ns(intake_ns);
+    options.frontend_token = crate::time::SimDuration::from_ns(stream_token_ns);
+    options.async_scheduling = async_scheduling;
     let result = run(config, cost, &workload, &options).map_err(|e| e.to_string())?;
     let m = &result.metrics;
     let seconds = result.end.as_secs_f64().max(1e-9);

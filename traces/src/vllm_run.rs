@@ -266,6 +266,25 @@ pub struct VllmEngineProfile {
     /// Zero in profiles written before it existed.
     #[serde(default)]
     pub intake_ns: u64,
+    /// The front end's serial cost per streamed token, nanoseconds: one calibration bench run's
+    /// median inter-token latency over its batch, where that is well above the engine's own decode
+    /// period (the API server and `vllm bench serve`'s client, not the engine, set the pace). Zero
+    /// when no run showed it, and in profiles written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stream_token_ns: u64,
+    /// What a text prompt adds to the intake per prompt token (the API server's tokenizer),
+    /// nanoseconds: cached text bursts against cached token-id bursts of the same shape. Zero when
+    /// not measured.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub text_token_ns: f64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// One execution mode's step costs.

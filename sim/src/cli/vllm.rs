@@ -176,6 +176,12 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             config,
             result: value,
             computed_prompt_tokens: None,
+            async_scheduling: vllm_compare::async_scheduling(
+                &command
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+            ),
         }]
     };
     let rows = setup.compare_all(&cases)?;
@@ -254,6 +260,8 @@ struct Case {
     result: Value,
     /// Prompt tokens the engine's per-step log shows computed, when the record has the log.
     computed_prompt_tokens: Option<u64>,
+    /// Whether the server schedules one step ahead (its serve words).
+    async_scheduling: bool,
 }
 
 struct CaseRows {
@@ -351,7 +359,13 @@ impl Setup {
                     &vllm_compare::FrontEnd {
                         latency_ns: frontend_ns,
                         intake_ns: self.engine.as_ref().map_or(0, |e| e.profile().intake_ns),
+                        text_token_ns: self.engine.as_ref().map_or(0.0, |e| e.profile().text_token_ns),
+                        stream_token_ns: self
+                            .engine
+                            .as_ref()
+                            .map_or(0, |e| e.profile().stream_token_ns),
                         cached: &cached,
+                        async_scheduling: case.async_scheduling,
                     },
                 )
                 .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
@@ -386,6 +400,7 @@ fn cases_of(run: &VllmRun, path: &Path, model: &ModelArch) -> anyhow::Result<Vec
                 workload: r.workload.name.clone(),
                 config: config.clone(),
                 result: r.bench_result.clone()?,
+                async_scheduling: vllm_compare::async_scheduling(&words),
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
             })

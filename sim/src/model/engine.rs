@@ -13,16 +13,17 @@
 //!   H200's host), while a full-budget prefill is bound by its kernels (Triton fused MoE with vLLM's
 //!   default config, FLASH_ATTN_MLA prefill), priced per scheduled token.
 //!
-//! [`derive`] turns fixed-shape records into an [`VllmEngineProfile`]; [`EngineModel`] prices a
-//! planned step from one. This module reads no file: the caller hands it parsed runs or a profile.
-//! It does not model the front end (HTTP, tokenisation, detokenisation), whose share sits inside the
-//! non-uniform floor (it is measured as a time to first token), nor per-context decode attention,
-//! which the decode table measures at short contexts only.
+//! [`derive`] turns fixed-shape records (and calibration bench runs) into an [`VllmEngineProfile`];
+//! [`EngineModel`] prices a planned step from one. This module reads no file: the caller hands it
+//! parsed runs or a profile. The front end's terms (latency, serial intake, what text prompts add,
+//! the serial cost per streamed token) are derived here and applied by the run
+//! (`RunOptions::frontend_intake`, `frontend_token`); per-context decode attention is not modelled
+//! (the decode table measures short contexts).
 
 use std::collections::BTreeMap;
 
 use afd_traces::vllm_run::{
-    EngineModeCosts, FixedShapeRequest, VLLM_ENGINE_FORMAT, VLLM_ENGINE_SCHEMA_VERSION,
+    EngineModeCosts, FixedShapeRequest, PromptForm, VLLM_ENGINE_FORMAT, VLLM_ENGINE_SCHEMA_VERSION,
     VllmEngineProfile, VllmRun, WorkloadRecord,
 };
 
@@ -46,6 +47,10 @@ const INTAKE_MIN_BURST: u32 = 128;
 /// (about 1.5 ms each on the lent H200's host, the cached `fx-fe` burst), so a larger burst's span
 /// is mostly intake.
 const TABLE_MAX_BURST: u32 = 64;
+/// Fewest prompts of a cached text burst paired with a token-id one to price text intake.
+const TEXT_PAIR_MIN_BURST: u32 = 64;
+/// A streamed pace this many times the engine's own is the front end's, not the engine's.
+const FRONTEND_BOUND_RATIO: f64 = 1.25;
 /// Records whose mean scheduled tokens are within this factor of a group's first are one group.
 const TABLE_GROUP_RATIO: f64 = 1.5;
 /// Prompt lengths of the isolated prefills that give the non-uniform floor.
@@ -140,10 +145,11 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             files: names.join(", "),
         });
     }
-    let modes = by_mode
-        .into_iter()
-        .map(|(mode, runs)| mode_costs(mode, &runs, frontend_s))
+    let modes: Vec<EngineModeCosts> = by_mode
+        .iter()
+        .map(|(mode, runs)| mode_costs(mode, runs, frontend_s))
         .collect::<Result<_, _>>()?;
+    let by_mode_runs = by_mode;
     let sources = runs
         .iter()
         .zip(names)
@@ -163,7 +169,12 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         cpu_cores: first.map_or(0, |r| r.provenance.cpu_cores),
         sources,
         frontend_ns: (frontend_s * 1e9).round() as u64,
-        intake_ns: (runs.iter().filter_map(intake_s).fold(0.0, f64::max) * 1e9).round() as u64,
+        intake_ns: (median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0) * 1e9).round()
+            as u64,
+        stream_token_ns: (stream_token_s(&by_mode_runs, &modes).unwrap_or(0.0) * 1e9).round()
+            as u64,
+        text_token_ns: median(runs.iter().flat_map(text_token_s).collect())
+            .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
     })
 }
@@ -293,9 +304,32 @@ fn mode_costs(
             }
         }
     }
-    let decode_period_ns: Vec<(u32, u64)> = decode
+    // Where the same batch's unstreamed bursts show the engine well faster than the streamed gap,
+    // the streamed gap was the front end's pace (the stream-token term prices it), not the step's.
+    let unstreamed = unstreamed_period_s(runs);
+    let by_batch: Vec<(f64, f64, f64)> = decode
         .into_iter()
-        .filter_map(|(b, ms)| median(ms).map(|s| (b, (s * 1e9).round() as u64)))
+        .filter_map(|(b, gaps)| {
+            let weight = gaps.len() as f64;
+            let streamed = median(gaps)?;
+            let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
+                Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
+                    evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
+                    engine
+                }
+                _ => streamed,
+            };
+            Some((f64::from(b), period, weight))
+        })
+        .collect();
+    // A larger batch never steps faster: measurements that say so are noise (the eager host path
+    // varies by tens of percent between bursts), pooled with their neighbours.
+    let decode_period_ns: Vec<(u32, u64)> = pool_adjacent_violators(by_batch)
+        .iter()
+        .flat_map(|(xs, period, _)| {
+            xs.iter()
+                .map(move |&b| (b.round() as u32, (period * 1e9).round() as u64))
+        })
         .collect();
     if decode_period_ns.is_empty() {
         return Err(missing(
@@ -374,10 +408,11 @@ fn chunked_frontend_s(run: &VllmRun) -> Option<f64> {
     Some((my - slope * mx).max(0.0))
 }
 
-/// The front end's intake per request on one server: over a burst of at least [`INTAKE_MIN_BURST`]
-/// prompts that the prefix cache already holds (its step log computes under a tenth of the prompt
-/// tokens, so the engine's steps are short), the spread of first tokens per request after the first.
-fn intake_s(run: &VllmRun) -> Option<f64> {
+/// The front end's intake per request, one figure per burst of at least [`INTAKE_MIN_BURST`]
+/// token-id prompts that the prefix cache already holds (its step log computes under a tenth of the
+/// prompt tokens, so the engine's steps are short): the spread of first tokens per request after
+/// the first. The profile takes the median over every server's bursts.
+fn intake_s(run: &VllmRun) -> Vec<f64> {
     run.records
         .iter()
         .filter(|r| {
@@ -385,21 +420,125 @@ fn intake_s(run: &VllmRun) -> Option<f64> {
                 && plain_burst(&r.workload)
                 && r.workload.num_prompts >= INTAKE_MIN_BURST
         })
-        .filter(|r| {
-            let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
-            computed * 10 < u64::from(r.workload.num_prompts) * u64::from(r.workload.input_len)
+        .filter_map(cached_spread_s)
+        .collect()
+}
+
+/// A cached burst's spread of first tokens per request after the first, when the record is a
+/// burst whose prompts the prefix cache held (its step log computed under a tenth of its prompt
+/// tokens; a record without a step log shows nothing).
+fn cached_spread_s(r: &WorkloadRecord) -> Option<f64> {
+    let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
+    if r.steps.is_empty()
+        || computed * 10 >= u64::from(r.workload.num_prompts) * u64::from(r.workload.input_len)
+    {
+        return None;
+    }
+    let q = &r.fixed.as_ref()?.requests;
+    let firsts: Vec<f64> = q
+        .iter()
+        .filter_map(|x| x.chunk_s.first().copied())
+        .collect();
+    let lo = firsts.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = firsts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (firsts.len() >= 2).then(|| (hi - lo) / (firsts.len() - 1) as f64)
+}
+
+/// What a text prompt adds to the intake per prompt token, one figure per pair of cached streamed
+/// bursts of one server with the same shape, one sent as text and one as token ids: the difference
+/// of their per-request spreads over the prompt length (never below zero).
+fn text_token_s(run: &VllmRun) -> Vec<f64> {
+    let cached = |form: PromptForm| {
+        run.records
+            .iter()
+            .filter(move |r| {
+                r.failure.is_none()
+                    && r.workload.stream
+                    && r.workload.prompt_form == form
+                    && r.workload.num_prompts >= TEXT_PAIR_MIN_BURST
+            })
+            .filter_map(|r| Some((&r.workload, cached_spread_s(r)?)))
+    };
+    cached(PromptForm::Text)
+        .filter_map(|(text, text_s)| {
+            let (_, ids_s) = cached(PromptForm::Ids).find(|(ids, _)| {
+                (ids.num_prompts, ids.input_len, ids.output_len)
+                    == (text.num_prompts, text.input_len, text.output_len)
+            })?;
+            Some((text_s - ids_s).max(0.0) / f64::from(text.input_len))
         })
-        .filter_map(|r| {
-            let q = &r.fixed.as_ref()?.requests;
-            let firsts: Vec<f64> = q
-                .iter()
-                .filter_map(|x| x.chunk_s.first().copied())
-                .collect();
-            let lo = firsts.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = firsts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            (firsts.len() >= 2).then(|| (hi - lo) / (firsts.len() - 1) as f64)
-        })
-        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        .collect()
+}
+
+/// The front end's serial cost per streamed token: over the calibration bench runs (all prompts at
+/// once, one shape) whose median inter-token latency is more than [`FRONTEND_BOUND_RATIO`] times the
+/// engine's decode period at their batch, that latency over the batch; the median of them. Below
+/// that ratio the engine sets the pace and the run tells nothing of the front end.
+fn stream_token_s(
+    by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
+    modes: &[EngineModeCosts],
+) -> Option<f64> {
+    let mut per_token = Vec::new();
+    for ((_, runs), costs) in by_mode.iter().zip(modes) {
+        for (_, run) in runs {
+            for r in &run.records {
+                let w = &r.workload;
+                if !w.calibration || w.request_rate.is_some() || r.failure.is_some() {
+                    continue;
+                }
+                let Some(itl_ms) = r
+                    .bench_result
+                    .as_ref()
+                    .and_then(|b| b.get("median_itl_ms"))
+                    .and_then(serde_json::Value::as_f64)
+                else {
+                    continue;
+                };
+                let engine_s = interpolate(&costs.decode_period_ns, w.num_prompts) as f64 / 1e9;
+                if itl_ms / 1e3 > FRONTEND_BOUND_RATIO * engine_s {
+                    per_token.push(itl_ms / 1e3 / f64::from(w.num_prompts));
+                }
+            }
+        }
+    }
+    median(per_token)
+}
+
+/// The engine's own decode period by batch, from pairs of unstreamed bursts of one server with the
+/// same batch and prompt and two output lengths: the difference of their mean times to the whole
+/// answer over the difference of lengths (no server-sent event is made, so the front end cannot
+/// set the pace).
+fn unstreamed_period_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<f64>> {
+    let mut out: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (_, run) in runs {
+        let whole: Vec<(&afd_traces::vllm_run::Workload, f64)> = run
+            .records
+            .iter()
+            .filter(|r| r.failure.is_none() && !r.workload.stream)
+            .filter_map(|r| {
+                let q = &r.fixed.as_ref()?.requests;
+                let done: Vec<f64> = q
+                    .iter()
+                    .filter_map(|x| Some(x.done_s? - x.sent_s))
+                    .collect();
+                (done.len() == q.len() && !done.is_empty())
+                    .then(|| (&r.workload, done.iter().sum::<f64>() / done.len() as f64))
+            })
+            .collect();
+        for (long, long_s) in &whole {
+            for (short, short_s) in &whole {
+                if (long.num_prompts, long.input_len) == (short.num_prompts, short.input_len)
+                    && long.output_len > short.output_len
+                {
+                    let period = (long_s - short_s) / f64::from(long.output_len - short.output_len);
+                    if period > 0.0 {
+                        out.entry(long.num_prompts).or_default().push(period);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The non-uniform step period by scheduled tokens. Each fixed-shape record with at least
@@ -480,17 +619,7 @@ fn nonuniform_table(
         i = j;
     }
     // Pool adjacent violators: a step with more tokens never costs less.
-    let mut pooled: Vec<(Vec<f64>, f64, f64)> = Vec::new();
-    for (tokens, period, weight) in groups {
-        pooled.push((vec![tokens], period, weight));
-        while pooled.len() > 1 && pooled[pooled.len() - 2].1 > pooled[pooled.len() - 1].1 {
-            let (t2, p2, w2) = pooled.pop().expect("two blocks");
-            let last = pooled.last_mut().expect("two blocks");
-            last.1 = (last.1 * last.2 + p2 * w2) / (last.2 + w2);
-            last.2 += w2;
-            last.0.extend(t2);
-        }
-    }
+    let pooled = pool_adjacent_violators(groups);
     let mut table: Vec<(u32, u64)> = pooled
         .iter()
         .flat_map(|(tokens, period, _)| {
@@ -501,6 +630,23 @@ fn nonuniform_table(
         .collect();
     table.dedup_by_key(|p| p.0);
     table
+}
+
+/// `(x, y, weight)` points in ascending `x`, made non-decreasing in `y` by pooling adjacent
+/// violators (weighted means): blocks of the `x`s they cover, each with its pooled `y` and weight.
+fn pool_adjacent_violators(points: Vec<(f64, f64, f64)>) -> Vec<(Vec<f64>, f64, f64)> {
+    let mut pooled: Vec<(Vec<f64>, f64, f64)> = Vec::new();
+    for (x, y, weight) in points {
+        pooled.push((vec![x], y, weight));
+        while pooled.len() > 1 && pooled[pooled.len() - 2].1 > pooled[pooled.len() - 1].1 {
+            let (x2, y2, w2) = pooled.pop().expect("two blocks");
+            let last = pooled.last_mut().expect("two blocks");
+            last.1 = (last.1 * last.2 + y2 * w2) / (last.2 + w2);
+            last.2 += w2;
+            last.0.extend(x2);
+        }
+    }
+    pooled
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {

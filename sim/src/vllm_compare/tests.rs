@@ -126,3 +126,15 @@ fn cached_prefixes_give_the_uncomputed_prompt_tokens_to_the_first_requests_as_fu
     off.prefix_caching = false;
     assert!(cached_prefixes(&off, &setting, 0).is_empty());
 }
+
+#[test]
+fn asynchronous_scheduling_is_on_unless_the_words_turn_it_off() {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(async_scheduling(&words(&["/m", "--enforce-eager"])));
+    assert!(!async_scheduling(&words(&["/m", "--no-async-scheduling"])));
+    assert!(async_scheduling(&words(&[
+        "/m",
+        "--no-async-scheduling",
+        "--async-scheduling"
+    ])));
+}

@@ -1,6 +1,6 @@
 //! Tests of the engine model: step periods by shape and mode, and the profile derived from fixed-shape records.
 
-use afd_traces::vllm_run::{FixedShapeResult, VllmProvenance, Workload, WorkloadKind};
+use afd_traces::vllm_run::{FixedShapeResult, PromptForm, VllmProvenance, Workload, WorkloadKind};
 
 use super::*;
 use crate::step::AttentionWork;
@@ -25,6 +25,8 @@ fn profile() -> VllmEngineProfile {
         sources: vec![],
         frontend_ns: 60_000_000,
         intake_ns: 0,
+        stream_token_ns: 0,
+        text_token_ns: 0.0,
         modes: vec![
             mode(
                 EAGER,
@@ -326,4 +328,88 @@ fn the_nonuniform_table_reads_step_periods_by_tokens_and_never_falls() {
     // with more tokens.
     assert!(table.windows(2).all(|w| w[0].1 <= w[1].1), "{table:?}");
     assert_eq!(table.len(), 3);
+}
+
+/// A burst of `n` prompts answered whole (`stream: false`) after `done_s`.
+fn whole(name: &str, n: u32, input: u32, output: u32, done_s: f64) -> WorkloadRecord {
+    let mut r = burst(name, n, input, 0.0, 0.0);
+    r.workload.stream = false;
+    r.workload.output_len = output;
+    for q in &mut r.fixed.as_mut().unwrap().requests {
+        q.chunk_s.clear();
+        q.done_s = Some(done_s);
+    }
+    r
+}
+
+/// A cached burst: `n` first tokens `spread_s` apart, and a step log that computed one block each.
+fn cached(name: &str, n: u32, input: u32, spread_s: f64, form: PromptForm) -> WorkloadRecord {
+    let mut r = burst(name, n, input, 0.003, 0.0);
+    r.workload.prompt_form = form;
+    for (i, q) in r.fixed.as_mut().unwrap().requests.iter_mut().enumerate() {
+        q.chunk_s = vec![0.1 + spread_s * i as f64, 0.2 + spread_s * i as f64];
+    }
+    r.steps = vec![step(n, 16 * n, 0)];
+    r
+}
+
+#[test]
+fn derive_prices_the_engine_without_the_stream_the_front_ends_tokens_and_text_intake() {
+    let graph_words = [
+        "/m",
+        "--max-num-batched-tokens",
+        "8192",
+        "--compilation-config",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ];
+    let mut bench = burst("cal-bench-d256", 256, 128, 0.0, 0.0);
+    bench.workload.kind = WorkloadKind::BenchServe;
+    bench.workload.calibration = true;
+    bench.fixed = None;
+    bench.bench_result = Some(serde_json::json!({"median_itl_ms": 10.24}));
+    let records = vec![
+        burst("fx-d1", 1, 128, 0.003, 0.0),
+        // Streamed, 256 prompts pace at 18 ms; unstreamed, 128 tokens take 0.4 s more than 64:
+        // the engine steps in 6.25 ms and the stream was the front end's pace.
+        burst("fx-d256", 256, 128, 0.018, 0.0),
+        whole("fx-d256-o128-ns", 256, 128, 128, 1.2),
+        whole("fx-d256-o64-ns", 256, 128, 64, 0.8),
+        burst("fx-p2048", 1, 2048, 0.003, 0.0),
+        burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+        bench,
+        cached("fx-fe-n256", 256, 1024, 0.0015, PromptForm::Ids),
+        cached("fx-fe-text-n256", 256, 1024, 0.0025, PromptForm::Text),
+    ];
+    let profile = derive(&[run(&graph_words, records)], &["g.json".into()]).unwrap();
+    let m = &profile.modes[0];
+    assert_eq!(m.decode_period_ns, vec![(1, 3_000_000), (256, 6_250_000)]);
+    // 10.24 ms between tokens over 256 streams, well above the engine's 6.25 ms: 40 µs a token.
+    assert_eq!(profile.stream_token_ns, 40_000);
+    assert_eq!(profile.intake_ns, 1_500_000);
+    // Text adds 1 ms a request over 1,024 words.
+    assert!(
+        (profile.text_token_ns - 976.5625).abs() < 0.01,
+        "{}",
+        profile.text_token_ns
+    );
+}
+
+#[test]
+fn a_noisy_decode_table_is_made_non_decreasing() {
+    let eager = run(
+        &["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"],
+        vec![
+            burst("fx-d1", 1, 128, 0.080, 0.0),
+            burst("fx-d4", 4, 128, 0.060, 0.0),
+            burst("fx-d16", 16, 128, 0.070, 0.0),
+            burst("fx-p2048", 1, 2048, 0.05, 0.0),
+            burst("fx-d64-c2048", 64, 2048, 0.06, 0.1),
+        ],
+    );
+    let profile = derive(&[eager], &["e.json".into()]).unwrap();
+    // 80 then 60 pool to 70; 70 stays.
+    assert_eq!(
+        profile.modes[0].decode_period_ns,
+        vec![(1, 70_000_000), (4, 70_000_000), (16, 70_000_000)]
+    );
 }
