@@ -283,6 +283,10 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 fn is_zero_f64(v: &f64) -> bool {
     *v == 0.0
 }
@@ -309,6 +313,15 @@ pub struct EngineModeCosts {
     /// Empty in profiles written before it existed: the floor and per-token cost price them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nonuniform_period_ns: Vec<(u32, u64)>,
+    /// What a uniform decode step adds per context token its sequences attend to beyond the decode
+    /// table's own bursts' (`decode_reference_context` a sequence), nanoseconds: streamed bursts of
+    /// long prompts against the table at their batch. Zero when not measured (or not seen above the
+    /// host floor).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub decode_context_ns: f64,
+    /// The mean context a sequence of the decode table's bursts attends to, tokens.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub decode_reference_context: u32,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }

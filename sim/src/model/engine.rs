@@ -17,8 +17,8 @@
 //! [`EngineModel`] prices a planned step from one. This module reads no file: the caller hands it
 //! parsed runs or a profile. The front end's terms (latency, serial intake, what text prompts add,
 //! the serial cost per streamed token) are derived here and applied by the run
-//! (`RunOptions::frontend_intake`, `frontend_token`); per-context decode attention is not modelled
-//! (the decode table measures short contexts).
+//! (`RunOptions::frontend_intake`, `frontend_token`). A decode step pays its table period plus a
+//! per-context-token term for contexts longer than the table's bursts'.
 
 use std::collections::BTreeMap;
 
@@ -278,6 +278,7 @@ fn mode_costs(
     let mut evidence = BTreeMap::new();
     // Uniform decode: the median gap between streamed tokens of a burst of B short prompts.
     let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut table_contexts: Vec<f64> = Vec::new();
     for (name, record, requests) in &fixed {
         let w = &record.workload;
         let (_, run) = runs
@@ -297,6 +298,7 @@ fn mode_costs(
                 .collect();
             if let Some(m) = median(gaps) {
                 decode.entry(w.num_prompts).or_default().push(m);
+                table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
                 evidence.insert(
                     format!("decode_b{}", w.num_prompts),
                     format!("{name}:{}", w.name),
@@ -365,14 +367,65 @@ fn mode_costs(
         .ok_or_else(|| missing("burst of 8 or more prompts filling 4 or more full-budget steps"))?
         * 1e9;
     let nonuniform_period_ns = nonuniform_table(runs, &decode_period_ns, frontend_s, &mut evidence);
+    let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
+    let decode_context_ns = context_slope_s(
+        runs,
+        &decode_period_ns,
+        decode_reference_context,
+        &mut evidence,
+    ) * 1e9;
     Ok(EngineModeCosts {
         mode: mode.to_owned(),
         decode_period_ns,
+        decode_context_ns: (decode_context_ns * 1000.0).round() / 1000.0,
+        decode_reference_context,
         nonuniform_floor_ns,
         nonuniform_token_ns,
         nonuniform_period_ns,
         evidence,
     })
+}
+
+/// What a decode step adds per context token beyond the table's reference context: over streamed
+/// token-id bursts of 8 or more prompts longer than the table's, with 32 or more output tokens and a
+/// prefill of at most a quarter of their decode steps, (median gap − the table's period at the batch) / (batch × extra context a
+/// sequence), the median; zero when no burst measured it or the host floor hid it (below zero).
+fn context_slope_s(
+    runs: &[(&str, &VllmRun)],
+    decode_period_ns: &[(u32, u64)],
+    reference_context: u32,
+    evidence: &mut BTreeMap<String, String>,
+) -> f64 {
+    let slopes: Vec<f64> = fixed_records(runs)
+        .iter()
+        .filter_map(|(name, r, q)| {
+            let w = &r.workload;
+            let (_, run) = runs.iter().find(|(n, _)| n == name)?;
+            let steps = (u64::from(w.num_prompts) * u64::from(w.input_len))
+                .div_ceil(u64::from(budget(run)?));
+            if w.input_len <= DECODE_TABLE_MAX_INPUT
+                || w.num_prompts < 8
+                || w.output_len < 32
+                || steps * 4 > u64::from(w.output_len)
+            {
+                return None;
+            }
+            let gap = median(
+                q.iter()
+                    .flat_map(|x| x.chunk_s.windows(2).map(|p| p[1] - p[0]))
+                    .collect(),
+            )?;
+            let table = interpolate(decode_period_ns, w.num_prompts) as f64 / 1e9;
+            let extra = f64::from(w.input_len) + f64::from(w.output_len) / 2.0
+                - f64::from(reference_context);
+            evidence.insert(
+                format!("decode_context_{}", w.name),
+                format!("{name}:{}", w.name),
+            );
+            Some((gap - table) / (f64::from(w.num_prompts) * extra))
+        })
+        .collect();
+    median(slopes).unwrap_or(0.0).max(0.0)
 }
 
 /// The tokens one step of the server may schedule (`--max-num-batched-tokens`), when given.
@@ -708,12 +761,26 @@ impl EngineModel {
             }
             let tokens = shape.tokens[e].max(1);
             let uniform = prefill == 0 && decodes > 0;
+            // Long contexts cost a decode step more than the table's bursts paid.
+            let context: u64 = shape
+                .work
+                .iter()
+                .filter_map(|stage| stage.get(e))
+                .map(|w| w.decode_context)
+                .sum();
+            let extra = context
+                .saturating_sub(u64::from(decodes) * u64::from(costs.decode_reference_context));
+            let attend = (costs.decode_context_ns * extra as f64).round() as u64;
             let ns = match graph {
-                GraphMode::FullDecodeOnly { .. } if uniform && shape.graph => interpolate(
-                    &costs.decode_period_ns,
-                    shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
-                ),
-                GraphMode::Eager if uniform => interpolate(&costs.decode_period_ns, decodes),
+                GraphMode::FullDecodeOnly { .. } if uniform && shape.graph => {
+                    interpolate(
+                        &costs.decode_period_ns,
+                        shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
+                    ) + attend
+                }
+                GraphMode::Eager if uniform => {
+                    interpolate(&costs.decode_period_ns, decodes) + attend
+                }
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     interpolate(&costs.nonuniform_period_ns, tokens)
                 }

@@ -12,6 +12,8 @@ fn profile() -> VllmEngineProfile {
         nonuniform_floor_ns: floor,
         nonuniform_token_ns: token,
         nonuniform_period_ns: vec![],
+        decode_context_ns: 0.0,
+        decode_reference_context: 0,
         evidence: BTreeMap::new(),
     };
     VllmEngineProfile {
@@ -412,4 +414,46 @@ fn a_noisy_decode_table_is_made_non_decreasing() {
         profile.modes[0].decode_period_ns,
         vec![(1, 70_000_000), (4, 70_000_000), (16, 70_000_000)]
     );
+}
+
+#[test]
+fn long_contexts_add_to_a_decode_step_what_their_burst_measured() {
+    let mut long = burst("fx-d16-c4096-o64", 16, 4096, 0.0, 0.0);
+    long.workload.output_len = 64;
+    for q in &mut long.fixed.as_mut().unwrap().requests {
+        // 4.0 ms a token against the table's 3.0 ms at 16: 1 ms over 16 × (4,128 − 144) tokens.
+        q.chunk_s = (0..64).map(|k| 0.05 + 0.004 * f64::from(k)).collect();
+    }
+    let records = vec![
+        burst("fx-d16", 16, 128, 0.003, 0.0),
+        burst("fx-p2048", 1, 2048, 0.003, 0.0),
+        burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+        long,
+    ];
+    let words = [
+        "/m",
+        "--max-num-batched-tokens",
+        "8192",
+        "--compilation-config",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ];
+    let profile = derive(&[run(&words, records)], &["g.json".into()]).unwrap();
+    let m = &profile.modes[0];
+    // The table's bursts: 128-token prompts, 16 output tokens, 136 a sequence on average.
+    assert_eq!(m.decode_reference_context, 136);
+    let slope = 1e6 / (16.0 * (4096.0 + 32.0 - 136.0));
+    assert!(
+        (m.decode_context_ns - slope).abs() < 0.01,
+        "{} vs {slope}",
+        m.decode_context_ns
+    );
+    let engine = EngineModel::new(profile.clone());
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![16],
+    };
+    let mut step = shape(true, 16, 0, 16);
+    let short = engine.step_floor_ns(&graph, &step).unwrap();
+    step.work[0][0].decode_context = 16 * 4128;
+    let longer = engine.step_floor_ns(&graph, &step).unwrap();
+    assert!(longer > short, "{longer} vs {short}");
 }
