@@ -39,12 +39,16 @@ Example:
   afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out engine.json
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY).
-Per mode: the median inter-token time of each uniform decode burst (prompts of at most 512 tokens,
-prefilled in few steps) by batch size; the period of a non-uniform (prefill or mixed) step by its
-scheduled tokens, from every burst or chunked prompt with four or more such steps in its step log;
-the front end's latency (the intercept of isolated prompts' first tokens against their chunk count)
-and its intake per request (a burst of cached prompts). Only fixed-shape records are read;
-bench-serve records are what the model is judged by and are never used here.")]
+Per mode, pooled over every run of the mode: the median inter-token time of each streamed uniform
+decode burst (prompts of at most 512 tokens, prefilled in few steps) by batch size, replaced by the
+engine's own period where unstreamed bursts of that batch are well faster, kept non-decreasing;
+what long contexts add per context token; the period of a non-uniform (prefill or mixed) step by
+its scheduled tokens, from every burst or chunked prompt with four or more such steps in its step
+log. The front end's: latency (the intercept of isolated prompts' first tokens against their chunk
+count), intake per request (cached bursts), what text prompts add per token (cached text against
+cached token-id bursts) and its serial cost per streamed token (calibration bench runs whose pace
+is well above the engine's). Bench runs that are not marked calibration are what the model is
+judged by and are never read here.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json", required = true)]
