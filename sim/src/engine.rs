@@ -45,6 +45,10 @@ pub struct RunOptions {
     /// client reads them one by one): a token reaches the client this long after the front end is
     /// free of the work before it. Zero (the default) delivers every token as the step emits it.
     pub frontend_token: SimDuration,
+    /// The rest of a token's way to the client once the front end has made it an event (the HTTP
+    /// response path, the hop back from the engine core): the client sees it, and frees the
+    /// request's concurrency slot, this much later. It delays no step. Zero by default.
+    pub frontend_latency: SimDuration,
     /// vLLM 0.26's asynchronous scheduling (on by default, vllm/config/vllm.py:1059-1107): the
     /// engine core schedules step n+1 while step n runs (a batch queue of two,
     /// vllm/v1/engine/core.py `step_with_batch_queue`), so a request that reaches the engine during
@@ -64,6 +68,7 @@ impl RunOptions {
             model: ModelOptions::default(),
             frontend_intake: SimDuration::ZERO,
             frontend_token: SimDuration::ZERO,
+            frontend_latency: SimDuration::ZERO,
             async_scheduling: false,
         }
     }
@@ -147,6 +152,8 @@ struct World<'w> {
     deferred: Vec<u32>,
     /// Per-token front-end cost ([`RunOptions::frontend_token`]).
     token_cost: SimDuration,
+    /// [`RunOptions::frontend_latency`].
+    latency: SimDuration,
     /// When the front end is free of the requests taken in and the tokens delivered so far.
     frontend_free: SimTime,
     dp: bool,
@@ -234,6 +241,7 @@ fn run_inner(
         step_pending: false,
         intake: options.frontend_intake,
         token_cost: options.frontend_token,
+        latency: options.frontend_latency,
         async_scheduling: options.async_scheduling,
         deferred: Vec::new(),
         frontend_free: SimTime::ZERO,
@@ -432,13 +440,14 @@ impl World<'_> {
 
     fn on_token(&mut self, emitted: SimTime, token: TokenEvent) {
         // The client sees the token once the front end has turned it into an event.
-        let now = if self.token_cost == SimDuration::ZERO {
+        let delivered = if self.token_cost == SimDuration::ZERO {
             emitted
         } else {
             let at = emitted.max(self.frontend_free) + self.token_cost;
             self.frontend_free = at;
             at
         };
+        let now = delivered + self.latency;
         let index = self.workload_of[token.request.index()] as usize;
         let trace = &mut self.traces[index];
         let send = trace.send.expect("a request with tokens was sent");

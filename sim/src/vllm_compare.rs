@@ -201,6 +201,35 @@ pub struct FrontEnd<'a> {
     pub async_scheduling: bool,
 }
 
+impl<'a> FrontEnd<'a> {
+    /// The front end an engine profile measured, for a server that schedules asynchronously or not.
+    pub fn of_profile(
+        profile: &afd_traces::vllm_run::VllmEngineProfile,
+        cached: &'a [u32],
+        async_scheduling: bool,
+    ) -> FrontEnd<'a> {
+        FrontEnd {
+            latency_ns: profile.frontend_ns,
+            intake_ns: profile.intake_ns,
+            text_token_ns: profile.text_token_ns,
+            stream_token_ns: profile.stream_token_ns,
+            cached,
+            async_scheduling,
+        }
+    }
+
+    /// Sets the run's front-end terms for requests of `prompt_tokens` tokens sent as text (as
+    /// `vllm bench serve` sends them; the tokenizer reads the whole prompt whatever is cached).
+    pub fn apply(&self, options: &mut RunOptions, prompt_tokens: f64) {
+        use crate::time::SimDuration;
+        let intake = self.intake_ns + (self.text_token_ns * prompt_tokens).round() as u64;
+        options.frontend_intake = SimDuration::from_ns(intake);
+        options.frontend_token = SimDuration::from_ns(self.stream_token_ns);
+        options.frontend_latency = SimDuration::from_ns(self.latency_ns);
+        options.async_scheduling = self.async_scheduling;
+    }
+}
+
 /// Whether vLLM 0.26 schedules asynchronously for these serve words: on unless
 /// `--no-async-scheduling` (vllm/config/vllm.py:1059-1107 turns it on for a generating model without
 /// speculative decoding on the default executor, which is every deployment `compare` accepts).
@@ -225,18 +254,7 @@ pub fn compare(
     seed: Seed,
     front: &FrontEnd,
 ) -> Result<Vec<MetricRow>, String> {
-    let FrontEnd {
-        latency_ns: frontend_ns,
-        intake_ns,
-        text_token_ns,
-        stream_token_ns,
-        cached,
-        async_scheduling,
-    } = *front;
-    // Every request of a random-dataset run has the same prompt length, tokenized in full whatever
-    // the prefix cache holds.
-    let intake_ns = intake_ns + (text_token_ns * f64::from(setting.input_len)).round() as u64;
-    let frontend_ms = frontend_ns as f64 / 1e6;
+    let cached = front.cached;
     let dataset = RandomDataset {
         num_prompts: setting.num_prompts,
         input_len: setting.input_len,
@@ -257,9 +275,7 @@ pub fn compare(
         request.input_tokens = request.input_tokens.saturating_sub(c).max(1);
     }
     let mut options = RunOptions::new(seed);
-    options.frontend_intake = crate::time::SimDuration::from_ns(intake_ns);
-    options.frontend_token = crate::time::SimDuration::from_ns(stream_token_ns);
-    options.async_scheduling = async_scheduling;
+    front.apply(&mut options, f64::from(setting.input_len));
     let result = run(config, cost, &workload, &options).map_err(|e| e.to_string())?;
     let m = &result.metrics;
     let seconds = result.end.as_secs_f64().max(1e-9);
@@ -267,18 +283,17 @@ pub fn compare(
     let [tpot_mean, tpot_median, _, _] = m.tpot.summary_ms();
     let [itl_mean, ..] = m.itl.summary_ms();
     let [e2el_mean, e2el_median, ..] = m.e2el.summary_ms();
-    let seconds = seconds + frontend_ms / 1e3;
     let predicted = [
         m.output_tokens as f64 / seconds,
         m.completed as f64 / seconds,
-        ttft_mean + frontend_ms,
-        ttft_median + frontend_ms,
-        ttft_p99 + frontend_ms,
+        ttft_mean,
+        ttft_median,
+        ttft_p99,
         tpot_mean,
         tpot_median,
         itl_mean,
-        e2el_mean + frontend_ms,
-        e2el_median + frontend_ms,
+        e2el_mean,
+        e2el_median,
     ];
     Ok(METRICS
         .iter()

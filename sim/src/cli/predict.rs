@@ -102,6 +102,12 @@ pub(crate) struct PredictArgs {
     /// Disable dual-batch overlap (removes --enable-dbo and --ubatch-size; the seed recipe has it).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_dbo: bool,
+    /// Price a plain vLLM server that the built-in engine profile measured (DeepSeek-V2-Lite on H200,
+    /// --enforce-eager or FULL_DECODE_ONLY) as real vLLM 0.26.0 runs it: the engine's measured step
+    /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. Off by
+    /// default, so a plain server and the AFD pairs a sweep sets beside it are priced alike.
+    #[arg(long, help_heading = "Deployment")]
+    pub(crate) real_engine: bool,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) ubatch_size: Option<u32>,
@@ -307,6 +313,14 @@ impl Inputs {
         let seed = Seed(args.seed);
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
+        if args.real_engine {
+            if placement != Placement::Plain {
+                bail!(
+                    "--real-engine prices a plain vLLM server; the engine of an AFD role has not been measured"
+                );
+            }
+            cost = with_real_engine(cost, &config, &model, &workload, &mut options)?;
+        }
         options.max_events = args.max_events;
         if !(args.horizon.is_finite() && args.horizon > 0.0) {
             bail!(
@@ -332,6 +346,51 @@ impl Inputs {
             dataset,
         }))
     }
+}
+
+/// A plain server the built-in engine profile measured is priced as real vLLM 0.26.0 runs it: the
+/// profile's step periods, its front end (text prompts, as `vllm bench serve` sends them) and
+/// asynchronous scheduling, as `afd-sim compare` prices it (docs/fidelity.md). Any other plain
+/// server keeps the kernel model, and says so.
+fn with_real_engine(
+    cost: CostModel,
+    config: &ServingConfig,
+    model: &ModelArch,
+    workload: &Workload,
+    options: &mut RunOptions,
+) -> anyhow::Result<CostModel> {
+    let Some(text) = afd_traces::vllm_run::builtin_engine_profile(config.gpu.as_str()) else {
+        return Ok(cost);
+    };
+    let profile = afd_traces::vllm_run::VllmEngineProfile::from_json(text)
+        .context("the built-in engine profile")?;
+    if model.name != ModelArch::deepseek_v2_lite().name {
+        eprintln!(
+            "note: the built-in {} engine profile measured DeepSeek-V2-Lite; {} is priced from kernels alone",
+            profile.gpu, model.name
+        );
+        return Ok(cost);
+    }
+    let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
+    if !engine.prices(&config.graph) {
+        eprintln!(
+            "note: the engine profile prices --enforce-eager and FULL_DECODE_ONLY; this server runs {}, priced from kernels alone",
+            config.graph.name()
+        );
+        return Ok(cost);
+    }
+    let prompt_tokens = workload
+        .requests
+        .iter()
+        .map(|r| f64::from(r.input_tokens))
+        .sum::<f64>()
+        / workload.requests.len().max(1) as f64;
+    afd_sim::vllm_compare::FrontEnd::of_profile(&profile, &[], true).apply(options, prompt_tokens);
+    eprintln!(
+        "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
+        profile.vllm_version, profile.gpu
+    );
+    Ok(cost.with_engine(std::sync::Arc::new(engine)))
 }
 
 /// The recipe or command lines given (else the seed recipe) with every deployment flag rendered

@@ -350,7 +350,6 @@ impl Setup {
                     }
                     cost = cost.with_engine(engine.clone());
                 }
-                let frontend_ns = self.engine.as_ref().map_or(0, |e| e.profile().frontend_ns);
                 let cached = case.computed_prompt_tokens.map_or_else(Vec::new, |computed| {
                     vllm_compare::cached_prefixes(&case.config, &setting, computed)
                 });
@@ -360,17 +359,20 @@ impl Setup {
                     &setting,
                     &case.result,
                     self.seed,
-                    &vllm_compare::FrontEnd {
-                        latency_ns: frontend_ns,
-                        intake_ns: self.engine.as_ref().map_or(0, |e| e.profile().intake_ns),
-                        text_token_ns: self.engine.as_ref().map_or(0.0, |e| e.profile().text_token_ns),
-                        stream_token_ns: self
-                            .engine
-                            .as_ref()
-                            .map_or(0, |e| e.profile().stream_token_ns),
-                        cached: &cached,
-                        async_scheduling: case.async_scheduling,
-                    },
+                    &self.engine.as_ref().map_or_else(
+                        || vllm_compare::FrontEnd {
+                            cached: &cached,
+                            async_scheduling: case.async_scheduling,
+                            ..Default::default()
+                        },
+                        |e| {
+                            vllm_compare::FrontEnd::of_profile(
+                                e.profile(),
+                                &cached,
+                                case.async_scheduling,
+                            )
+                        },
+                    ),
                 )
                 .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
                 Ok(CaseRows {
