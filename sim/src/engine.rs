@@ -415,26 +415,21 @@ impl World<'_> {
             self.on_token(now, token);
         }
         self.step_pending = false;
-        let deferred = std::mem::take(&mut self.deferred);
-        if self.cluster.has_work() {
-            // The step planned while the last one ran starts; what arrived meanwhile waits for the
-            // step after it.
+        // The step planned while the last one ran starts; what reached the engine meanwhile (under
+        // asynchronous scheduling) waits for the step after it, unless nothing was planned, when the
+        // engine core schedules the newcomers at once.
+        let planned = self.cluster.has_work();
+        if planned {
             self.start_step(now);
-            self.step_pending = true;
-            for index in deferred {
-                self.hand_over(now, index);
-            }
-            self.step_pending = false;
-        } else {
-            // Nothing was planned: the engine core schedules the newcomers at once.
-            self.step_pending = true;
-            for index in deferred {
-                self.hand_over(now, index);
-            }
-            self.step_pending = false;
-            if self.cluster.has_work() {
-                self.start_step(now);
-            }
+        }
+        let deferred = std::mem::take(&mut self.deferred);
+        self.step_pending = true;
+        for index in deferred {
+            self.hand_over(now, index);
+        }
+        self.step_pending = false;
+        if !planned && self.cluster.has_work() {
+            self.start_step(now);
         }
     }
 

@@ -180,11 +180,11 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             config,
             result: value,
             computed_prompt_tokens: None,
+            // The words as the shell splits them (the line already parsed as a deployment above).
             async_scheduling: vllm_compare::async_scheduling(
-                &command
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>(),
+                &afd_sim::deployment::recipe::parse_command_line(command, &Default::default())
+                    .map(|c| c.args.into_iter().map(|w| w.text).collect::<Vec<_>>())
+                    .unwrap_or_default(),
             ),
         }]
     };

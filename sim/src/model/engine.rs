@@ -287,23 +287,17 @@ fn mode_costs(
             .expect("a record's run is among the runs");
         // The burst's prefill must take few steps beside its decode steps, or the median gap
         // between its tokens is a chunked-prefill step's, not a uniform decode step's.
-        let few_prefill_steps = budget(run).is_some_and(|b| {
-            let steps = (u64::from(w.num_prompts) * u64::from(w.input_len)).div_ceil(u64::from(b));
-            steps * 4 <= u64::from(w.output_len)
-        });
-        if w.input_len <= DECODE_TABLE_MAX_INPUT && w.output_len >= 8 && few_prefill_steps {
-            let gaps: Vec<f64> = requests
-                .iter()
-                .flat_map(|q| q.chunk_s.windows(2).map(|p| p[1] - p[0]))
-                .collect();
-            if let Some(m) = median(gaps) {
-                decode.entry(w.num_prompts).or_default().push(m);
-                table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
-                evidence.insert(
-                    format!("decode_b{}", w.num_prompts),
-                    format!("{name}:{}", w.name),
-                );
-            }
+        if w.input_len <= DECODE_TABLE_MAX_INPUT
+            && w.output_len >= 8
+            && few_prefill_steps(run, w)
+            && let Some(m) = median_gap(requests)
+        {
+            decode.entry(w.num_prompts).or_default().push(m);
+            table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
+            evidence.insert(
+                format!("decode_b{}", w.num_prompts),
+                format!("{name}:{}", w.name),
+            );
         }
     }
     // Where the same batch's unstreamed bursts show the engine well faster than the streamed gap,
@@ -401,20 +395,14 @@ fn context_slope_s(
         .filter_map(|(name, r, q)| {
             let w = &r.workload;
             let (_, run) = runs.iter().find(|(n, _)| n == name)?;
-            let steps = (u64::from(w.num_prompts) * u64::from(w.input_len))
-                .div_ceil(u64::from(budget(run)?));
             if w.input_len <= DECODE_TABLE_MAX_INPUT
                 || w.num_prompts < 8
                 || w.output_len < 32
-                || steps * 4 > u64::from(w.output_len)
+                || !few_prefill_steps(run, w)
             {
                 return None;
             }
-            let gap = median(
-                q.iter()
-                    .flat_map(|x| x.chunk_s.windows(2).map(|p| p[1] - p[0]))
-                    .collect(),
-            )?;
+            let gap = median_gap(q)?;
             let table = interpolate(decode_period_ns, w.num_prompts) as f64 / 1e9;
             let extra = f64::from(w.input_len) + f64::from(w.output_len) / 2.0
                 - f64::from(reference_context);
@@ -426,6 +414,25 @@ fn context_slope_s(
         })
         .collect();
     median(slopes).unwrap_or(0.0).max(0.0)
+}
+
+/// Whether a burst's prefill takes at most a quarter as many steps as its decode (so the median gap
+/// between its tokens is a uniform decode step's); false when the server's budget is not given.
+fn few_prefill_steps(run: &VllmRun, w: &afd_traces::vllm_run::Workload) -> bool {
+    budget(run).is_some_and(|b| {
+        let steps = (u64::from(w.num_prompts) * u64::from(w.input_len)).div_ceil(u64::from(b));
+        steps * 4 <= u64::from(w.output_len)
+    })
+}
+
+/// The median gap between consecutive streamed tokens of a burst's requests, seconds.
+fn median_gap(requests: &[FixedShapeRequest]) -> Option<f64> {
+    median(
+        requests
+            .iter()
+            .flat_map(|q| q.chunk_s.windows(2).map(|p| p[1] - p[0]))
+            .collect(),
+    )
 }
 
 /// The tokens one step of the server may schedule (`--max-num-batched-tokens`), when given.
