@@ -3,6 +3,9 @@
 //! kind, so a runaway file is refused after at most `limit + 1` bytes instead of growing without
 //! bound, and `/dev/zero` (a NUL byte, which no text format has) at its first read.
 //!
+//! A path ending in `.gz` is read through a gzip decoder, the limit applying to the text it gives
+//! (so a small file that inflates without bound is refused too): measured data is stored that way.
+//!
 //! It does not parse anything; the caller's format module does that with the text it gets back.
 
 use std::io::Read as _;
@@ -95,15 +98,21 @@ pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
         file: file.clone(),
         limit_bytes: kind.limit_bytes,
     };
-    let mut handle = std::fs::File::open(path).map_err(io)?;
-    if let Ok(metadata) = handle.metadata() {
+    let file_handle = std::fs::File::open(path).map_err(io)?;
+    let gzipped = path.extension().is_some_and(|x| x == "gz");
+    if let Ok(metadata) = file_handle.metadata() {
         if metadata.is_dir() {
             return Err(io(std::io::Error::other("is a directory")));
         }
-        if metadata.is_file() && metadata.len() > kind.limit_bytes {
+        if !gzipped && metadata.is_file() && metadata.len() > kind.limit_bytes {
             return Err(too_large());
         }
     }
+    let mut handle: Box<dyn std::io::Read> = if gzipped {
+        Box::new(flate2::read::GzDecoder::new(file_handle))
+    } else {
+        Box::new(file_handle)
+    };
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {

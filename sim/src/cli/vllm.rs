@@ -36,7 +36,7 @@ const JUDGED: [&str; 3] = ["output_throughput", "mean_tpot_ms", "mean_ttft_ms"];
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Example:
-  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out engine.json
+  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out engine.json
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY).
 Per mode, pooled over every run of the mode: the median inter-token time of each streamed uniform
@@ -61,7 +61,7 @@ pub(crate) struct EngineProfileArgs {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json     every bench record of a run file
+  afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json.gz    every bench record of a run file
   afd-sim compare result.json --serve-args 'vllm serve /models/dsv2l --enforce-eager --max-num-seqs 256'
 
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
@@ -204,7 +204,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&args.dir)
         .with_context(|| format!("reading folder {}", args.dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| is_run_file_name(p))
         .collect();
     paths.sort();
     let mut cases = Vec::new();
@@ -562,9 +562,23 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
     )?)
 }
 
+/// Run files are `NAME.json`, or `NAME.json.gz` as the committed ones are stored.
+fn is_run_file_name(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    name.ends_with(".json") || name.ends_with(".json.gz")
+}
+
+/// A run file's name without `.json` or `.json.gz`.
 fn stem(path: &Path) -> String {
-    path.file_stem().map_or_else(
+    let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
-    )
+    );
+    name.strip_suffix(".json.gz")
+        .or_else(|| name.strip_suffix(".json"))
+        .unwrap_or(&name)
+        .to_owned()
 }

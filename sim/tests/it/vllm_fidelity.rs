@@ -73,7 +73,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     ]
     .iter()
     .map(|l| {
-        data(&format!("vllm/h200-dsv2l-{l}.json"))
+        data(&format!("vllm/h200-dsv2l-{l}.json.gz"))
             .to_str()
             .unwrap()
             .to_owned()
@@ -92,7 +92,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
     assert_eq!(
         derived, shipped,
-        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
+        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
     );
 }
 

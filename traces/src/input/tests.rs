@@ -73,3 +73,40 @@ fn limits_are_stated_in_mib() {
         "trace t.csv exceeds the size limit of 2048 MiB"
     );
 }
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).expect("gzip in memory");
+    encoder.finish().expect("gzip in memory")
+}
+
+#[test]
+fn a_gzipped_file_is_read_as_its_text_and_the_limit_holds_for_the_text() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("run.json.gz");
+    std::fs::write(&path, gzip(b"{\"a\": 1}\n")).expect("write");
+    assert_eq!(
+        read_text(&path, InputKind::VLLM_RUN).expect("inflates"),
+        "{\"a\": 1}\n"
+    );
+    // A few hundred bytes that inflate past the limit are refused after the limit, not inflated whole.
+    std::fs::write(&path, gzip(&vec![b' '; 1 << 20])).expect("write");
+    assert!(std::fs::metadata(&path).expect("written").len() < 4096);
+    assert!(matches!(
+        read_text(&path, InputKind::new("vLLM run", 4096)),
+        Err(InputError::TooLarge {
+            limit_bytes: 4096,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_file_named_gz_that_is_not_gzip_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("run.json.gz");
+    std::fs::write(&path, "{}").expect("write");
+    let err = read_text(&path, InputKind::VLLM_RUN).expect_err("not gzip");
+    assert!(err.to_string().contains("run.json.gz"), "{err}");
+}
