@@ -13,6 +13,8 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "graph-64-64": (64, 64), "eager-64-64": (64, 64), "graph-256-2048": (256, 2048),
     "eager-256-2048": (256, 2048),
     "cal-graph-256-8192": (256, 8192), "cal-eager-256-8192": (256, 8192),
+    "cal2-graph-256-2048": (256, 2048), "cal2-eager-256-2048": (256, 2048),
+    "cal2-piecewise-256-2048": (256, 2048),
 }
 
 def seed(label, name):
@@ -59,9 +61,58 @@ def calibration_plan(label):
     work += [fx(label, "fx-d64-c2048-o64", 2048, 64, 64, 90), fx(label, "fx-d16-c4096-o64", 4096, 64, 16, 90)]
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
+def inject_burst(label, name, batch, output_len, prompts, start_s=0.5, every_s=0.3, stream=True):
+    """A standing burst of `batch` 128-token prompts decoding `output_len` tokens, and one 4-token
+    request of each length in `prompts` sent into it `every_s` apart: each is prefilled in a mixed
+    step beside the standing decode batch, whose streams show that step's period as one long gap."""
+    w = fx(label, name, 128, output_len, batch, 90, stream=stream)
+    w["inject"] = [{"at_s": round(start_s + k * every_s, 3), "input_len": p, "output_len": 4}
+                   for k, p in enumerate(prompts)]
+    return w
+
+def cal2_plan(label):
+    """Mixed steps beside a standing decode batch (the step that prefills a request arriving while
+    others decode, which the lone-prompt records could not price), the same bursts streamed and not
+    (does the streaming path slow the engine?), `vllm bench serve`'s client beside the probe's on the
+    same shape, interleaved (the client's share of a host-bound step), and more decode bursts."""
+    seqs, budget = LIMITS[label]
+    eager = "eager" in label
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 48, 100, 200, 300, 512, 700, 1024, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64, 256)]
+    warm += [inject_burst(label, "warm-inject", 16, 96, (64, 300, 2048), 0.3, 0.3)]
+    sizes = (64, 256, 1024, 2048, 300)
+    work = []
+    if eager:
+        for rep in "ab":
+            work += [fx(label, f"fx-d64-c128-o96-{rep}", 128, 96, 64, 90)]
+            w = bench(label, f"cal-bench-d64-c128-o96-{rep}", 128, 96, 64, 150)
+            w["calibration"] = True
+            work.append(w)
+        work += [inject_burst(label, "fx-inj-b8-o96", 8, 96, (64, 2048, 300), 1.0, 1.6),
+                 inject_burst(label, "fx-inj-b64-o96", 64, 96, (64, 2048, 300), 1.6, 1.6)]
+        work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 256)]
+        w = bench(label, "cal-bench-d256-c128-o64", 128, 64, 256, 150)
+        w["calibration"] = True
+        work.append(w)
+    else:
+        for b, out in ((8, 480), (64, 400), (200, 300)):
+            work.append(inject_burst(label, f"fx-inj-b{b}-o{out}", b, out, sizes))
+        work.append(inject_burst(label, "fx-inj-b64-o400-ns", 64, 400, sizes, stream=False))
+        for b in (128, 256):
+            work += [fx(label, f"fx-d{b}-c128-o256", 128, 256, b, 90),
+                     fx(label, f"fx-d{b}-c128-o256-ns", 128, 256, b, 90, stream=False),
+                     fx(label, f"fx-d{b}-c128-o128-ns", 128, 128, b, 90, stream=False)]
+            w = bench(label, f"cal-bench-d{b}-c128-o256", 128, 256, b, 150)
+            w["calibration"] = True
+            work.append(w)
+        work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 32)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
     if label.startswith("cal-"):
         return calibration_plan(label)
+    if label.startswith("cal2-"):
+        return cal2_plan(label)
     seqs, budget = LIMITS[label]
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),

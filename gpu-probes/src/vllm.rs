@@ -363,44 +363,60 @@ fn bench_serve(context: &Context<'_>, w: &Workload) -> Result<serde_json::Value,
 }
 
 /// A burst of `num_prompts` requests sent together, each on its own thread: streamed (every token's
-/// arrival kept) or, with `stream: false`, answered once at the end.
+/// arrival kept) or, with `stream: false`, answered once at the end. Injected requests follow, each
+/// streamed on its own thread from its offset; the record lists the burst's requests first, then the
+/// injected ones in plan order.
 fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(w.seed);
-    let bodies: Vec<String> = (0..w.num_prompts)
+    let mut body = |input_len: u32, output_len: u32, stream: bool| {
+        // Distinct random token ids: no two prompts share a prefix block, so prefix caching finds
+        // nothing (ids below 1000 are left to special tokens).
+        let ids: Vec<u32> = (0..input_len)
+            .map(|_| rng.random_range(1000..60_000))
+            .collect();
+        let prompt = match w.prompt_form {
+            PromptForm::Ids => serde_json::json!(ids),
+            PromptForm::Text => serde_json::json!(text_prompt(&ids)),
+        };
+        let mut body = serde_json::json!({
+            "model": context.model,
+            "prompt": prompt,
+            "max_tokens": output_len,
+            "min_tokens": output_len,
+            "ignore_eos": true,
+            "stream": stream,
+        });
+        if stream {
+            body["stream_options"] = serde_json::json!({"include_usage": true});
+        }
+        body.to_string()
+    };
+    // (body, streamed, offset)
+    let mut sends: Vec<(String, bool, Duration)> = (0..w.num_prompts)
         .map(|_| {
-            // Distinct random token ids: no two prompts share a prefix block, so prefix caching finds
-            // nothing (ids below 1000 are left to special tokens).
-            let ids: Vec<u32> = (0..w.input_len)
-                .map(|_| rng.random_range(1000..60_000))
-                .collect();
-            let prompt = match w.prompt_form {
-                PromptForm::Ids => serde_json::json!(ids),
-                PromptForm::Text => serde_json::json!(text_prompt(&ids)),
-            };
-            let mut body = serde_json::json!({
-                "model": context.model,
-                "prompt": prompt,
-                "max_tokens": w.output_len,
-                "min_tokens": w.output_len,
-                "ignore_eos": true,
-                "stream": w.stream,
-            });
-            if w.stream {
-                body["stream_options"] = serde_json::json!({"include_usage": true});
-            }
-            body.to_string()
+            (
+                body(w.input_len, w.output_len, w.stream),
+                w.stream,
+                Duration::ZERO,
+            )
         })
         .collect();
+    for i in &w.inject {
+        let offset = Duration::from_secs_f64(i.at_s);
+        sends.push((body(i.input_len, i.output_len, true), true, offset));
+    }
     let timeout = Duration::from_secs_f64(w.timeout_s);
     let epoch = Instant::now();
     let addr = context.addr;
-    let stream = w.stream;
     let requests = std::thread::scope(|scope| {
-        let handles: Vec<_> = bodies
+        let handles: Vec<_> = sends
             .iter()
-            .map(|body| {
+            .map(|(body, stream, offset)| {
                 scope.spawn(move || {
-                    if stream {
+                    if let Some(wait) = offset.checked_sub(epoch.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                    if *stream {
                         one_streamed(addr, body, timeout, epoch)
                     } else {
                         one_whole(addr, body, timeout, epoch)

@@ -76,6 +76,21 @@ pub struct Workload {
     /// with the run, never judged by `afd-sim replay-vllm`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub calibration: bool,
+    /// Fixed shapes: requests sent later, while the burst's own requests decode, each streamed. The
+    /// step that prefills one beside a standing decode batch is a mixed step; the gap it leaves in
+    /// the standing requests' streams is that step's period (the engine model's non-uniform table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inject: Vec<Injection>,
+}
+
+/// One request sent into a running fixed-shape burst.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Injection {
+    /// Seconds after the burst's start.
+    pub at_s: f64,
+    pub input_len: u32,
+    pub output_len: u32,
 }
 
 fn yes() -> bool {
@@ -470,6 +485,22 @@ impl Workload {
                 );
             }
             _ => {}
+        }
+        if !self.inject.is_empty() && self.kind != WorkloadKind::FixedShape {
+            return Err("inject is for fixed-shape workloads".into());
+        }
+        for (k, i) in self.inject.iter().enumerate() {
+            if !(i.at_s.is_finite() && i.at_s >= 0.0 && i.at_s < self.timeout_s) {
+                return Err(format!(
+                    "inject[{k}].at_s {} must be in [0, timeout_s {})",
+                    i.at_s, self.timeout_s
+                ));
+            }
+            if i.input_len == 0 || i.output_len == 0 {
+                return Err(format!(
+                    "inject[{k}]: input_len and output_len must be at least 1"
+                ));
+            }
         }
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
             return Err(format!(

@@ -161,3 +161,51 @@ fn text_prompts_and_unstreamed_answers_are_for_fixed_shapes_and_calibration_for_
         .to_string();
     assert!(err.contains("prompt_form"), "{err}");
 }
+
+#[test]
+fn injected_requests_are_for_fixed_shapes_within_the_timeout() {
+    let inject = |list: &str| {
+        ONE.replace(
+            "\"timeout_s\":60",
+            &format!("\"timeout_s\":60,\"inject\":[{list}]"),
+        )
+    };
+    let plan = VllmPlan::from_json(&plan_text(&inject(
+        r#"{"at_s":0.5,"input_len":64,"output_len":4},{"at_s":0.8,"input_len":2048,"output_len":4}"#,
+    )))
+    .unwrap();
+    assert_eq!(plan.workloads[0].inject.len(), 2);
+    assert_eq!(plan.workloads[0].inject[1].input_len, 2048);
+    let written =
+        serde_json::to_string(&VllmPlan::from_json(&plan_text(ONE)).unwrap().workloads[0]).unwrap();
+    assert!(
+        !written.contains("inject"),
+        "an empty list is left out: {written}"
+    );
+    for (list, says) in [
+        (
+            r#"{"at_s":60,"input_len":64,"output_len":4}"#,
+            "inject[0].at_s 60 must be in [0, timeout_s 60)",
+        ),
+        (
+            r#"{"at_s":-1,"input_len":64,"output_len":4}"#,
+            "inject[0].at_s -1",
+        ),
+        (
+            r#"{"at_s":1,"input_len":0,"output_len":4}"#,
+            "inject[0]: input_len and output_len",
+        ),
+        (r#"{"at_s":1,"input_len":8}"#, "output_len"),
+    ] {
+        let err = VllmPlan::from_json(&plan_text(&inject(list)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{list}: {err}");
+    }
+    let bench =
+        inject(r#"{"at_s":1,"input_len":8,"output_len":4}"#).replace("fixed-shape", "bench-serve");
+    let err = VllmPlan::from_json(&plan_text(&bench))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("inject is for fixed-shape"), "{err}");
+}

@@ -160,6 +160,7 @@ fn burst(name: &str, n: u32, input: u32, gap_s: f64, ttft_step_s: f64) -> Worklo
             prompt_form: Default::default(),
             stream: true,
             calibration: false,
+            inject: vec![],
         },
         failure: None,
         wall_s: 1.0,
