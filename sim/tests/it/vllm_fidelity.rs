@@ -34,17 +34,17 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let records = value["records"].as_array().unwrap();
     assert_eq!(
         records.len(),
-        33,
+        39,
         "every judged bench record of the committed runs"
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 17.2 %, worst 96.9 % (eager 64/64 e2e-dec-r4 mean TTFT, a
+    // Recorded at this commit: median 16.6 %, worst 96.9 % (eager 64/64 e2e-dec-r4 mean TTFT, a
     // server near its prefill capacity, where a step's error is multiplied in the queue).
-    assert!(median <= 0.175, "median |error| {median}");
+    assert!(median <= 0.17, "median |error| {median}");
     assert!(worst <= 0.97, "worst |error| {worst}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
-    assert_eq!(ratios.len(), 16);
+    assert_eq!(ratios.len(), 22);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
