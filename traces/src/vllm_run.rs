@@ -281,10 +281,10 @@ pub struct VllmEngineProfile {
     /// Zero in profiles written before it existed.
     #[serde(default)]
     pub intake_ns: u64,
-    /// The front end's serial cost per streamed token, nanoseconds: one calibration bench run's
-    /// median inter-token latency over its batch, where that is well above the engine's own decode
-    /// period (the API server and `vllm bench serve`'s client, not the engine, set the pace). Zero
-    /// when no run showed it, and in profiles written before it existed.
+    /// The front end's serial cost per streamed token, nanoseconds: calibration bench runs' mean
+    /// time per output token over their batch, where that is well above the engine's own decode
+    /// period (the API server and `vllm bench serve`'s client, not the engine, set the pace), the
+    /// median of them. Zero when no run showed it, and in profiles written before it existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stream_token_ns: u64,
     /// What a text prompt adds to the intake per prompt token (the API server's tokenizer),
@@ -310,8 +310,10 @@ fn is_zero_f64(v: &f64) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineModeCosts {
-    /// `eager` (`--enforce-eager`) or `full-decode-only` (CUDA graphs for uniform decode batches,
-    /// torch.compile without graphs for every other batch).
+    /// `eager` (`--enforce-eager`), `full-decode-only` (CUDA graphs for uniform decode batches,
+    /// torch.compile without graphs for every other batch) or `full-and-piecewise` (vLLM's default:
+    /// full graphs for uniform decode, piecewise graphs for other batches up to the largest capture
+    /// size, torch.compile without graphs above it).
     pub mode: String,
     /// Period of a uniform decode step by batch size (median inter-token time of a fixed-shape
     /// burst), nanoseconds, ascending batch.
@@ -337,6 +339,20 @@ pub struct EngineModeCosts {
     /// The mean context a sequence of the decode table's bursts attends to, tokens.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub decode_reference_context: u32,
+    /// Eager mode: what a non-uniform step adds to the decode period of its requests, by the prefill
+    /// tokens it schedules, nanoseconds, ascending tokens and never falling: a request injected into
+    /// a standing decode batch, the gap its step leaves in the standing streams less their own gap
+    /// (one burst, so the host's drift between bursts cancels). Empty when not measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill_extra_ns: Vec<(u32, u64)>,
+    /// `FULL_AND_PIECEWISE`: the period of a non-uniform step that replays piecewise graphs (at most
+    /// `piecewise_max_tokens` scheduled tokens), by tokens, nanoseconds, ascending and never falling.
+    /// Larger steps run without graphs and take `nonuniform_period_ns`. Empty for other modes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub piecewise_period_ns: Vec<(u32, u64)>,
+    /// The largest capture size of the server that measured `piecewise_period_ns`, tokens.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub piecewise_max_tokens: u32,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }
@@ -361,14 +377,20 @@ impl VllmEngineProfile {
                     m.mode
                 )));
             }
-            if m.nonuniform_period_ns
-                .windows(2)
-                .any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1)
-            {
-                return Err(VllmRunError::Invalid(format!(
-                    "mode {:?}: nonuniform_period_ns must have ascending token counts and periods that never fall",
-                    m.mode
-                )));
+            for (name, table) in [
+                ("nonuniform_period_ns", &m.nonuniform_period_ns),
+                ("prefill_extra_ns", &m.prefill_extra_ns),
+                ("piecewise_period_ns", &m.piecewise_period_ns),
+            ] {
+                if table
+                    .windows(2)
+                    .any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1)
+                {
+                    return Err(VllmRunError::Invalid(format!(
+                        "mode {:?}: {name} must have ascending token counts and periods that never fall",
+                        m.mode
+                    )));
+                }
             }
             if !(m.nonuniform_token_ns.is_finite() && m.nonuniform_token_ns >= 0.0) {
                 return Err(VllmRunError::Invalid(format!(

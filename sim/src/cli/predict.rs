@@ -374,7 +374,8 @@ fn with_real_engine(
     let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
     if !engine.prices(&config.graph) {
         eprintln!(
-            "note: the engine profile prices --enforce-eager and FULL_DECODE_ONLY; this server runs {}, priced from kernels alone",
+            "note: the engine profile prices {}; this server runs {}, priced from kernels alone",
+            engine.mode_names().join(", "),
             config.graph.name()
         );
         return Ok(cost);

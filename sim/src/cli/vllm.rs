@@ -237,7 +237,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "median_abs_error": verdict.median,
             "worst_abs_error": verdict.worst,
             "graph_over_eager_tpot": verdict.ratios.iter().map(|r| json!({
-                "workload": r.workload, "limits": r.limits, "real": r.real, "predicted": r.predicted, "error": r.error(),
+                "workload": r.workload, "limits": r.limits, "server": r.server, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
             "bars": {"median": MEDIAN_BAR, "worst": WORST_BAR, "ratio": RATIO_BAR},
             "pass": verdict.pass(),
@@ -341,18 +341,21 @@ impl Setup {
                 if let Some(engine) = &self.engine {
                     if !engine.prices(&case.config.graph) {
                         bail!(
-                            "{} {}: the engine profile prices --enforce-eager and FULL_DECODE_ONLY; \
-                             this server runs {} (give --no-engine to price it from kernels alone)",
+                            "{} {}: the engine profile has no costs for this server's {} \
+                             (it prices {}; give --no-engine to price it from kernels alone)",
                             case.run,
                             case.workload,
-                            case.config.graph.name()
+                            case.config.graph.name(),
+                            engine.mode_names().join(", ")
                         );
                     }
                     cost = cost.with_engine(engine.clone());
                 }
-                let cached = case.computed_prompt_tokens.map_or_else(Vec::new, |computed| {
-                    vllm_compare::cached_prefixes(&case.config, &setting, computed)
-                });
+                let cached = case
+                    .computed_prompt_tokens
+                    .map_or_else(Vec::new, |computed| {
+                        vllm_compare::cached_prefixes(&case.config, &setting, computed)
+                    });
                 let rows = vllm_compare::compare(
                     &case.config,
                     cost,
@@ -460,6 +463,8 @@ fn render(cases: &[CaseRows]) -> String {
 struct Ratio {
     workload: String,
     limits: String,
+    /// The graph run's server label: a server measured twice gives two ratios.
+    server: String,
     real: f64,
     predicted: f64,
 }
@@ -505,6 +510,7 @@ impl Verdict {
                 ratios.push(Ratio {
                     workload: graph.workload.clone(),
                     limits: graph.limits.clone(),
+                    server: graph.label.clone(),
                     real: g.real / e.real,
                     predicted: g.predicted / e.predicted,
                 });
@@ -533,9 +539,10 @@ impl Verdict {
         );
         for r in &self.ratios {
             text.push_str(&format!(
-                "graph/eager mean TPOT, {} at {}: real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
+                "graph/eager mean TPOT, {} at {} ({}): real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
                 r.workload,
                 r.limits,
+                r.server,
                 r.real,
                 r.predicted,
                 100.0 * r.error(),

@@ -3,20 +3,26 @@
 //!
 //! vLLM 0.26 schedules asynchronously by default (vllm/config/vllm.py:1059-1107): the host prepares
 //! step n+1 (scheduler, input preparation, Python dispatch of the forward, sampler, output
-//! processing) while the GPU runs step n, so a step's period is the larger of its host path and its
-//! GPU work. The host path depends on how the forward is issued:
-//! - a uniform decode batch under `FULL_DECODE_ONLY` replays a captured CUDA graph: one launch, and
-//!   the period measured for that batch size is the whole story (host floor and replayed kernels);
-//! - every other batch under `FULL_DECODE_ONLY` runs the torch.compile'd model without a graph, and
-//!   every batch under `--enforce-eager` runs the model op by op from Python: a host floor far above
-//!   the kernels of a small batch (about 50 ms a step for DeepSeek-V2-Lite's 27 layers on the lent
-//!   H200's host), while a full-budget prefill is bound by its kernels (Triton fused MoE with vLLM's
-//!   default config, FLASH_ATTN_MLA prefill), priced per scheduled token.
+//! processing) while the GPU runs step n, and step n's tokens leave only once step n+1 is launched
+//! (vllm/v1/engine/core.py `step_with_batch_queue`), so a step's period is the larger of its host
+//! path and its GPU work. The host path depends on how the forward is issued
+//! (vllm/v1/worker/gpu/cudagraph_utils.py `dispatch`):
+//! - a uniform decode batch under `FULL_DECODE_ONLY` or `FULL_AND_PIECEWISE` replays a captured CUDA
+//!   graph: one launch, and the period measured for that batch size is the whole story;
+//! - under `FULL_AND_PIECEWISE` a non-uniform batch of at most the largest capture size replays the
+//!   piecewise graphs (attention runs between them): 12-18 ms for DeepSeek-V2-Lite on the lent H200;
+//! - every other batch runs the torch.compile'd model without graphs (55-95 ms, host-bound up to a
+//!   few thousand tokens), and every batch under `--enforce-eager` runs op by op from Python (a host
+//!   floor of 60-80 ms), while a full 8,192-token prefill is bound by its kernels (Triton fused MoE
+//!   with vLLM's default config, FLASH_ATTN_MLA prefill), priced per scheduled token.
 //!
 //! [`derive`] turns fixed-shape records (and calibration bench runs) into an [`VllmEngineProfile`];
-//! [`EngineModel`] prices a planned step from one. This module reads no file: the caller hands it
-//! parsed runs or a profile. The front end's terms (latency, serial intake, what text prompts add,
-//! the serial cost per streamed token) are derived here and applied by the run
+//! [`EngineModel`] prices a planned step from one. Mixed steps come from requests injected into
+//! standing decode bursts (the gap the step leaves in the standing streams); decode periods from the
+//! probe's bursts, replaced where `vllm bench serve`'s own calibration runs measured the same batch
+//! engine-bound (the client the judged runs use shares the host). This module reads no file: the
+//! caller hands it parsed runs or a profile. The front end's terms (latency, serial intake, what
+//! text prompts add, the serial cost per streamed token) are derived here and applied by the run
 //! (`RunOptions::frontend_intake`, `frontend_token`). A decode step pays its table period plus a
 //! per-context-token term for contexts longer than the table's bursts'.
 
@@ -34,6 +40,17 @@ use crate::step::StepShape;
 pub const EAGER: &str = "eager";
 /// The engine mode name of `cudagraph_mode` `FULL_DECODE_ONLY`.
 pub const FULL_DECODE_ONLY: &str = "full-decode-only";
+/// The engine mode name of `cudagraph_mode` `FULL_AND_PIECEWISE`, vLLM 0.26's default.
+pub const FULL_AND_PIECEWISE: &str = "full-and-piecewise";
+
+/// The largest capture size vLLM 0.26 picks by default for a batch limit (config/vllm.py:1789-1845):
+/// twice `max_num_seqs`, at most 512, and never above the token budget.
+fn default_max_capture(max_num_seqs: u32, budget: u32) -> u32 {
+    (2 * max_num_seqs).min(512).min(budget)
+}
+/// An injected request's step that took this many times the standing batch's own period was a
+/// first-use compile (Triton compiles a kernel the first time a shape bucket runs), not a step.
+const COMPILE_STALL_RATIO: f64 = 3.0;
 
 /// Longest prompt of a decode-table burst: its steps attend to short contexts.
 const DECODE_TABLE_MAX_INPUT: u32 = 512;
@@ -53,6 +70,10 @@ const TEXT_PAIR_MIN_BURST: u32 = 64;
 const FRONTEND_BOUND_RATIO: f64 = 1.25;
 /// Records whose mean scheduled tokens are within this factor of a group's first are one group.
 const TABLE_GROUP_RATIO: f64 = 1.5;
+/// The least token budget whose full prefill steps are priced by their kernels: a step of 4,096
+/// tokens or more takes longer on the lent H200 than the host path that issues it (an 8,192-token
+/// step about 90 ms against a 55-80 ms floor), a smaller one is the host's floor.
+const GPU_BOUND_BUDGET: u64 = 4096;
 /// Prompt lengths of the isolated prefills that give the non-uniform floor.
 const FLOOR_INPUTS: std::ops::RangeInclusive<u32> = 1024..=4096;
 
@@ -60,7 +81,7 @@ const FLOOR_INPUTS: std::ops::RangeInclusive<u32> = 1024..=4096;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EngineProfileError {
     #[error(
-        "{file}: the serve words run cudagraph mode {mode:?}; only --enforce-eager and FULL_DECODE_ONLY are priced"
+        "{file}: the serve words run cudagraph mode {mode:?}; only --enforce-eager, FULL_DECODE_ONLY and FULL_AND_PIECEWISE are priced"
     )]
     Mode { file: String, mode: String },
     #[error("{mode}: no {what} among the fixed-shape records of {files}")]
@@ -89,9 +110,11 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
     let mode = serde_json::from_str::<serde_json::Value>(config)
         .ok()
         .and_then(|v| v["cudagraph_mode"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| "FULL_AND_PIECEWISE (vLLM's default)".to_owned());
+        .unwrap_or_else(|| "FULL_AND_PIECEWISE".to_owned());
     if mode.eq_ignore_ascii_case("FULL_DECODE_ONLY") {
         Ok(FULL_DECODE_ONLY)
+    } else if mode.eq_ignore_ascii_case("FULL_AND_PIECEWISE") {
+        Ok(FULL_AND_PIECEWISE)
     } else {
         Err(mode)
     }
@@ -145,9 +168,11 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             files: names.join(", "),
         });
     }
+    let all_runs: Vec<(&str, &VllmRun)> =
+        names.iter().map(String::as_str).zip(runs.iter()).collect();
     let modes: Vec<EngineModeCosts> = by_mode
         .iter()
-        .map(|(mode, runs)| mode_costs(mode, runs, frontend_s))
+        .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
     let by_mode_runs = by_mode;
     let sources = runs
@@ -229,7 +254,15 @@ fn burst_token_s(
             let (_, run) = runs.iter().find(|(n, _)| n == name)?;
             let budget: u64 = run.serve_flag("--max-num-batched-tokens")?.parse().ok()?;
             let total = u64::from(w.num_prompts) * u64::from(w.input_len);
-            if w.num_prompts < 8 || total < 4 * budget {
+            let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
+            // Below GPU_BOUND_BUDGET a full step is the host's floor, not its tokens'; a burst the
+            // prefix cache served, or one with injected requests, spreads for other reasons.
+            if w.num_prompts < 8
+                || total < 4 * budget
+                || budget < GPU_BOUND_BUDGET
+                || !w.inject.is_empty()
+                || (!r.steps.is_empty() && computed * 10 < total * 9)
+            {
                 return None;
             }
             let firsts: Vec<f64> = q
@@ -267,6 +300,7 @@ fn mode_costs(
     mode: &str,
     runs: &[(&str, &VllmRun)],
     frontend_s: f64,
+    all_runs: &[(&str, &VllmRun)],
 ) -> Result<EngineModeCosts, EngineProfileError> {
     let files = runs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
     let missing = |what| EngineProfileError::Missing {
@@ -276,57 +310,8 @@ fn mode_costs(
     };
     let fixed = fixed_records(runs);
     let mut evidence = BTreeMap::new();
-    // Uniform decode: the median gap between streamed tokens of a burst of B short prompts.
-    let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    let mut table_contexts: Vec<f64> = Vec::new();
-    for (name, record, requests) in &fixed {
-        let w = &record.workload;
-        let (_, run) = runs
-            .iter()
-            .find(|(n, _)| n == name)
-            .expect("a record's run is among the runs");
-        // The burst's prefill must take few steps beside its decode steps, or the median gap
-        // between its tokens is a chunked-prefill step's, not a uniform decode step's.
-        if w.input_len <= DECODE_TABLE_MAX_INPUT
-            && w.output_len >= 8
-            && few_prefill_steps(run, w)
-            && let Some(m) = median_gap(requests)
-        {
-            decode.entry(w.num_prompts).or_default().push(m);
-            table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
-            evidence.insert(
-                format!("decode_b{}", w.num_prompts),
-                format!("{name}:{}", w.name),
-            );
-        }
-    }
-    // Where the same batch's unstreamed bursts show the engine well faster than the streamed gap,
-    // the streamed gap was the front end's pace (the stream-token term prices it), not the step's.
-    let unstreamed = unstreamed_period_s(runs);
-    let by_batch: Vec<(f64, f64, f64)> = decode
-        .into_iter()
-        .filter_map(|(b, gaps)| {
-            let weight = gaps.len() as f64;
-            let streamed = median(gaps)?;
-            let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
-                Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
-                    evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
-                    engine
-                }
-                _ => streamed,
-            };
-            Some((f64::from(b), period, weight))
-        })
-        .collect();
-    // A larger batch never steps faster: measurements that say so are noise (the eager host path
-    // varies by tens of percent between bursts), pooled with their neighbours.
-    let decode_period_ns: Vec<(u32, u64)> = pool_adjacent_violators(by_batch)
-        .iter()
-        .flat_map(|(xs, period, _)| {
-            xs.iter()
-                .map(move |&b| (b.round() as u32, (period * 1e9).round() as u64))
-        })
-        .collect();
+    let (decode, table_contexts) = decode_bursts(runs, &fixed, &mut evidence);
+    let decode_period_ns = decode_table(runs, decode, mode == EAGER, &mut evidence);
     if decode_period_ns.is_empty() {
         return Err(missing(
             "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
@@ -353,14 +338,24 @@ fn mode_costs(
     for p in prefills.iter().filter(|p| FLOOR_INPUTS.contains(&p.0)) {
         evidence.insert(format!("floor_p{}", p.0), p.2.clone());
     }
-    let nonuniform_floor_ns = (median(floors)
-        .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?
-        .max(0.0)
-        * 1e9) as u64;
+    // Large prefill steps are priced by their kernels, which no mode replays as a graph: a mode
+    // measured only on small budgets takes the figure every server's bursts give.
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
-        .ok_or_else(|| missing("burst of 8 or more prompts filling 4 or more full-budget steps"))?
+        .or_else(|| burst_token_s(all_runs, &mut evidence))
+        .ok_or_else(|| {
+            missing("burst of 8 or more prompts filling 4 or more full-budget steps of 4,096 tokens or more")
+        })?
         * 1e9;
-    let nonuniform_period_ns = nonuniform_table(runs, &decode_period_ns, frontend_s, &mut evidence);
+    let tables = step_tables(mode, runs, &decode_period_ns, frontend_s, &mut evidence);
+    // A server measured without isolated prefills (the piecewise one) takes its table's least step.
+    let nonuniform_floor_ns = match median(floors) {
+        Some(floor) => (floor.max(0.0) * 1e9) as u64,
+        None => tables
+            .nonuniform
+            .first()
+            .map(|p| p.1)
+            .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
+    };
     let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
     let decode_context_ns = context_slope_s(
         runs,
@@ -375,9 +370,300 @@ fn mode_costs(
         decode_reference_context,
         nonuniform_floor_ns,
         nonuniform_token_ns,
-        nonuniform_period_ns,
+        nonuniform_period_ns: tables.nonuniform,
+        prefill_extra_ns: tables.prefill_extra,
+        piecewise_period_ns: tables.piecewise,
+        piecewise_max_tokens: tables.piecewise_max_tokens,
         evidence,
     })
+}
+
+/// Uniform decode: the median gap between streamed tokens of each burst of B short prompts (no
+/// injected requests), by B, with the mean context of each burst's sequences.
+fn decode_bursts(
+    runs: &[(&str, &VllmRun)],
+    fixed: &[Fixed<'_>],
+    evidence: &mut BTreeMap<String, String>,
+) -> (BTreeMap<u32, Vec<f64>>, Vec<f64>) {
+    let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut table_contexts: Vec<f64> = Vec::new();
+    for (name, record, requests) in fixed {
+        let w = &record.workload;
+        let (_, run) = runs
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("a record's run is among the runs");
+        // The burst's prefill must take few steps beside its decode steps, or the median gap
+        // between its tokens is a chunked-prefill step's, not a uniform decode step's.
+        if w.input_len <= DECODE_TABLE_MAX_INPUT
+            && w.output_len >= 8
+            && w.inject.is_empty()
+            && few_prefill_steps(run, w)
+            && let Some(m) = median_gap(requests)
+        {
+            decode.entry(w.num_prompts).or_default().push(m);
+            table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
+            evidence.insert(
+                format!("decode_b{}", w.num_prompts),
+                format!("{name}:{}", w.name),
+            );
+        }
+    }
+    (decode, table_contexts)
+}
+
+/// The uniform decode period by batch: the probe's streamed bursts (or, where the same batch's
+/// unstreamed pairs show the engine well faster than the stream, theirs: the stream was the front
+/// end's pace), then `vllm bench serve`'s own calibration runs where they are engine-bound
+/// ([`bench_decode_s`]), made non-decreasing in the batch.
+fn decode_table(
+    runs: &[(&str, &VllmRun)],
+    decode: BTreeMap<u32, Vec<f64>>,
+    host_bound: bool,
+    evidence: &mut BTreeMap<String, String>,
+) -> Vec<(u32, u64)> {
+    let unstreamed = unstreamed_period_s(runs);
+    let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
+        .into_iter()
+        .filter_map(|(b, gaps)| {
+            let weight = gaps.len() as f64;
+            let streamed = median(gaps)?;
+            let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
+                Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
+                    evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
+                    engine
+                }
+                _ => streamed,
+            };
+            Some((b, (period, weight)))
+        })
+        .collect();
+    for (b, periods) in unstreamed {
+        if let (std::collections::btree_map::Entry::Vacant(slot), Some(engine)) =
+            (by_batch.entry(b), median(periods))
+        {
+            evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
+            slot.insert((engine, 1.0));
+        }
+    }
+    let probe: Vec<(u32, u64)> = by_batch
+        .iter()
+        .map(|(&b, &(p, _))| (b, (p * 1e9).round() as u64))
+        .collect();
+    for (b, seen) in bench_decode_s(runs) {
+        let Some(bench) = median(seen.iter().map(|s| s.0).collect()) else {
+            continue;
+        };
+        // Above the probe's figure by more than the ratio, the front end set the bench run's pace
+        // (the stream-token term prices it) — except in eager mode, whose 60-80 ms host steps no
+        // front end of these batches keeps up with less than (256 tokens × about 55 µs is 14 ms).
+        if !host_bound
+            && (probe.is_empty()
+                || bench > FRONTEND_BOUND_RATIO * interpolate(&probe, b) as f64 / 1e9)
+        {
+            continue;
+        }
+        let names: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
+        evidence.insert(format!("decode_b{b}_bench"), names.join(", "));
+        let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + seen.len() as f64;
+        by_batch.insert(b, (bench, weight));
+    }
+    // A larger batch never steps faster: measurements that say so are noise (the eager host path
+    // varies by tens of percent between bursts), pooled with their neighbours.
+    let points = by_batch
+        .into_iter()
+        .map(|(b, (p, w))| (f64::from(b), p, w))
+        .collect();
+    pool_adjacent_violators(points)
+        .iter()
+        .flat_map(|(xs, period, _)| {
+            xs.iter()
+                .map(move |&b| (b.round() as u32, (period * 1e9).round() as u64))
+        })
+        .collect()
+}
+
+/// What `vllm bench serve`'s own client sees of a uniform decode step, by batch: the mean time per
+/// output token of every calibration bench run that sent its prompts at once with a prefill of at
+/// most a quarter of its decode steps, with the run it came from. The judged runs use that client,
+/// and on the lent H200 a host-bound step ran slower beside it than beside the probe's (eager, one
+/// server, interleaved: 14 % and 34 % at 64 streams, cal2-eager), a difference no fixed burst of the
+/// probe's own can see.
+fn bench_decode_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<(f64, String)>> {
+    let mut out: BTreeMap<u32, Vec<(f64, String)>> = BTreeMap::new();
+    for (name, run) in runs {
+        for r in &run.records {
+            let w = &r.workload;
+            if !w.calibration
+                || w.request_rate.is_some()
+                || w.max_concurrency.is_some()
+                || r.failure.is_some()
+                || !few_prefill_steps(run, w)
+            {
+                continue;
+            }
+            if let Some(tpot_ms) = r
+                .bench_result
+                .as_ref()
+                .and_then(|b| b.get("mean_tpot_ms"))
+                .and_then(serde_json::Value::as_f64)
+                .filter(|t| t.is_finite() && *t > 0.0)
+            {
+                out.entry(w.num_prompts)
+                    .or_default()
+                    .push((tpot_ms / 1e3, format!("{name}:{}", w.name)));
+            }
+        }
+    }
+    out
+}
+
+/// The non-uniform step tables of one mode.
+#[derive(Default)]
+struct StepTables {
+    nonuniform: Vec<(u32, u64)>,
+    prefill_extra: Vec<(u32, u64)>,
+    piecewise: Vec<(u32, u64)>,
+    piecewise_max_tokens: u32,
+}
+
+/// The non-uniform step tables of a mode. Graph modes: the period by scheduled tokens, from bursts'
+/// non-uniform spans and from requests injected into standing decode batches ([`injected_steps`]);
+/// under `FULL_AND_PIECEWISE` the steps within the largest capture size make their own table.
+/// Eager: every step is the host's, so an injected request's step is priced as what it adds to the
+/// standing batch's own period, by its prefill tokens (one burst: the drift between bursts cancels).
+fn step_tables(
+    mode: &str,
+    runs: &[(&str, &VllmRun)],
+    decode_period_ns: &[(u32, u64)],
+    frontend_s: f64,
+    evidence: &mut BTreeMap<String, String>,
+) -> StepTables {
+    let injected = injected_steps(runs, decode_period_ns, mode == EAGER);
+    let mut tables = StepTables::default();
+    if mode == EAGER {
+        let points = injected
+            .iter()
+            .filter(|i| i.period_s <= COMPILE_STALL_RATIO * i.standing_s)
+            .map(|i| {
+                let extra = (i.period_s - i.standing_s).max(0.0);
+                (f64::from(i.prefill), extra, i.evidence.clone())
+            })
+            .collect();
+        tables.prefill_extra = grouped_table(points, "prefill_extra_t", evidence);
+        return tables;
+    }
+    let mut points = span_points(runs, decode_period_ns, frontend_s);
+    let mut piecewise = Vec::new();
+    for i in &injected {
+        let point = (f64::from(i.tokens), i.period_s, i.evidence.clone());
+        if mode == FULL_AND_PIECEWISE && i.tokens <= i.max_capture {
+            tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
+            piecewise.push(point);
+        } else {
+            points.push(point);
+        }
+    }
+    tables.nonuniform = grouped_table(points, "nonuniform_t", evidence);
+    tables.piecewise = grouped_table(piecewise, "piecewise_t", evidence);
+    tables
+}
+
+/// The mixed step a request injected into a standing decode burst was prefilled in.
+struct Injected {
+    /// Tokens the step scheduled: the prompt's chunk beside the standing decodes, at most the budget.
+    tokens: u32,
+    /// Prefill tokens of the step.
+    prefill: u32,
+    /// The step's period: over the standing requests decoding while it ran, the median of each one's
+    /// longest gap between the injected request's sending and its first token.
+    period_s: f64,
+    /// The standing requests' own median gap over the burst.
+    standing_s: f64,
+    /// The server's largest capture size (piecewise graphs serve steps up to it).
+    max_capture: u32,
+    evidence: String,
+}
+
+/// Every injected request of the runs' streamed fixed-shape bursts that reached the engine while the
+/// whole standing batch decoded, on a burst the engine (not the front end) paced: its standing gap
+/// within [`FRONTEND_BOUND_RATIO`] of the decode table at its batch (always, for `host_bound` eager
+/// steps). Past that the front end's backlog hides the engine's stall from the streams.
+fn injected_steps(
+    runs: &[(&str, &VllmRun)],
+    decode_period_ns: &[(u32, u64)],
+    host_bound: bool,
+) -> Vec<Injected> {
+    let mut out = Vec::new();
+    for (name, run) in runs {
+        let Some(budget) = budget(run) else { continue };
+        let seqs: u32 = run
+            .serve_flag("--max-num-seqs")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256);
+        let max_capture = run
+            .serve_flag("--max-cudagraph-capture-size")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| default_max_capture(seqs, budget));
+        for r in &run.records {
+            let w = &r.workload;
+            let Some(fixed) = &r.fixed else { continue };
+            let n = w.num_prompts as usize;
+            if w.inject.is_empty() || !w.stream || r.failure.is_some() || fixed.requests.len() <= n
+            {
+                continue;
+            }
+            let (standing, injected) = fixed.requests.split_at(n);
+            let Some(standing_s) = median_gap(standing) else {
+                continue;
+            };
+            if !host_bound
+                && (decode_period_ns.is_empty()
+                    || standing_s
+                        > FRONTEND_BOUND_RATIO
+                            * interpolate(decode_period_ns, w.num_prompts) as f64
+                            / 1e9)
+            {
+                continue;
+            }
+            let decoding_from = standing
+                .iter()
+                .filter_map(|q| q.chunk_s.first().copied())
+                .fold(0.0, f64::max);
+            for (spec, q) in w.inject.iter().zip(injected) {
+                let Some(&first) = q.chunk_s.first() else {
+                    continue;
+                };
+                if q.sent_s <= decoding_from {
+                    continue;
+                }
+                let longest: Vec<f64> = standing
+                    .iter()
+                    .filter_map(|s| {
+                        s.chunk_s
+                            .windows(2)
+                            .filter(|p| p[1] > q.sent_s && p[0] < first)
+                            .map(|p| p[1] - p[0])
+                            .reduce(f64::max)
+                    })
+                    .collect();
+                let decoding = longest.len() as u32;
+                let Some(period_s) = median(longest) else {
+                    continue;
+                };
+                let prefill = spec.input_len.min(budget.saturating_sub(decoding).max(1));
+                out.push(Injected {
+                    tokens: prefill + decoding,
+                    prefill,
+                    period_s,
+                    standing_s,
+                    max_capture,
+                    evidence: format!("{name}:{}+{}@{}", w.name, spec.input_len, spec.at_s),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// What a decode step adds per context token beyond the table's reference context: over streamed
@@ -531,32 +817,43 @@ fn text_token_s(run: &VllmRun) -> Vec<f64> {
 }
 
 /// The front end's serial cost per streamed token: over the calibration bench runs (all prompts at
-/// once, one shape) whose median inter-token latency is more than [`FRONTEND_BOUND_RATIO`] times the
-/// engine's decode period at their batch, that latency over the batch; the median of them. Below
-/// that ratio the engine sets the pace and the run tells nothing of the front end.
+/// once, one shape) whose mean time per output token is more than [`FRONTEND_BOUND_RATIO`] times the
+/// engine's decode period at their batch, that time over the batch; the median of them. Below that
+/// ratio the engine sets the pace and the run tells nothing of the front end. The mean time per
+/// output token, not the median inter-token latency: `vllm bench serve` stamps each server-sent
+/// event as it parses it, so events read together show gaps near zero
+/// (vllm/benchmarks/lib/endpoint_request_func.py).
 fn stream_token_s(
     by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
     modes: &[EngineModeCosts],
 ) -> Option<f64> {
     let mut per_token = Vec::new();
-    for ((_, runs), costs) in by_mode.iter().zip(modes) {
+    for ((mode, runs), costs) in by_mode.iter().zip(modes) {
+        // Eager steps (60-80 ms) are slower than the front end at any batch measured.
+        if *mode == EAGER {
+            continue;
+        }
         for (_, run) in runs {
             for r in &run.records {
                 let w = &r.workload;
-                if !w.calibration || w.request_rate.is_some() || r.failure.is_some() {
+                if !w.calibration
+                    || w.request_rate.is_some()
+                    || w.max_concurrency.is_some()
+                    || r.failure.is_some()
+                {
                     continue;
                 }
-                let Some(itl_ms) = r
+                let Some(tpot_ms) = r
                     .bench_result
                     .as_ref()
-                    .and_then(|b| b.get("median_itl_ms"))
+                    .and_then(|b| b.get("mean_tpot_ms"))
                     .and_then(serde_json::Value::as_f64)
                 else {
                     continue;
                 };
                 let engine_s = interpolate(&costs.decode_period_ns, w.num_prompts) as f64 / 1e9;
-                if itl_ms / 1e3 > FRONTEND_BOUND_RATIO * engine_s {
-                    per_token.push(itl_ms / 1e3 / f64::from(w.num_prompts));
+                if tpot_ms / 1e3 > FRONTEND_BOUND_RATIO * engine_s {
+                    per_token.push(tpot_ms / 1e3 / f64::from(w.num_prompts));
                 }
             }
         }
@@ -601,19 +898,17 @@ fn unstreamed_period_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<f64>> {
     out
 }
 
-/// The non-uniform step period by scheduled tokens. Each fixed-shape record with at least
-/// [`TABLE_MIN_STEPS`] non-uniform steps in its step log gives one point: its span (to the last
-/// token of a burst, to the first token of a lone prompt) less the front end and its uniform decode
-/// steps (priced from the decode table), over its non-uniform steps, at their mean scheduled tokens.
-/// Points within a factor [`TABLE_GROUP_RATIO`] of tokens are one group (median of each); the
-/// groups' periods are then made non-decreasing by pooling adjacent violators, weighted by size.
-fn nonuniform_table(
+/// Non-uniform step periods read from bursts' spans, one `(tokens, period, evidence)` per fixed-shape
+/// record with at least [`TABLE_MIN_STEPS`] non-uniform steps in its step log (no injected requests):
+/// its span (to the last token of a burst, to the first token of a lone prompt) less the front end and
+/// its uniform decode steps (priced from the decode table), over its non-uniform steps, at their mean
+/// scheduled tokens.
+fn span_points(
     runs: &[(&str, &VllmRun)],
     decode_period_ns: &[(u32, u64)],
     frontend_s: f64,
-    evidence: &mut BTreeMap<String, String>,
-) -> Vec<(u32, u64)> {
-    let mut points: Vec<(f64, f64, String)> = fixed_records(runs)
+) -> Vec<(f64, f64, String)> {
+    fixed_records(runs)
         .iter()
         .filter_map(|(name, r, q)| {
             let non: Vec<_> = r.steps.iter().filter(|s| s.ctx_requests > 0).collect();
@@ -624,6 +919,7 @@ fn nonuniform_table(
             // within a step or two, make the span the front end's, not the steps'.
             if non.len() < TABLE_MIN_STEPS
                 || q.is_empty()
+                || !w.inject.is_empty()
                 || w.num_prompts > TABLE_MAX_BURST
                 || computed * 10 < nominal * 9
             {
@@ -654,7 +950,18 @@ fn nonuniform_table(
             (period.is_finite() && period > 0.0)
                 .then(|| (tokens, period, format!("{name}:{}", r.workload.name)))
         })
-        .collect();
+        .collect()
+}
+
+/// A table by tokens from `(tokens, seconds, evidence)` points: points within a factor
+/// [`TABLE_GROUP_RATIO`] of tokens are one group (median of each, its evidence under
+/// `{key}{tokens}`); the groups are then made non-decreasing by pooling adjacent violators, weighted
+/// by size. Nanoseconds.
+fn grouped_table(
+    mut points: Vec<(f64, f64, String)>,
+    key: &str,
+    evidence: &mut BTreeMap<String, String>,
+) -> Vec<(u32, u64)> {
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     // (tokens, period, weight) per group.
     let mut groups: Vec<(f64, f64, f64)> = Vec::new();
@@ -668,7 +975,7 @@ fn nonuniform_table(
         let tokens = median(group.iter().map(|p| p.0).collect()).unwrap_or(0.0);
         let period = median(group.iter().map(|p| p.1).collect()).unwrap_or(0.0);
         evidence.insert(
-            format!("nonuniform_t{}", tokens.round() as u64),
+            format!("{key}{}", tokens.round() as u64),
             group
                 .iter()
                 .map(|p| p.2.as_str())
@@ -738,6 +1045,20 @@ impl EngineModel {
         &self.profile
     }
 
+    /// The modes the profile prices, as vLLM names them.
+    pub fn mode_names(&self) -> Vec<&'static str> {
+        self.profile
+            .modes
+            .iter()
+            .filter_map(|m| match m.mode.as_str() {
+                EAGER => Some("--enforce-eager"),
+                FULL_DECODE_ONLY => Some("FULL_DECODE_ONLY"),
+                FULL_AND_PIECEWISE => Some("FULL_AND_PIECEWISE"),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether the profile prices the deployment's graph mode.
     pub fn prices(&self, graph: &GraphMode) -> bool {
         self.mode(graph).is_some()
@@ -747,8 +1068,7 @@ impl EngineModel {
         let name = match graph {
             GraphMode::Eager => EAGER,
             GraphMode::FullDecodeOnly { .. } => FULL_DECODE_ONLY,
-            // Piecewise graphs for mixed batches were not measured: no engine costs for them.
-            GraphMode::FullAndPiecewise { .. } => return None,
+            GraphMode::FullAndPiecewise { .. } => FULL_AND_PIECEWISE,
         };
         self.profile.modes.iter().find(|m| m.mode == name)
     }
@@ -778,8 +1098,16 @@ impl EngineModel {
             let extra = context
                 .saturating_sub(u64::from(decodes) * u64::from(costs.decode_reference_context));
             let attend = (costs.decode_context_ns * extra as f64).round() as u64;
+            let prefill_requests: u32 = shape
+                .work
+                .iter()
+                .filter_map(|stage| stage.get(e))
+                .map(|w| w.prefill.len() as u32)
+                .sum();
             let ns = match graph {
-                GraphMode::FullDecodeOnly { .. } if uniform && shape.graph => {
+                GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
+                    if uniform && shape.graph =>
+                {
                     interpolate(
                         &costs.decode_period_ns,
                         shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
@@ -787,6 +1115,20 @@ impl EngineModel {
                 }
                 GraphMode::Eager if uniform => {
                     interpolate(&costs.decode_period_ns, decodes) + attend
+                }
+                // Every eager step is the host's: a non-uniform one costs its requests' decode
+                // period and what its prefill adds, unless its kernels take longer.
+                GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
+                    let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
+                        + interpolate(&costs.prefill_extra_ns, prefill);
+                    host.max((costs.nonuniform_token_ns * f64::from(tokens)).round() as u64)
+                }
+                // Within the largest capture size a non-uniform batch replays piecewise graphs.
+                GraphMode::FullAndPiecewise { .. }
+                    if !costs.piecewise_period_ns.is_empty()
+                        && graph.piecewise_size(tokens).is_some() =>
+                {
+                    interpolate(&costs.piecewise_period_ns, tokens)
                 }
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     interpolate(&costs.nonuniform_period_ns, tokens)

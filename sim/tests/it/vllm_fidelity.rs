@@ -39,20 +39,20 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 16.6 %, worst 96.9 % (eager 64/64 e2e-dec-r4 mean TTFT, a
-    // server near its prefill capacity, where a step's error is multiplied in the queue).
-    assert!(median <= 0.17, "median |error| {median}");
-    assert!(worst <= 0.97, "worst |error| {worst}");
+    // Recorded at this commit: median 10.1 %, worst 83.7 % (graph 256/2048 e2e-pre-r4 mean TPOT,
+    // whose first run stalled for a second on first-use compiles; its second run on a fresh server
+    // is 50 % off, and the two real runs are 67 % apart).
+    assert!(median <= 0.105, "median |error| {median}");
+    assert!(worst <= 0.84, "worst |error| {worst}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 22);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 4 of 16: the pooled eager decode period (77 ms) is right for eager runs, and the graph
-    // runs' front-end-bound TPOTs are still predicted short, so their ratios fall low.
+    // 6 of 22: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 4,
+        within >= 6,
         "graph/eager TPOT ratios within 10 %: {within} of 16"
     );
 }
@@ -61,24 +61,18 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
 fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("engine.json");
-    let runs: Vec<String> = [
-        "cal-eager-256-8192",
-        "cal-graph-256-8192",
-        "eager-256-2048",
-        "eager-256-8192",
-        "eager-64-64",
-        "graph-256-2048",
-        "graph-256-8192",
-        "graph-64-64",
-    ]
-    .iter()
-    .map(|l| {
-        data(&format!("vllm/h200-dsv2l-{l}.json.gz"))
-            .to_str()
-            .unwrap()
-            .to_owned()
-    })
-    .collect();
+    // Every committed run file, in name order (as the shell's glob gives them).
+    let mut runs: Vec<String> = std::fs::read_dir(data("vllm"))
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name()?.to_str()?.to_owned();
+            name.ends_with(".json.gz")
+                .then(|| path.to_str().unwrap().to_owned())
+        })
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 12, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
@@ -112,18 +106,42 @@ fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
         "vllm serve --enforce-eager",
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // A profile that measured only eager servers refuses a graph server and says what it prices.
+    let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
+    let mut eager_only: serde_json::Value = serde_json::from_str(&shipped).unwrap();
+    eager_only["modes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["mode"] == "eager");
+    let profile = dir.path().join("eager-only.json");
+    std::fs::write(&profile, eager_only.to_string()).unwrap();
     let out = afd_sim(&[
+        "compare",
+        path,
+        "--engine",
+        profile.to_str().unwrap(),
+        "--serve-args",
+        r#"vllm serve /m --max-num-seqs 256 -cc '{"cudagraph_mode":"FULL_DECODE_ONLY"}'"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("FULL_DECODE_ONLY") && stderr.contains("it prices --enforce-eager"),
+        "the refusal names the mode and what the profile prices: {stderr}"
+    );
+    // vLLM's default, FULL_AND_PIECEWISE, is priced since the fourth batch measured it.
+    let default_mode = afd_sim(&[
         "compare",
         path,
         "--serve-args",
         "vllm serve /m --max-num-seqs 256",
+        "--json",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "vLLM's default piecewise graphs have no engine costs"
+    assert!(
+        default_mode.status.success(),
+        "{}",
+        String::from_utf8_lossy(&default_mode.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("FULL_AND_PIECEWISE"));
     let ok = afd_sim(&[
         "compare",
         path,

@@ -14,6 +14,9 @@ fn profile() -> VllmEngineProfile {
         nonuniform_period_ns: vec![],
         decode_context_ns: 0.0,
         decode_reference_context: 0,
+        prefill_extra_ns: vec![],
+        piecewise_period_ns: vec![],
+        piecewise_max_tokens: 0,
         evidence: BTreeMap::new(),
     };
     VllmEngineProfile {
@@ -225,8 +228,11 @@ fn derive_reads_decode_periods_the_floor_and_the_per_token_cost_from_bursts() {
 }
 
 #[test]
-fn derive_refuses_piecewise_graphs_and_runs_without_bursts() {
-    let piecewise = run(&["/m"], vec![burst("fx-d1", 1, 128, 0.003, 0.0)]);
+fn derive_refuses_unmeasured_graph_modes_and_runs_without_bursts() {
+    let piecewise = run(
+        &["/m", "-cc", r#"{"cudagraph_mode": "PIECEWISE"}"#],
+        vec![burst("fx-d1", 1, 128, 0.003, 0.0)],
+    );
     assert!(matches!(
         derive(&[piecewise], &["p".into()]),
         Err(EngineProfileError::Mode { .. })
@@ -297,8 +303,6 @@ fn the_nonuniform_table_reads_step_periods_by_tokens_and_never_falls() {
                 chunked("fx-p2048", 2048, 2048, 0.020 + 0.080),
                 chunked("fx-p8192", 8192, 2048, 0.020 + 4.0 * 0.080),
                 chunked("fx-p16384", 16384, 2048, 0.020 + 8.0 * 0.080),
-                // A burst without a step log: it prices the per-token slope, not the table.
-                burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
             ],
         );
         r.serve_args = words("2048");
@@ -310,6 +314,8 @@ fn the_nonuniform_table_reads_step_periods_by_tokens_and_never_falls() {
             vec![
                 chunked("fx-p4096", 4096, 4096, 0.020 + 0.075),
                 chunked("fx-p16384", 16384, 4096, 0.020 + 4.0 * 0.075),
+                // A burst without a step log: it prices the per-token slope, not the table.
+                burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
             ],
         );
         r.serve_args = words("4096");
@@ -369,7 +375,7 @@ fn derive_prices_the_engine_without_the_stream_the_front_ends_tokens_and_text_in
     bench.workload.kind = WorkloadKind::BenchServe;
     bench.workload.calibration = true;
     bench.fixed = None;
-    bench.bench_result = Some(serde_json::json!({"median_itl_ms": 10.24}));
+    bench.bench_result = Some(serde_json::json!({"median_itl_ms": 9.0, "mean_tpot_ms": 10.24}));
     let records = vec![
         burst("fx-d1", 1, 128, 0.003, 0.0),
         // Streamed, 256 prompts pace at 18 ms; unstreamed, 128 tokens take 0.4 s more than 64:
@@ -386,7 +392,8 @@ fn derive_prices_the_engine_without_the_stream_the_front_ends_tokens_and_text_in
     let profile = derive(&[run(&graph_words, records)], &["g.json".into()]).unwrap();
     let m = &profile.modes[0];
     assert_eq!(m.decode_period_ns, vec![(1, 3_000_000), (256, 6_250_000)]);
-    // 10.24 ms between tokens over 256 streams, well above the engine's 6.25 ms: 40 µs a token.
+    // 10.24 ms a token over 256 streams, well above the engine's 6.25 ms: 40 µs a token (the mean
+    // time per output token, not the median gap between events the client read together).
     assert_eq!(profile.stream_token_ns, 40_000);
     assert_eq!(profile.intake_ns, 1_500_000);
     // Text adds 1 ms a request over 1,024 words.
@@ -457,4 +464,198 @@ fn long_contexts_add_to_a_decode_step_what_their_burst_measured() {
     step.work[0][0].decode_context = 16 * 4128;
     let longer = engine.step_floor_ns(&graph, &step).unwrap();
     assert!(longer > short, "{longer} vs {short}");
+}
+
+/// A standing burst of `n` 128-token prompts streaming a token every `gap_s` from 0.1 s for 2 s, and
+/// one 4-token request of each `(at_s, input_len, step_s)` injected into it: its first token comes
+/// `step_s` + 5 ms after it is sent, and every standing stream shows one gap of `step_s` there.
+fn injected(name: &str, n: u32, gap_s: f64, injections: &[(f64, u32, f64)]) -> WorkloadRecord {
+    let mut r = burst(name, n, 128, gap_s, 0.0);
+    let mut chunks = Vec::new();
+    let mut t = 0.1;
+    while t < 2.1 {
+        chunks.push(t);
+        let stall = injections
+            .iter()
+            .find(|&&(at, _, _)| at > t - 1e-9 && at < t + gap_s);
+        t += stall.map_or(gap_s, |&(_, _, step)| step);
+    }
+    for q in &mut r.fixed.as_mut().unwrap().requests {
+        q.chunk_s = chunks.clone();
+    }
+    r.workload.output_len = chunks.len() as u32;
+    for &(at, input, step) in injections {
+        r.workload.inject.push(afd_traces::vllm_run::Injection {
+            at_s: at,
+            input_len: input,
+            output_len: 4,
+        });
+        r.fixed.as_mut().unwrap().requests.push(FixedShapeRequest {
+            sent_s: at,
+            chunk_s: vec![at + step + 0.005, at + step + 0.01],
+            ..Default::default()
+        });
+    }
+    r
+}
+
+fn with_floor_records(mut records: Vec<WorkloadRecord>) -> Vec<WorkloadRecord> {
+    records.extend([
+        burst("fx-p2048", 1, 2048, 0.003, 0.0),
+        burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+    ]);
+    records
+}
+
+#[test]
+fn injected_requests_price_mixed_steps_and_piecewise_graphs_split_at_the_capture_size() {
+    let inject = injected(
+        "fx-inj-b8",
+        8,
+        0.004,
+        &[
+            (0.5, 64, 0.015),
+            (0.8, 300, 0.017),
+            (1.1, 1024, 0.070),
+            (1.4, 2048, 0.080),
+        ],
+    );
+    let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), inject]);
+    let words = |cc: &str| {
+        [
+            "/m",
+            "--max-num-seqs",
+            "256",
+            "--max-num-batched-tokens",
+            "8192",
+            "-cc",
+            cc,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let mut piecewise = run(&[], records.clone());
+    piecewise.serve_args = words(r#"{"cudagraph_mode": "FULL_AND_PIECEWISE"}"#);
+    let mut decode_only = run(&[], records);
+    decode_only.serve_args = words(r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#);
+    let p = derive(&[piecewise], &["p".into()]).unwrap();
+    let m = &p.modes[0];
+    assert_eq!(m.mode, FULL_AND_PIECEWISE);
+    // 64 + 8 and 300 + 8 tokens fit the largest capture size (2 × 256, at most 512): piecewise
+    // graphs; 1,032 and 2,056 tokens run without graphs.
+    assert_eq!(m.piecewise_max_tokens, 512);
+    assert_eq!(
+        m.piecewise_period_ns,
+        vec![(72, 15_000_000), (308, 17_000_000)]
+    );
+    assert!(
+        m.nonuniform_period_ns.contains(&(1032, 70_000_000)),
+        "{:?}",
+        m.nonuniform_period_ns
+    );
+    assert!(
+        m.nonuniform_period_ns.contains(&(2056, 80_000_000)),
+        "{:?}",
+        m.nonuniform_period_ns
+    );
+    // Under FULL_DECODE_ONLY every injected step is one of the non-uniform table's points.
+    let d = derive(&[decode_only], &["d".into()]).unwrap();
+    let table = &d.modes[0].nonuniform_period_ns;
+    assert!(d.modes[0].piecewise_period_ns.is_empty());
+    assert_eq!(table[0], (72, 15_000_000), "{table:?}");
+    assert!(table.windows(2).all(|w| w[0].1 <= w[1].1), "{table:?}");
+
+    let engine = EngineModel::new(p);
+    let graph = GraphMode::FullAndPiecewise {
+        capture_sizes: vec![8, 512],
+        piecewise_sizes: vec![8, 512],
+    };
+    assert_eq!(
+        engine.step_floor_ns(&graph, &shape(false, 8, 300, 512)),
+        Some(17_000_000),
+        "a 308-token mixed step replays piecewise graphs"
+    );
+    assert_eq!(
+        engine.step_floor_ns(&graph, &shape(false, 8, 1024, 1032)),
+        Some(70_000_000),
+        "past the largest capture size it runs without graphs"
+    );
+    assert_eq!(engine.mode_names(), vec!["FULL_AND_PIECEWISE"]);
+}
+
+#[test]
+fn eager_mixed_steps_add_what_injected_prefills_took_beyond_the_standing_gap() {
+    let eager_words = ["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"];
+    // The standing batch steps in 60 ms; a 64-token prefill adds 10 ms, a 2,048-token one 30 ms; a
+    // first-use compile (1 s, over three standing periods) is no step and is left out.
+    let inject = injected(
+        "fx-inj-b8",
+        8,
+        0.060,
+        &[(0.3, 64, 0.070), (0.9, 2048, 0.090), (1.5, 300, 1.0)],
+    );
+    let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.060, 0.0), inject]);
+    let p = derive(&[run(&eager_words, records)], &["e".into()]).unwrap();
+    let m = &p.modes[0];
+    let extra = &m.prefill_extra_ns;
+    assert_eq!(extra.len(), 2, "{extra:?}");
+    assert!((extra[0].1 as i64 - 10_000_000).abs() < 1_000, "{extra:?}");
+    assert!((extra[1].1 as i64 - 30_000_000).abs() < 1_000, "{extra:?}");
+    assert!(m.nonuniform_period_ns.is_empty());
+    let engine = EngineModel::new(p);
+    // 8 decodes and a 64-token chunk: nine requests' host step and what the chunk adds.
+    let mixed = engine
+        .step_floor_ns(&GraphMode::Eager, &shape(false, 8, 64, 72))
+        .unwrap();
+    assert!((mixed as i64 - 70_000_000).abs() < 1_000, "{mixed}");
+}
+
+#[test]
+fn bench_calibration_runs_set_the_decode_period_where_the_engine_set_their_pace() {
+    let bench = |name: &str, n: u32, tpot_ms: f64| {
+        let mut b = burst(name, n, 128, 0.0, 0.0);
+        b.workload.kind = WorkloadKind::BenchServe;
+        b.workload.calibration = true;
+        b.workload.output_len = 128;
+        b.fixed = None;
+        b.bench_result = Some(serde_json::json!({"mean_tpot_ms": tpot_ms}));
+        b
+    };
+    let graph_words = [
+        "/m",
+        "--max-num-batched-tokens",
+        "8192",
+        "-cc",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ];
+    let graph = with_floor_records(vec![
+        burst("fx-d64", 64, 128, 0.004, 0.0),
+        burst("fx-d256", 256, 128, 0.006, 0.0),
+        // At 64 the bench client sees the engine (4.4 ms): it sets the table; at 256 it sees 13 ms,
+        // the front end's pace: the table keeps the probe's 6 ms and the run prices the front end.
+        bench("cal-bench-d64", 64, 4.4),
+        bench("cal-bench-d256", 256, 13.0),
+    ]);
+    let p = derive(&[run(&graph_words, graph)], &["g".into()]).unwrap();
+    assert_eq!(
+        p.modes[0].decode_period_ns,
+        vec![(64, 4_400_000), (256, 6_000_000)]
+    );
+    assert_eq!(p.stream_token_ns, (13.0e6 / 256.0_f64).round() as u64);
+    // Eager steps are the host's: a bench run 30 % above the probe is the client's share of the
+    // host, not the front end's pace, and it sets the table; eager runs price no front end.
+    let eager = with_floor_records(vec![
+        burst("fx-d64", 64, 128, 0.060, 0.0),
+        bench("cal-bench-d64", 64, 78.0),
+    ]);
+    let p = derive(
+        &[run(
+            &["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"],
+            eager,
+        )],
+        &["e".into()],
+    )
+    .unwrap();
+    assert_eq!(p.modes[0].decode_period_ns, vec![(64, 78_000_000)]);
+    assert_eq!(p.stream_token_ns, 0);
 }
