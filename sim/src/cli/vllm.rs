@@ -38,20 +38,24 @@ const JUDGED: [&str; 3] = ["output_throughput", "mean_tpot_ms", "mean_ttft_ms"];
 Example:
   afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out engine.json
 
-Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY).
-Per mode, pooled over every run of the mode: the median inter-token time of each streamed uniform
-decode burst (prompts of at most 512 tokens, prefilled in few steps) by batch size, replaced by the
-engine's own period where unstreamed bursts of that batch are well faster, kept non-decreasing;
-what long contexts add per context token; the period of a non-uniform (prefill or mixed) step by
-its scheduled tokens, from every burst or chunked prompt with four or more such steps in its step
-log. The front end's: latency (the intercept of isolated prompts' first tokens against their chunk
-count), intake per request (cached bursts), what text prompts add per token (cached text against
-cached token-id bursts) and its serial cost per streamed token (calibration bench runs whose pace
-is well above the engine's). Bench runs that are not marked calibration are what the model is
+Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY or
+FULL_AND_PIECEWISE, vLLM's default). Per mode, pooled over every run of the mode: the median
+inter-token time of each streamed uniform decode burst (prompts of at most 512 tokens, prefilled in
+few steps) by batch size, replaced by the engine's own period where unstreamed bursts of that batch
+are well faster, and by calibration `vllm bench serve` runs of that batch where the engine set their
+pace (always in eager mode: its client shares the host), kept non-decreasing; what long contexts add
+per context token; the period of a non-uniform step by its scheduled tokens, from requests injected
+into standing decode bursts and from bursts with four or more such steps in their step log (under
+FULL_AND_PIECEWISE the steps within the largest capture size make a piecewise table; in eager mode
+an injected prefill's step is priced as what it added to the standing gap). The front end's: latency
+(the intercept of isolated prompts' first tokens against their chunk count), intake per request
+(cached bursts), what text prompts add per token (cached text against cached token-id bursts) and
+its serial cost per streamed token (graph calibration bench runs whose mean time per output token is
+well above the engine's). Bench runs that are not marked calibration are what the model is
 judged by and are never read here.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
-    #[arg(value_name = "RUN.json", required = true)]
+    #[arg(value_name = "RUN.json[.gz]", required = true)]
     runs: Vec<PathBuf>,
     /// Write the profile here (atomically); stdout when absent.
     #[arg(long, value_name = "FILE")]
