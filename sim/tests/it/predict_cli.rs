@@ -367,3 +367,26 @@ fn a_plain_vllm_serve_command_is_simulated_as_the_colocated_deployment() {
         stderr(&ffn)
     );
 }
+
+/// The Hugging Face `config.json` the real vLLM runs served, given as `--model`, predicts what the
+/// built-in DeepSeek-V2-Lite does, byte for byte.
+#[test]
+fn the_shipped_hugging_face_config_of_deepseek_v2_lite_is_the_builtin_model() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../traces/data/models/deepseek-v2-lite/config.json"
+    );
+    let args = ["predict", "--num-prompts", "64", "--json"];
+    let builtin = afd_sim(&args);
+    let mut with_file = args.to_vec();
+    with_file.extend(["--model", config]);
+    let from_file = afd_sim(&with_file);
+    assert!(builtin.status.success(), "{}", stderr(&builtin));
+    assert!(from_file.status.success(), "{}", stderr(&from_file));
+    let hash = |o: &Output| {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["event_log_hash"].clone()
+    };
+    assert!(!hash(&builtin).is_null());
+    assert_eq!(hash(&builtin), hash(&from_file));
+}

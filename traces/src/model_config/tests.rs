@@ -58,21 +58,13 @@ fn deepseek_v2_lite_has_the_shape_of_afd_spec_3_1() {
     );
 }
 
-/// The Hugging Face layout of the same model (values from sim-anchors §4) reads to the same config.
+/// The Hugging Face `config.json` of the same model (the one the measured vLLM servers loaded,
+/// `data/models/deepseek-v2-lite/config.json`) reads to the same config as DeepSeek's own file.
 #[test]
 fn both_formats_of_deepseek_v2_lite_agree() {
-    let hf = r#"{
-      "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
-      "hidden_size": 2048, "num_hidden_layers": 27, "first_k_dense_replace": 1, "moe_layer_freq": 1,
-      "intermediate_size": 10944, "n_routed_experts": 64, "num_experts_per_tok": 6,
-      "n_shared_experts": 2, "moe_intermediate_size": 1408, "scoring_func": "softmax",
-      "topk_method": "greedy", "n_group": 1, "topk_group": 1, "norm_topk_prob": false,
-      "routed_scaling_factor": 1.0, "num_attention_heads": 16, "num_key_value_heads": 16,
-      "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-      "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
-      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "rope_scaling": {"type": "yarn"}
-    }"#;
+    let hf = include_str!("../../data/models/deepseek-v2-lite/config.json");
     let from_hf = ModelConfig::from_json(hf).unwrap();
+    assert_eq!(from_hf.format, ConfigFormat::HuggingFace);
     let mut from_deepseek = builtin("deepseek-v2-lite");
     assert_eq!(from_deepseek.format, ConfigFormat::DeepSeekInference);
     from_deepseek.format = ConfigFormat::HuggingFace;
