@@ -330,6 +330,12 @@ pub struct EngineModeCosts {
     /// Empty in profiles written before it existed: the floor and per-token cost price them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nonuniform_period_ns: Vec<(u32, u64)>,
+    /// What each decode request beside the prefill adds to a non-uniform step that runs without
+    /// graphs, nanoseconds (`nonuniform_period_ns` holds the step less it): one prompt length
+    /// injected beside two standing batches of one server, the difference of the two steps over
+    /// the difference of their decodes, the median. Zero when not measured.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub mixed_decode_ns: f64,
     /// What a uniform decode step adds per context token its sequences attend to beyond the decode
     /// table's own bursts' (`decode_reference_context` a sequence), nanoseconds: streamed bursts of
     /// long prompts against the table at their batch. Zero when not measured (or not seen above the
@@ -391,6 +397,12 @@ impl VllmEngineProfile {
                         m.mode
                     )));
                 }
+            }
+            if !(m.mixed_decode_ns.is_finite() && m.mixed_decode_ns >= 0.0) {
+                return Err(VllmRunError::Invalid(format!(
+                    "mode {:?}: mixed_decode_ns is not a finite non-negative number",
+                    m.mode
+                )));
             }
             if !(m.nonuniform_token_ns.is_finite() && m.nonuniform_token_ns >= 0.0) {
                 return Err(VllmRunError::Invalid(format!(

@@ -371,6 +371,7 @@ fn mode_costs(
         nonuniform_floor_ns,
         nonuniform_token_ns,
         nonuniform_period_ns: tables.nonuniform,
+        mixed_decode_ns: (tables.mixed_decode_s * 1e9).round(),
         prefill_extra_ns: tables.prefill_extra,
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
@@ -522,6 +523,7 @@ fn bench_decode_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<(f64, String)>
 #[derive(Default)]
 struct StepTables {
     nonuniform: Vec<(u32, u64)>,
+    mixed_decode_s: f64,
     prefill_extra: Vec<(u32, u64)>,
     piecewise: Vec<(u32, u64)>,
     piecewise_max_tokens: u32,
@@ -553,16 +555,35 @@ fn step_tables(
         tables.prefill_extra = grouped_table(points, "prefill_extra_t", evidence);
         return tables;
     }
-    let mut points = span_points(runs, decode_period_ns, frontend_s);
-    let mut piecewise = Vec::new();
-    for i in &injected {
-        let point = (f64::from(i.tokens), i.period_s, i.evidence.clone());
-        if mode == FULL_AND_PIECEWISE && i.tokens <= i.max_capture {
-            tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
-            piecewise.push(point);
-        } else {
-            points.push(point);
+    let (graphless, within): (Vec<&Injected>, Vec<&Injected>) = injected
+        .iter()
+        .partition(|i| !(mode == FULL_AND_PIECEWISE && i.tokens <= i.max_capture));
+    // What each decode beside the prefill adds to a step without graphs: one prompt length injected
+    // beside two batches of one server, the difference of their steps over the difference of decodes.
+    let mut slopes = Vec::new();
+    for (k, a) in graphless.iter().enumerate() {
+        for b in &graphless[k + 1..] {
+            if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
+                slopes.push(
+                    (b.period_s - a.period_s) / (f64::from(b.decoding) - f64::from(a.decoding)),
+                );
+            }
         }
+    }
+    tables.mixed_decode_s = median(slopes).unwrap_or(0.0).max(0.0);
+    let per_decode = tables.mixed_decode_s;
+    let mut points: Vec<(f64, f64, String)> = span_points(runs, decode_period_ns, frontend_s)
+        .into_iter()
+        .map(|(tokens, decodes, period, name)| (tokens, period - per_decode * decodes, name))
+        .collect();
+    for i in graphless {
+        let period = i.period_s - per_decode * f64::from(i.decoding);
+        points.push((f64::from(i.tokens), period, i.evidence.clone()));
+    }
+    let mut piecewise = Vec::new();
+    for i in within {
+        tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
+        piecewise.push((f64::from(i.tokens), i.period_s, i.evidence.clone()));
     }
     tables.nonuniform = grouped_table(points, "nonuniform_t", evidence);
     tables.piecewise = grouped_table(piecewise, "piecewise_t", evidence);
@@ -582,6 +603,12 @@ struct Injected {
     standing_s: f64,
     /// The server's largest capture size (piecewise graphs serve steps up to it).
     max_capture: u32,
+    /// Standing requests decoding beside the prefill.
+    decoding: u32,
+    /// The injected prompt's length and the file it came from: two injections of one length into
+    /// bursts of one server with different batches price what a decode adds to the step.
+    input_len: u32,
+    run: String,
     evidence: String,
 }
 
@@ -658,6 +685,9 @@ fn injected_steps(
                     period_s,
                     standing_s,
                     max_capture,
+                    decoding,
+                    input_len: spec.input_len,
+                    run: (*name).to_owned(),
                     evidence: format!("{name}:{}+{}@{}", w.name, spec.input_len, spec.at_s),
                 });
             }
@@ -902,12 +932,12 @@ fn unstreamed_period_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<f64>> {
 /// record with at least [`TABLE_MIN_STEPS`] non-uniform steps in its step log (no injected requests):
 /// its span (to the last token of a burst, to the first token of a lone prompt) less the front end and
 /// its uniform decode steps (priced from the decode table), over its non-uniform steps, at their mean
-/// scheduled tokens.
+/// scheduled tokens and mean decodes.
 fn span_points(
     runs: &[(&str, &VllmRun)],
     decode_period_ns: &[(u32, u64)],
     frontend_s: f64,
-) -> Vec<(f64, f64, String)> {
+) -> Vec<(f64, f64, f64, String)> {
     fixed_records(runs)
         .iter()
         .filter_map(|(name, r, q)| {
@@ -942,13 +972,19 @@ fn span_points(
                 (end, uniform as f64 / 1e9)
             };
             let period = (end - start - frontend_s - uniform_s) / non.len() as f64;
-            let tokens = non
-                .iter()
-                .map(|s| f64::from(s.ctx_tokens + s.gen_tokens))
-                .sum::<f64>()
-                / non.len() as f64;
-            (period.is_finite() && period > 0.0)
-                .then(|| (tokens, period, format!("{name}:{}", r.workload.name)))
+            let mean = |f: fn(&afd_traces::vllm_run::EngineStep) -> u32| {
+                non.iter().map(|s| f64::from(f(s))).sum::<f64>() / non.len() as f64
+            };
+            let tokens = mean(|s| s.ctx_tokens + s.gen_tokens);
+            let decodes = mean(|s| s.gen_requests);
+            (period.is_finite() && period > 0.0).then(|| {
+                (
+                    tokens,
+                    decodes,
+                    period,
+                    format!("{name}:{}", r.workload.name),
+                )
+            })
         })
         .collect()
 }
@@ -1132,6 +1168,7 @@ impl EngineModel {
                 }
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     interpolate(&costs.nonuniform_period_ns, tokens)
+                        + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64
                 }
                 _ => costs
                     .nonuniform_floor_ns

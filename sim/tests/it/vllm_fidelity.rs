@@ -39,20 +39,20 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 10.1 %, worst 83.7 % (graph 256/2048 e2e-pre-r4 mean TPOT,
+    // Recorded at this commit: median 8.6 %, worst 84.6 % (graph 256/2048 e2e-pre-r4 mean TPOT,
     // whose first run stalled for a second on first-use compiles; its second run on a fresh server
-    // is 50 % off, and the two real runs are 67 % apart).
-    assert!(median <= 0.105, "median |error| {median}");
-    assert!(worst <= 0.84, "worst |error| {worst}");
+    // is 53 % off, and the two real runs are 67 % apart).
+    assert!(median <= 0.09, "median |error| {median}");
+    assert!(worst <= 0.85, "worst |error| {worst}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 22);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 6 of 22: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 10 of 22: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 6,
+        within >= 10,
         "graph/eager TPOT ratios within 10 %: {within} of 16"
     );
 }

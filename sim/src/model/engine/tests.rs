@@ -12,6 +12,7 @@ fn profile() -> VllmEngineProfile {
         nonuniform_floor_ns: floor,
         nonuniform_token_ns: token,
         nonuniform_period_ns: vec![],
+        mixed_decode_ns: 0.0,
         decode_context_ns: 0.0,
         decode_reference_context: 0,
         prefill_extra_ns: vec![],
@@ -658,4 +659,42 @@ fn bench_calibration_runs_set_the_decode_period_where_the_engine_set_their_pace(
     .unwrap();
     assert_eq!(p.modes[0].decode_period_ns, vec![(64, 78_000_000)]);
     assert_eq!(p.stream_token_ns, 0);
+}
+
+#[test]
+fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_step() {
+    // A 256-token prompt takes a 60 ms step beside 8 decodes and 72 ms beside 64: 12 ms over 56
+    // decodes. The table holds the step less that share, and a priced step adds it back.
+    let records = with_floor_records(vec![
+        burst("fx-d8", 8, 128, 0.004, 0.0),
+        burst("fx-d64", 64, 128, 0.005, 0.0),
+        injected("fx-inj-b8", 8, 0.004, &[(0.5, 256, 0.060)]),
+        injected("fx-inj-b64", 64, 0.005, &[(0.5, 256, 0.072)]),
+    ]);
+    let words = [
+        "/m",
+        "--max-num-batched-tokens",
+        "8192",
+        "-cc",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ];
+    let p = derive(&[run(&words, records)], &["g".into()]).unwrap();
+    let m = &p.modes[0];
+    let per_decode = 0.012e9 / 56.0;
+    assert!(
+        (m.mixed_decode_ns - per_decode).abs() < 1.0,
+        "{}",
+        m.mixed_decode_ns
+    );
+    // Both steps, less their decodes' share, are one point (264 and 320 tokens group together).
+    let base = (0.060e9 - 8.0 * per_decode).round() as u64;
+    assert_eq!(m.nonuniform_period_ns, vec![(292, base)]);
+    let engine = EngineModel::new(p);
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![8, 64],
+    };
+    let step = engine
+        .step_floor_ns(&graph, &shape(false, 8, 256, 264))
+        .unwrap();
+    assert!((step as i64 - 60_000_000).abs() < 1_000, "{step}");
 }
