@@ -18,7 +18,8 @@
 //!
 //! [`derive`] turns fixed-shape records (and calibration bench runs) into an [`VllmEngineProfile`];
 //! [`EngineModel`] prices a planned step from one. Mixed steps come from requests injected into
-//! standing decode bursts (the gap the step leaves in the standing streams); decode periods from the
+//! standing decode bursts (the gap the step leaves in the standing streams; one prompt length beside
+//! two batches prices what each decode adds to the step); decode periods from the
 //! probe's bursts, replaced where `vllm bench serve`'s own calibration runs measured the same batch
 //! engine-bound (the client the judged runs use shares the host). This module reads no file: the
 //! caller hands it parsed runs or a profile. The front end's terms (latency, serial intake, what
