@@ -92,7 +92,10 @@ Example:
 Compares every bench-serve record of every afd-vllm-run file in DIR (as `compare` does), then
 judges: the median and worst |error| over output throughput, mean TPOT and mean TTFT of every
 record (bars 10 % and 25 %), and the graph-over-eager mean-TPOT ratio of each workload run under
-both modes with the same limits (within 10 % of the measured ratio).
+both modes with the same limits (within 10 % of the measured ratio). A workload measured on two
+servers of one mode and limits (a repeated server) is also set against itself: each real run as the
+prediction of the other, the measurement's own reproducibility beside the bars (`real_against_real`
+in --json).
 Exit status: 0, or 1 with --check when a bar is missed; 2 for bad input.")]
 pub(crate) struct ReplayVllmArgs {
     /// Folder of run files (other JSON files are skipped with a note).
@@ -245,6 +248,16 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             })).collect::<Vec<_>>(),
             "bars": {"median": MEDIAN_BAR, "worst": WORST_BAR, "ratio": RATIO_BAR},
             "pass": verdict.pass(),
+            "real_against_real": {
+                "median_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).0,
+                "worst_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).1,
+                "repeats": verdict.repeats.iter().map(|r| json!({
+                    "workload": r.workload, "limits": r.limits, "mode": r.mode, "runs": r.runs,
+                    "metrics": r.errors.iter().map(|(k, a, b)| json!({
+                        "metric": k, "first_as_prediction": a, "second_as_prediction": b,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            },
         });
         emit(&json_text(&value))?;
     } else {
@@ -278,6 +291,9 @@ struct CaseRows {
     workload: String,
     limits: String,
     eager: bool,
+    /// vLLM's name of the server's graph mode: with `limits` and `workload` it says which records
+    /// are repeats of one another.
+    mode: &'static str,
     rows: Vec<MetricRow>,
 }
 
@@ -391,6 +407,7 @@ impl Setup {
                         case.config.max_num_seqs, case.config.max_num_batched_tokens
                     ),
                     eager: case.config.graph == afd_sim::serving::GraphMode::Eager,
+                    mode: case.config.graph.name(),
                     rows,
                 })
             })
@@ -483,6 +500,67 @@ struct Verdict {
     median: f64,
     worst: f64,
     ratios: Vec<Ratio>,
+    /// The same workload on two servers of the same mode and limits: each real run taken as the
+    /// prediction of the other, per judged metric (the measurement's own reproducibility).
+    repeats: Vec<Repeat>,
+}
+
+struct Repeat {
+    workload: String,
+    limits: String,
+    mode: &'static str,
+    runs: [String; 2],
+    /// `(metric, |a − b| / b, |b − a| / a)`.
+    errors: Vec<(&'static str, f64, f64)>,
+}
+
+impl Repeat {
+    fn all_errors(repeats: &[Repeat]) -> Vec<f64> {
+        let mut errors: Vec<f64> = repeats
+            .iter()
+            .flat_map(|r| r.errors.iter().flat_map(|&(_, a, b)| [a, b]))
+            .collect();
+        errors.sort_by(f64::total_cmp);
+        errors
+    }
+}
+
+/// Every pair of records of one workload on two runs whose servers share a mode and limits.
+fn repeats_of(cases: &[CaseRows]) -> Vec<Repeat> {
+    let mut repeats = Vec::new();
+    for (i, a) in cases.iter().enumerate() {
+        for b in &cases[i + 1..] {
+            if (a.workload.as_str(), a.limits.as_str(), a.mode)
+                != (b.workload.as_str(), b.limits.as_str(), b.mode)
+                || a.case_run == b.case_run
+            {
+                continue;
+            }
+            let errors = JUDGED
+                .iter()
+                .filter_map(|&k| {
+                    let (x, y) = (a.metric(k)?.real, b.metric(k)?.real);
+                    Some((k, ((x - y) / y).abs(), ((y - x) / x).abs()))
+                })
+                .collect();
+            repeats.push(Repeat {
+                workload: a.workload.clone(),
+                limits: a.limits.clone(),
+                mode: a.mode,
+                runs: [a.case_run.clone(), b.case_run.clone()],
+                errors,
+            });
+        }
+    }
+    repeats
+}
+
+/// The upper median and the largest of sorted values (0 when empty).
+fn median_and_worst(sorted: &[f64]) -> (f64, f64) {
+    (
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+        sorted.last().copied().unwrap_or(0.0),
+    )
 }
 
 impl Verdict {
@@ -497,12 +575,8 @@ impl Verdict {
             })
             .collect();
         errors.sort_by(f64::total_cmp);
-        let median = if errors.is_empty() {
-            0.0
-        } else {
-            errors[errors.len() / 2]
-        };
-        let worst = errors.last().copied().unwrap_or(0.0);
+        let (median, worst) = median_and_worst(&errors);
+        let repeats = repeats_of(cases);
         let mut ratios = Vec::new();
         for graph in cases.iter().filter(|c| !c.eager) {
             let eager = cases
@@ -524,6 +598,7 @@ impl Verdict {
             median,
             worst,
             ratios,
+            repeats,
         }
     }
 
@@ -552,6 +627,32 @@ impl Verdict {
                 100.0 * r.error(),
                 100.0 * RATIO_BAR
             ));
+        }
+        if !self.repeats.is_empty() {
+            let (median, worst) = median_and_worst(&Repeat::all_errors(&self.repeats));
+            text.push_str(&format!(
+                "real against real: {} workloads measured on two servers of one mode and limits; \
+                 each run as the prediction of the other: median {:.1}%, worst {:.1}%\n",
+                self.repeats.len(),
+                100.0 * median,
+                100.0 * worst
+            ));
+            for r in &self.repeats {
+                let cells: Vec<String> = r
+                    .errors
+                    .iter()
+                    .map(|(k, a, b)| format!("{k} {:.1}%", 100.0 * a.max(*b)))
+                    .collect();
+                text.push_str(&format!(
+                    "  {} at {} {} ({} / {}): {}\n",
+                    r.workload,
+                    r.limits,
+                    r.mode,
+                    r.runs[0],
+                    r.runs[1],
+                    cells.join(", ")
+                ));
+            }
         }
         text.push_str(if self.pass() {
             "result: within every bar\n"
