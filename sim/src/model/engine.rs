@@ -496,28 +496,36 @@ fn bench_decode_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<(f64, String)>
     for (name, run) in runs {
         for r in &run.records {
             let w = &r.workload;
-            if !w.calibration
-                || w.request_rate.is_some()
-                || w.max_concurrency.is_some()
-                || r.failure.is_some()
-                || !few_prefill_steps(run, w)
-            {
+            if !few_prefill_steps(run, w) {
                 continue;
             }
-            if let Some(tpot_ms) = r
-                .bench_result
-                .as_ref()
-                .and_then(|b| b.get("mean_tpot_ms"))
-                .and_then(serde_json::Value::as_f64)
-                .filter(|t| t.is_finite() && *t > 0.0)
-            {
+            if let Some(tpot_s) = calibration_tpot_s(r) {
                 out.entry(w.num_prompts)
                     .or_default()
-                    .push((tpot_ms / 1e3, format!("{name}:{}", w.name)));
+                    .push((tpot_s, format!("{name}:{}", w.name)));
             }
         }
     }
     out
+}
+
+/// The mean time per output token of a calibration bench run that sent its prompts at once and
+/// finished, seconds.
+fn calibration_tpot_s(r: &WorkloadRecord) -> Option<f64> {
+    let w = &r.workload;
+    if !w.calibration
+        || w.request_rate.is_some()
+        || w.max_concurrency.is_some()
+        || r.failure.is_some()
+    {
+        return None;
+    }
+    r.bench_result
+        .as_ref()?
+        .get("mean_tpot_ms")?
+        .as_f64()
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(|ms| ms / 1e3)
 }
 
 /// The non-uniform step tables of one mode.
@@ -866,25 +874,13 @@ fn stream_token_s(
         }
         for (_, run) in runs {
             for r in &run.records {
-                let w = &r.workload;
-                if !w.calibration
-                    || w.request_rate.is_some()
-                    || w.max_concurrency.is_some()
-                    || r.failure.is_some()
-                {
-                    continue;
-                }
-                let Some(tpot_ms) = r
-                    .bench_result
-                    .as_ref()
-                    .and_then(|b| b.get("mean_tpot_ms"))
-                    .and_then(serde_json::Value::as_f64)
-                else {
+                let Some(tpot_s) = calibration_tpot_s(r) else {
                     continue;
                 };
-                let engine_s = interpolate(&costs.decode_period_ns, w.num_prompts) as f64 / 1e9;
-                if tpot_ms / 1e3 > FRONTEND_BOUND_RATIO * engine_s {
-                    per_token.push(tpot_ms / 1e3 / f64::from(w.num_prompts));
+                let batch = r.workload.num_prompts;
+                let engine_s = interpolate(&costs.decode_period_ns, batch) as f64 / 1e9;
+                if tpot_s > FRONTEND_BOUND_RATIO * engine_s {
+                    per_token.push(tpot_s / f64::from(batch));
                 }
             }
         }

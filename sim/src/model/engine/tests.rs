@@ -175,6 +175,15 @@ fn burst(name: &str, n: u32, input: u32, gap_s: f64, ttft_step_s: f64) -> Worklo
     }
 }
 
+/// A FULL_DECODE_ONLY server with a budget of 8,192 tokens.
+const DECODE_ONLY_8192: [&str; 5] = [
+    "/m",
+    "--max-num-batched-tokens",
+    "8192",
+    "--compilation-config",
+    r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+];
+
 fn run(words: &[&str], records: Vec<WorkloadRecord>) -> VllmRun {
     VllmRun {
         format: "afd-vllm-run".into(),
@@ -439,13 +448,7 @@ fn long_contexts_add_to_a_decode_step_what_their_burst_measured() {
         burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
         long,
     ];
-    let words = [
-        "/m",
-        "--max-num-batched-tokens",
-        "8192",
-        "--compilation-config",
-        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
-    ];
+    let words = DECODE_ONLY_8192;
     let profile = derive(&[run(&words, records)], &["g.json".into()]).unwrap();
     let m = &profile.modes[0];
     // The table's bursts: 128-token prompts, 16 output tokens, 136 a sequence on average.
@@ -671,13 +674,7 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
         injected("fx-inj-b8", 8, 0.004, &[(0.5, 256, 0.060)]),
         injected("fx-inj-b64", 64, 0.005, &[(0.5, 256, 0.072)]),
     ]);
-    let words = [
-        "/m",
-        "--max-num-batched-tokens",
-        "8192",
-        "-cc",
-        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
-    ];
+    let words = DECODE_ONLY_8192;
     let p = derive(&[run(&words, records)], &["g".into()]).unwrap();
     let m = &p.modes[0];
     let per_decode = 0.012e9 / 56.0;
