@@ -62,6 +62,19 @@ pub fn plan(dimensions: &Dimensions, context: &Context<'_>) -> Plan {
     };
     for verdict in judged {
         match verdict {
+            // A cross-node AFD candidate runs once per NIC count of the `nics` dimension.
+            Ok(candidate)
+                if candidate.cross_node
+                    && candidate.config.placement == crate::serving::Placement::Disaggregated
+                    && !dimensions.nics.is_empty() =>
+            {
+                for &nics in &dimensions.nics {
+                    plan.candidates.push(Candidate {
+                        nics: Some(nics),
+                        ..candidate.clone()
+                    });
+                }
+            }
             Ok(candidate) => plan.candidates.push(candidate),
             Err(ids) => {
                 plan.rejected_points += 1;
@@ -116,6 +129,10 @@ pub fn fingerprint(plan: &Plan, inputs: &Inputs<'_>) -> String {
         add(&candidate.attention_args);
         add(&candidate.ffn_args);
         add(&format!("{:?}", candidate.config));
+        // Only when set, so that sweeps without the dimension keep their fingerprints.
+        if let Some(nics) = candidate.nics {
+            add(&format!("nics={nics}"));
+        }
     }
     add(&format!("{:?}", inputs.model));
     add(&format!("{:?}", inputs.calibration));
@@ -171,14 +188,15 @@ pub fn run_counted(
     } else {
         chosen.iter().map(|&i| vec![i]).collect()
     };
-    // One task per pipeline (the layouts of both roles): its groups run one after another and
-    // hand the step memo on, so a step shared by several candidates is priced once. Largest
-    // first, so the last tasks are short.
+    // One task per pipeline (the layouts of both roles, and the NICs its hand-offs share, which
+    // price its steps): its groups run one after another and hand the step memo on, so a step
+    // shared by several candidates is priced once. Largest first, so the last tasks are short.
     let mut pipelines = group_in_order(groups, |group| {
-        let config = &plan.candidates[group[0] as usize].config;
+        let candidate = &plan.candidates[group[0] as usize];
+        let config = &candidate.config;
         format!(
-            "{:?} {:?} {:?}",
-            config.placement, config.attention, config.ffn
+            "{:?} {:?} {:?} {:?}",
+            config.placement, config.attention, config.ffn, candidate.nics
         )
     });
     pipelines.sort_by_key(|groups| std::cmp::Reverse(groups.iter().map(Vec::len).sum::<usize>()));
@@ -257,7 +275,8 @@ fn evaluate_group(
 /// member, members in candidate order.
 pub fn reuse_groups(plan: &Plan, chosen: &[u64]) -> Vec<Vec<u64>> {
     group_in_order(chosen.iter().copied(), |&index| {
-        let config = &plan.candidates[index as usize].config;
+        let candidate = &plan.candidates[index as usize];
+        let config = &candidate.config;
         // Everything but the two limits decides the run (the KV capacity follows from the rest
         // and is checked against the spans with them). `ServingConfig` holds an f64, so its
         // Debug text is the key.
@@ -266,7 +285,7 @@ pub fn reuse_groups(plan: &Plan, chosen: &[u64]) -> Vec<Vec<u64>> {
             max_num_batched_tokens: 0,
             ..config.clone()
         };
-        format!("{erased:?}")
+        format!("{erased:?} nics={:?}", candidate.nics)
     })
 }
 

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Schema version written by this build; readers accept exactly this version.
-pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+pub const SWEEP_SCHEMA_VERSION: u32 = 2;
 
 /// The `format` tag of the JSON summary.
 pub const SWEEP_FORMAT: &str = "afd-sim-sweep";
@@ -57,6 +57,9 @@ pub struct SweepRow {
     pub max_num_batched_tokens: u32,
     /// Some Attention↔FFN (or all-to-all) traffic crosses a node boundary.
     pub cross_node: bool,
+    /// NICs per host an AFD candidate's cross-node hand-offs shared (the sweep's `--link`, or its
+    /// `nics` dimension); empty when no hand-off crossed a network.
+    pub nics: Option<u32>,
     /// Ids of the deployment rules that warned, `;`-separated.
     pub warnings: String,
 

@@ -57,7 +57,11 @@ Dimensions (NAME=V1,V2,...; several per flag with ';'; defaults in brackets):
   max-num-seqs                                         [32,64,128]
   max-num-batched-tokens                               [512,2048,8192]
   baseline                on or off                    [on]
+  nics                    NICs per host, with --link   [the link's own]
 The baseline is the same model served by vLLM DP x TP with expert parallelism on the same GPUs.
+With --link, an AFD candidate whose Attention and FFN ranks sit on different nodes hands off over
+that network; `nics=1,2,4` runs each such candidate once per NIC count (the CSV's nics column),
+so the frontier says how many NICs per host a split needs.
 
 Every point is judged by the deployment rules (as `afd-sim check` does) before it runs; each legal
 candidate is simulated in full (every request, every layer). The CSV has one row per candidate:
@@ -224,6 +228,11 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         dimensions
             .assign(text)
             .with_context(|| format!("--dimensions {text:?}"))?;
+    }
+    if !dimensions.nics.is_empty() && args.link.is_none() {
+        bail!(
+            "--dimensions nics: NICs per host price hand-offs over a network between nodes; give --link attention-ffn=KIND as well"
+        );
     }
     if let Some(splits) = &dimensions.splits {
         let outside: Vec<String> = splits

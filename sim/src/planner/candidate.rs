@@ -62,6 +62,9 @@ pub struct Candidate {
     pub warnings: Vec<String>,
     pub nodes: u32,
     pub cross_node: bool,
+    /// NICs per host the A↔F hand-offs of a cross-node AFD candidate share (the `nics` dimension);
+    /// `None`: the link's own count, or no network at all.
+    pub nics: Option<u32>,
 }
 
 /// Judges `point`: the candidate, or the ids of every rule it breaks.
@@ -215,6 +218,7 @@ fn afd(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<String>> {
         config,
         nodes: (a + f).div_ceil(node),
         cross_node,
+        nics: None,
     })
 }
 
@@ -259,6 +263,7 @@ fn colocated(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<Stri
         warnings: rule_ids(&report, Severity::Warning),
         nodes: gpus.div_ceil(node),
         cross_node: gpus > node,
+        nics: None,
     })
 }
 

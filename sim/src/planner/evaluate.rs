@@ -75,13 +75,25 @@ pub fn candidate_cost_model(candidate: &Candidate, inputs: &Inputs<'_>) -> CostM
                 .attention_ranks()
                 .max(config.ffn_ranks())
                 .min(between.gpus_per_node.max(1));
+            let mut link = between.link.clone();
+            if let Some(nics) = candidate.nics {
+                link.nics = nics;
+            }
             cost.with_afd_link(AfdLink {
-                link: between.link.clone(),
+                link,
                 ranks_on_host,
             })
         }
         _ => cost,
     }
+}
+
+/// NICs per host a candidate's A↔F hand-offs share when they cross the network: its own count
+/// (the `nics` dimension) or the link's; `None` when they stay on the GPUs' own link.
+fn afd_nics(candidate: &Candidate, inputs: &Inputs<'_>) -> Option<u32> {
+    let between = inputs.cross_node_link.as_ref()?;
+    (candidate.cross_node && candidate.config.placement == Placement::Disaggregated)
+        .then(|| candidate.nics.unwrap_or(between.link.nics))
 }
 
 /// A simulated candidate: its row and, when it ran, the limit spans of its run.
@@ -146,6 +158,7 @@ pub fn reuse(
         max_num_seqs: own.max_num_seqs,
         max_num_batched_tokens: own.max_num_batched_tokens,
         cross_node: own.cross_node,
+        nics: own.nics,
         warnings: own.warnings,
         kv_blocks_per_engine: Some(limit_values(candidate, inputs).kv_blocks),
         ttft_slo_ms: own.ttft_slo_ms,
@@ -282,6 +295,7 @@ fn config_row(
         max_num_seqs: point.max_num_seqs,
         max_num_batched_tokens: point.max_num_batched_tokens,
         cross_node: candidate.cross_node,
+        nics: afd_nics(candidate, inputs),
         warnings: candidate.warnings.join(";"),
         status: "ok".to_owned(),
         error: String::new(),

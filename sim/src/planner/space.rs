@@ -87,6 +87,9 @@ pub struct Dimensions {
     pub max_num_batched_tokens: Vec<u32>,
     /// Add the colocated baseline.
     pub baseline: bool,
+    /// NICs per host tried for candidates whose roles sit on different nodes (needs the sweep's
+    /// `--link`); empty: the link's own count, one run each.
+    pub nics: Vec<u32>,
 }
 
 /// A `--dimensions` value that cannot be read.
@@ -107,7 +110,7 @@ pub enum DimensionError {
 }
 
 /// Names `--dimensions` accepts.
-pub const DIMENSION_NAMES: [&str; 10] = [
+pub const DIMENSION_NAMES: [&str; 11] = [
     "split",
     "attention-tp",
     "ffn-tp",
@@ -118,6 +121,7 @@ pub const DIMENSION_NAMES: [&str; 10] = [
     "max-num-seqs",
     "max-num-batched-tokens",
     "baseline",
+    "nics",
 ];
 
 impl Default for Dimensions {
@@ -133,6 +137,7 @@ impl Default for Dimensions {
             max_num_seqs: vec![32, 64, 128],
             max_num_batched_tokens: vec![512, 2048, 8192],
             baseline: true,
+            nics: Vec::new(),
         }
     }
 }
@@ -237,6 +242,7 @@ impl Dimensions {
                 "max-num-batched-tokens" => {
                     self.max_num_batched_tokens = counts("a positive integer")?;
                 }
+                "nics" => self.nics = counts("a positive number of NICs per host")?,
                 "baseline" => {
                     let [value] = values.as_slice() else {
                         return Err(bad(part, "a single on or off"));

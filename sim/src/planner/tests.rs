@@ -39,20 +39,20 @@ fn check_assign(text: &str, expect: Expect) {
 fn dimensions_parse_or_name_the_bad_value() {
     check_assign(
         "split=3:1,2:2; dbo=off,4 ;capture=eager,max:16,32:8",
-        expect![[
-            r#"Dimensions { splits: Some([(3, 1), (2, 2)]), attention_tp: [1, 2, 4, 8], ffn_tp: [1, 2, 4, 8], expert_parallel: [true, false], dbo: [None, Some(4)], dbo_prefill: [512], capture: [Eager, Max(16), Sizes([8, 32])], max_num_seqs: [32, 64, 128], max_num_batched_tokens: [512, 2048, 8192], baseline: true }"#
-        ]],
+        expect![
+            "Dimensions { splits: Some([(3, 1), (2, 2)]), attention_tp: [1, 2, 4, 8], ffn_tp: [1, 2, 4, 8], expert_parallel: [true, false], dbo: [None, Some(4)], dbo_prefill: [512], capture: [Eager, Max(16), Sizes([8, 32])], max_num_seqs: [32, 64, 128], max_num_batched_tokens: [512, 2048, 8192], baseline: true, nics: [] }"
+        ],
     );
     check_assign(
         "max-num-seqs=64,16,64;expert-parallel=on;baseline=off",
-        expect![[
-            r#"Dimensions { splits: None, attention_tp: [1, 2, 4, 8], ffn_tp: [1, 2, 4, 8], expert_parallel: [true], dbo: [None, Some(2), Some(32)], dbo_prefill: [512], capture: [Eager, Auto, Sizes([64])], max_num_seqs: [16, 64], max_num_batched_tokens: [512, 2048, 8192], baseline: false }"#
-        ]],
+        expect![
+            "Dimensions { splits: None, attention_tp: [1, 2, 4, 8], ffn_tp: [1, 2, 4, 8], expert_parallel: [true], dbo: [None, Some(2), Some(32)], dbo_prefill: [512], capture: [Eager, Auto, Sizes([64])], max_num_seqs: [16, 64], max_num_batched_tokens: [512, 2048, 8192], baseline: false, nics: [] }"
+        ],
     );
     check_assign(
         "tp=1",
         expect![[
-            r#"error: unknown dimension "tp"; dimensions are split, attention-tp, ffn-tp, expert-parallel, dbo, dbo-prefill, capture, max-num-seqs, max-num-batched-tokens, baseline"#
+            r#"error: unknown dimension "tp"; dimensions are split, attention-tp, ffn-tp, expert-parallel, dbo, dbo-prefill, capture, max-num-seqs, max-num-batched-tokens, baseline, nics"#
         ]],
     );
     check_assign(
@@ -447,4 +447,71 @@ fn reusing_identical_runs_gives_the_same_bytes_as_simulating_every_candidate() {
         (want.rank, want.frontier_tpot, want.frontier_ttft) = (None, None, None);
         assert_eq!(got, &want);
     }
+}
+
+/// The `nics` dimension runs each cross-node AFD candidate once per NIC count and no other
+/// candidate more than once; more NICs per host never slow a candidate down, and a sweep without
+/// the dimension keeps its fingerprint.
+#[test]
+fn nics_per_host_multiply_only_the_cross_node_afd_candidates_and_never_slow_them() {
+    let model = ModelArch::deepseek_v2_lite();
+    let workload = small_workload();
+    let mut context = context(&model);
+    context.budget = Budget {
+        gpus: 4,
+        min_gpus: 4,
+        gpus_per_node: 2,
+    };
+    let mut dimensions = Dimensions::default();
+    dimensions
+        .assign("split=2:2;attention-tp=1;ffn-tp=1;dbo=off;capture=auto;max-num-seqs=16;max-num-batched-tokens=64")
+        .unwrap();
+    let without = plan(&dimensions, &context);
+    dimensions.assign("nics=1,2,4").unwrap();
+    let with = plan(&dimensions, &context);
+    let cross: Vec<&Candidate> = without
+        .candidates
+        .iter()
+        .filter(|c| c.cross_node && c.config.placement == Placement::Disaggregated)
+        .collect();
+    assert!(
+        !cross.is_empty(),
+        "2A2F on nodes of 2 GPUs hands off across nodes"
+    );
+    let others = without.candidates.len() - cross.len();
+    assert_eq!(with.candidates.len(), others + 3 * cross.len());
+    assert!(with.candidates.iter().all(|c| c.nics.is_some() == c.cross_node
+        || c.config.placement == Placement::Colocated));
+    let link = crate::model::link::Link::from_spec(
+        &crate::model::link::LinkSpec::parse("tcp").unwrap(),
+        &afd_traces::hardware::builtin_datasheets(),
+    )
+    .unwrap();
+    let mut inputs = inputs(&model, &workload);
+    inputs.cross_node_link = Some(evaluate::CrossNodeLink {
+        link,
+        gpus_per_node: 2,
+    });
+    assert_eq!(fingerprint(&without, &inputs), {
+        let mut same = dimensions.clone();
+        same.nics.clear();
+        fingerprint(&plan(&same, &context), &inputs)
+    });
+    assert_ne!(fingerprint(&with, &inputs), fingerprint(&without, &inputs));
+    let rows = run(&with, &inputs, Shard::WHOLE, 2, &|| {});
+    for window in rows.windows(2) {
+        let (a, b) = (&window[0], &window[1]);
+        if a.attention_args == b.attention_args && a.nics < b.nics {
+            let tpot = |r: &SweepRow| r.mean_tpot_ms.unwrap();
+            assert!(
+                tpot(b) <= tpot(a),
+                "{:?} NICs {} ms, {:?} NICs {} ms",
+                a.nics,
+                tpot(a),
+                b.nics,
+                tpot(b)
+            );
+        }
+    }
+    assert!(rows.iter().any(|r| r.nics == Some(4)));
 }

@@ -169,7 +169,8 @@ fn shards_merge_into_the_single_run_byte_for_byte() {
     // A mangled shard names its file and line.
     let text = std::fs::read_to_string(&shards[0]).unwrap();
     let bad = dir.path().join("bad.csv");
-    std::fs::write(&bad, text.replacen("\n1,", "\nx,", 1)).unwrap();
+    let version = format!("\n{},", afd_traces::sweep::SWEEP_SCHEMA_VERSION);
+    std::fs::write(&bad, text.replacen(&version, "\nx,", 1)).unwrap();
     let run = afd_sim(&["sweep-merge", path(&bad), "--out", path(&partial)]);
     assert_eq!(run.code, 2);
     assert!(
@@ -293,4 +294,40 @@ fn reused_runs_are_counted_and_change_no_byte() {
         "{}",
         run.stdout
     );
+}
+
+/// NICs per host price hand-offs over a network: without `--link` the dimension is refused, with
+/// it each cross-node AFD candidate runs once per count and the CSV says which.
+#[test]
+fn the_nics_dimension_needs_a_link_and_fills_the_nics_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nics.csv");
+    let dims = "split=2:2;attention-tp=1;ffn-tp=1;dbo=off;capture=auto;max-num-seqs=16;max-num-batched-tokens=64;baseline=off;nics=1,4";
+    let common = [
+        "sweep",
+        "--gpus",
+        "4",
+        "--gpus-per-node",
+        "2",
+        "--num-prompts",
+        "16",
+        "--dimensions",
+        dims,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let refused = afd_sim(&common);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--link"), "{}", refused.stderr);
+    assert!(!out.exists());
+    let mut args = common.to_vec();
+    args.extend(["--link", "attention-ffn=tcp"]);
+    let run = afd_sim(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows =
+        afd_traces::sweep::read_sweep_csv(&std::fs::read_to_string(&out).unwrap(), "nics.csv")
+            .unwrap();
+    let nics: Vec<Option<u32>> = rows.iter().map(|r| r.nics).collect();
+    assert_eq!(nics, [Some(1), Some(4)]);
+    assert!(rows.iter().all(|r| r.cross_node));
 }

@@ -28,6 +28,7 @@ fn row(candidate: u64, tokens_per_gpu: Option<f64>) -> SweepRow {
         max_num_seqs: 64,
         max_num_batched_tokens: 2048,
         cross_node: false,
+        nics: None,
         warnings: "cross.shared-http-port".to_owned(),
         status: "ok".to_owned(),
         error: String::new(),
