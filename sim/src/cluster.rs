@@ -752,11 +752,15 @@ pub fn kv_capacity(config: &ServingConfig, model: &ModelArch, memory_bytes: u64)
     } else {
         model.attention_weight_bytes(config.attention.tp)
     };
+    // A hybrid model keeps a linear-attention state per running request, whatever its length:
+    // room for `max_num_seqs` of them is taken before the KV blocks.
+    let states =
+        u64::from(config.max_num_seqs) * model.linear_state_bytes_per_sequence(config.attention.tp);
     let blocks = capacity_blocks(
         memory_bytes,
         config.gpu_memory_utilization,
         weights,
-        config.kv_reserve_bytes,
+        config.kv_reserve_bytes + states,
         model.kv_bytes_per_token(config.attention.tp),
         config.block_size,
     );

@@ -26,7 +26,8 @@ pub struct RoleMemory {
     pub rank: u32,
     /// Weights on that rank, bytes.
     pub weight_bytes: u64,
-    /// Activation and CUDA-graph reserve, bytes.
+    /// Activation and CUDA-graph reserve, and a hybrid model's linear-attention states for
+    /// `max_num_seqs` requests on the role that keeps the KV cache, bytes.
     pub reserve_bytes: u64,
     /// GPU memory × `--gpu-memory-utilization`, bytes.
     pub budget_bytes: u64,
@@ -98,17 +99,22 @@ pub fn plan(
             ("ffn", ffn, config.ffn_gpu_memory_utilization),
         ],
     };
+    // The role that keeps the KV cache also keeps a hybrid model's linear-attention state for each
+    // of its `max_num_seqs` running requests.
+    let states =
+        u64::from(config.max_num_seqs) * model.linear_state_bytes_per_sequence(config.attention.tp);
     let mut plans = Vec::with_capacity(roles.len());
     for (role, weight_bytes, utilization) in roles {
         let budget = (memory_bytes as f64 * utilization) as u64;
-        let needed = weight_bytes + config.kv_reserve_bytes;
+        let reserve = config.kv_reserve_bytes + if role == "ffn" { 0 } else { states };
+        let needed = weight_bytes + reserve;
         if needed > budget {
             return Err(MemoryError {
                 role,
                 rank: 0,
                 needed_bytes: needed,
                 weight_bytes,
-                reserve_bytes: config.kv_reserve_bytes,
+                reserve_bytes: reserve,
                 available_bytes: budget,
                 memory_bytes,
                 utilization: utilization.to_string(),
@@ -119,7 +125,7 @@ pub fn plan(
             role,
             rank: 0,
             weight_bytes,
-            reserve_bytes: config.kv_reserve_bytes,
+            reserve_bytes: reserve,
             budget_bytes: budget,
             free_bytes: budget - needed,
         });

@@ -2,8 +2,10 @@
 //! checked.
 //!
 //! Two file formats are read into one [`ModelConfig`]:
-//! - a Hugging Face `config.json` for `DeepseekV2ForCausalLM`, `DeepseekV3ForCausalLM` and
-//!   `Qwen3MoeForCausalLM`; unknown keys are ignored, since HF configs carry many;
+//! - a Hugging Face `config.json` for `DeepseekV2ForCausalLM`, `DeepseekV3ForCausalLM`,
+//!   `Qwen3MoeForCausalLM`, and the hybrid `Qwen3NextForCausalLM` and Qwen3.5-MoE, whose
+//!   layers mix Gated DeltaNet linear attention (a state per sequence, no KV cache) with gated
+//!   softmax attention; unknown keys are ignored, since HF configs carry many;
 //! - DeepSeek's inference `ModelArgs` JSON (`inference/configs/config_*.json` of the DeepSeek-V3
 //!   repository: `dim`, `n_layers`, `n_dense_layers`, …), which is how the shipped DeepSeek-V2-Lite
 //!   config comes (see `traces/data/models/SOURCE.md`).
@@ -24,11 +26,12 @@ mod deepseek;
 mod hugging_face;
 
 /// Names [`builtin_model`] knows, for help texts.
-pub const BUILTIN_MODEL_NAMES: [&str; 4] = [
+pub const BUILTIN_MODEL_NAMES: [&str; 5] = [
     "deepseek-v2-lite",
     "deepseek-v3",
     "deepseek-r1-0528",
     "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
 ];
 
 /// The text of a configuration file shipped under `traces/data/models/`, by model name
@@ -43,6 +46,9 @@ pub fn builtin_model(name: &str) -> Option<&'static str> {
             Some(include_str!("../data/models/deepseek-r1-0528/config.json"))
         }
         "qwen3-30b-a3b" => Some(include_str!("../data/models/qwen3-30b-a3b/config.json")),
+        "qwen3-next-80b-a3b" => Some(include_str!(
+            "../data/models/qwen3-next-80b-a3b/config.json"
+        )),
         _ => None,
     }
 }
@@ -71,6 +77,11 @@ pub struct ModelConfig {
     pub moe: MoeConfig,
     /// One entry per decoder layer, in order. Invariant: non-empty.
     pub layers: Vec<LayerKind>,
+    /// The token mixer of each decoder layer, in order; every layer [`MixerKind::Full`] but for
+    /// hybrid models. Invariant: as long as `layers`.
+    pub mixers: Vec<MixerKind>,
+    /// The linear attention of [`MixerKind::Linear`] layers; `None` when there are none.
+    pub linear_attention: Option<LinearAttention>,
 }
 
 /// The model classes this crate reads.
@@ -79,6 +90,10 @@ pub enum Architecture {
     DeepseekV2,
     DeepseekV3,
     Qwen3Moe,
+    /// Hybrid: Gated DeltaNet and gated softmax attention, one in four layers full (Qwen3-Next).
+    Qwen3Next,
+    /// Qwen3.5-MoE: the same hybrid layout as Qwen3-Next.
+    Qwen3_5Moe,
 }
 
 /// Which file format a config came from.
@@ -107,6 +122,31 @@ pub enum LayerKind {
     Dense,
     /// Router, routed experts and shared experts as [`ModelConfig::moe`] describes.
     Moe,
+}
+
+/// The token mixer of one decoder layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MixerKind {
+    /// Softmax attention as [`ModelConfig::attention`] describes, with a KV cache.
+    Full,
+    /// Gated DeltaNet linear attention as [`ModelConfig::linear_attention`] describes: a fixed-size
+    /// state per sequence, no KV cache (Qwen3-Next, Qwen3.5).
+    Linear,
+}
+
+/// Gated DeltaNet linear attention (Qwen3-Next and Qwen3.5's `linear_attention` layers): a causal
+/// convolution over the q, k and v projections, then a recurrent delta-rule state per value head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinearAttention {
+    pub num_key_heads: u32,
+    /// Invariant: a multiple of `num_key_heads`.
+    pub num_value_heads: u32,
+    pub key_head_dim: u32,
+    pub value_head_dim: u32,
+    /// Width of the causal convolution (`linear_conv_kernel_dim`).
+    pub conv_kernel: u32,
+    /// Element type of the recurrent state (`mamba_ssm_dtype`, else the model's dtype).
+    pub state_dtype: Dtype,
 }
 
 /// The attention block, which fixes the KV cache layout.
@@ -141,6 +181,9 @@ pub struct GqaAttention {
     pub qk_norm: bool,
     /// Biases on the q, k, v and o projections.
     pub bias: bool,
+    /// A sigmoid gate on the output, projected with the queries (`q_proj` twice as wide):
+    /// Qwen3-Next and Qwen3.5 (`attn_output_gate`).
+    pub output_gate: bool,
 }
 
 /// The MoE block: a router over routed experts plus always-active shared experts.
@@ -200,7 +243,8 @@ pub enum ModelConfigError {
     UnknownFormat,
     #[error(
         "model config has architectures {found:?}; this build reads DeepseekV2ForCausalLM, \
-         DeepseekV3ForCausalLM and Qwen3MoeForCausalLM"
+         DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, Qwen3NextForCausalLM and \
+         Qwen3_5MoeForCausalLM (or Qwen3_5MoeForConditionalGeneration)"
     )]
     Unsupported { found: Vec<String> },
     #[error("model config field {field}: {problem}")]
@@ -268,6 +312,29 @@ impl ModelConfig {
             Attention::Mla(mla) => mla.check()?,
             Attention::Gqa(gqa) => gqa.check()?,
         }
+        if self.mixers.len() != self.layers.len() {
+            return Err(invalid(
+                "layer_types",
+                format!(
+                    "{} entries for {} layers",
+                    self.mixers.len(),
+                    self.layers.len()
+                ),
+            ));
+        }
+        match (
+            &self.linear_attention,
+            self.mixers.contains(&MixerKind::Linear),
+        ) {
+            (Some(linear), _) => linear.check()?,
+            (None, true) => {
+                return Err(invalid(
+                    "layer_types",
+                    "linear_attention layers without linear attention sizes".to_owned(),
+                ));
+            }
+            (None, false) => {}
+        }
         if self.layers.contains(&LayerKind::Moe) {
             self.moe.check()?;
         }
@@ -308,9 +375,34 @@ impl ModelConfig {
         elements * self.dtype.bytes()
     }
 
-    /// KV-cache bytes one token occupies over all layers.
+    /// KV-cache bytes one token occupies over all layers (only full-attention layers keep one).
     pub fn kv_cache_bytes_per_token(&self) -> u64 {
-        self.kv_cache_bytes_per_token_per_layer() * u64::from(self.num_layers())
+        self.kv_cache_bytes_per_token_per_layer() * u64::from(self.n_full_attention_layers())
+    }
+
+    /// Layers that run softmax attention (all of them but for hybrid models).
+    pub fn n_full_attention_layers(&self) -> u32 {
+        self.mixers
+            .iter()
+            .filter(|&&k| k == MixerKind::Full)
+            .count() as u32
+    }
+
+    /// Layers that run linear attention.
+    pub fn n_linear_attention_layers(&self) -> u32 {
+        self.num_layers() - self.n_full_attention_layers()
+    }
+
+    /// Bytes one sequence's linear-attention state occupies in one layer, whatever its length: the
+    /// recurrent state in its dtype and the last `conv_kernel − 1` convolution inputs (0 without
+    /// linear attention).
+    pub fn linear_state_bytes_per_layer(&self) -> u64 {
+        self.linear_attention.as_ref().map_or(0, |linear| {
+            linear.state_elements() * linear.state_dtype.bytes()
+                + u64::from(linear.conv_kernel.saturating_sub(1))
+                    * linear.conv_dim()
+                    * self.dtype.bytes()
+        })
     }
 
     /// Bytes of one token's hidden state, the A→F and F→A payload per layer (afd-spec §3.3).
@@ -381,12 +473,25 @@ impl ModelConfig {
     }
 
     fn attention_params_per_layer_wide(&self) -> u128 {
+        self.mixer_params_wide(MixerKind::Full)
+    }
+
+    /// Parameters of one layer's token mixer of `kind` and both layer norms.
+    fn mixer_params_wide(&self, kind: MixerKind) -> u128 {
         let h = u128::from(self.hidden_size);
-        let block = match &self.attention {
-            Attention::Mla(mla) => mla.params(h),
-            Attention::Gqa(gqa) => gqa.params(h),
+        let block = match (kind, &self.linear_attention) {
+            (MixerKind::Linear, Some(linear)) => linear.params(h),
+            _ => match &self.attention {
+                Attention::Mla(mla) => mla.params(h),
+                Attention::Gqa(gqa) => gqa.params(h),
+            },
         };
         block + 2 * h
+    }
+
+    /// Parameters one layer of `kind` holds on the Attention side (its mixer and both norms).
+    pub fn mixer_params(&self, kind: MixerKind) -> u64 {
+        self.mixer_params_wide(kind) as u64
     }
 
     fn ffn_params_wide(&self, kind: LayerKind) -> u128 {
@@ -410,7 +515,10 @@ impl ModelConfig {
             self.embedding_wide()
         };
         let final_norm = u128::from(self.hidden_size);
-        u128::from(self.num_layers()) * self.attention_params_per_layer_wide()
+        self.mixers
+            .iter()
+            .map(|&kind| self.mixer_params_wide(kind))
+            .sum::<u128>()
             + self.embedding_wide()
             + head
             + final_norm
@@ -478,18 +586,70 @@ impl GqaAttention {
         Ok(())
     }
 
-    /// q, k, v and o projections (with biases when set) and the per-head q/k norms.
+    /// q (with the output gate when set), k, v and o projections (with biases when set) and the
+    /// per-head q/k norms.
     fn params(&self, h: u128) -> u128 {
         let q = u128::from(self.num_heads) * u128::from(self.head_dim);
+        let q_out = if self.output_gate { 2 * q } else { q };
         let kv = u128::from(self.num_kv_heads) * u128::from(self.head_dim);
-        let weights = h * q + 2 * h * kv + q * h;
-        let biases = if self.bias { q + 2 * kv + h } else { 0 };
+        let weights = h * q_out + 2 * h * kv + q * h;
+        let biases = if self.bias { q_out + 2 * kv + h } else { 0 };
         let norms = if self.qk_norm {
             2 * u128::from(self.head_dim)
         } else {
             0
         };
         weights + biases + norms
+    }
+}
+
+impl LinearAttention {
+    fn check(&self) -> Result<(), ModelConfigError> {
+        in_range("linear_num_key_heads", self.num_key_heads, MAX_COUNT)?;
+        in_range("linear_num_value_heads", self.num_value_heads, MAX_COUNT)?;
+        in_range("linear_key_head_dim", self.key_head_dim, MAX_SIZE)?;
+        in_range("linear_value_head_dim", self.value_head_dim, MAX_SIZE)?;
+        in_range("linear_conv_kernel_dim", self.conv_kernel, MAX_SIZE)?;
+        if !self.num_value_heads.is_multiple_of(self.num_key_heads) {
+            return Err(invalid(
+                "linear_num_value_heads",
+                format!(
+                    "{} is not a multiple of linear_num_key_heads {}",
+                    self.num_value_heads, self.num_key_heads
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Width of the convolved q, k and v projections: two key widths and a value width.
+    pub fn conv_dim(&self) -> u64 {
+        2 * u64::from(self.num_key_heads) * u64::from(self.key_head_dim)
+            + u64::from(self.num_value_heads) * u64::from(self.value_head_dim)
+    }
+
+    /// Elements of the recurrent state of one sequence in one layer: a `key × value` matrix per
+    /// value head.
+    pub fn state_elements(&self) -> u64 {
+        u64::from(self.num_value_heads)
+            * u64::from(self.key_head_dim)
+            * u64::from(self.value_head_dim)
+    }
+
+    /// `in_proj_qkvz` (q, k, v and the output gate z), `in_proj_ba` (β and the decay per value
+    /// head), the convolution, `dt_bias` and `A_log`, the gated norm and `out_proj`
+    /// (transformers' `Qwen3NextGatedDeltaNet`; Qwen3.5 splits the same projections four ways).
+    fn params(&self, h: u128) -> u128 {
+        let key = u128::from(self.num_key_heads) * u128::from(self.key_head_dim);
+        let value = u128::from(self.num_value_heads) * u128::from(self.value_head_dim);
+        let v_heads = u128::from(self.num_value_heads);
+        let qkvz = h * (2 * key + 2 * value);
+        let ba = h * 2 * v_heads;
+        let conv = u128::from(self.conv_dim()) * u128::from(self.conv_kernel);
+        let decay = 2 * v_heads;
+        let norm = u128::from(self.value_head_dim);
+        let out = value * h;
+        qkvz + ba + conv + decay + norm + out
     }
 }
 
@@ -559,6 +719,8 @@ impl Architecture {
             Architecture::DeepseekV2 => "DeepseekV2ForCausalLM",
             Architecture::DeepseekV3 => "DeepseekV3ForCausalLM",
             Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Architecture::Qwen3Next => "Qwen3NextForCausalLM",
+            Architecture::Qwen3_5Moe => "Qwen3_5MoeForCausalLM",
         }
     }
 }

@@ -68,3 +68,34 @@ fn the_seed_recipe_fits_on_h200_with_room_for_kv() {
     assert_eq!(plans.len(), 2);
     assert!(plans.iter().all(|p| p.free_bytes > 100 << 30), "{plans:?}");
 }
+
+/// A hybrid model's Attention role keeps a linear-attention state for each of its `max_num_seqs`
+/// requests: the room for them comes out of the KV cache and is named in the role's reserve.
+#[test]
+fn linear_attention_states_for_max_num_seqs_come_before_the_kv_cache() {
+    let model = ModelArch::builtin("qwen3-next-80b-a3b").unwrap().unwrap();
+    let layout = RoleLayout {
+        dp: 1,
+        tp: 4,
+        expert_parallel: true,
+    };
+    let config = |seqs: u32| ServingConfig {
+        attention: layout,
+        ffn: layout,
+        max_num_seqs: seqs,
+        ..ServingConfig::seed_recipe()
+    };
+    let memory = GpuKind::H200.spec().memory_bytes;
+    let blocks = |seqs| crate::cluster::kv_capacity(&config(seqs), &model, memory).0;
+    let per_sequence = model.linear_state_bytes_per_sequence(4);
+    let block_bytes = model.kv_bytes_per_token(4) * u64::from(config(64).block_size);
+    let freed = (blocks(64) - blocks(128)) * block_bytes;
+    // 64 more states, give or take one block of rounding.
+    assert!(freed.abs_diff(64 * per_sequence) <= block_bytes, "{freed}");
+    let roles = plan(&config(64), &model, memory).unwrap();
+    assert_eq!(
+        roles[0].reserve_bytes,
+        config(64).kv_reserve_bytes + 64 * per_sequence
+    );
+    assert_eq!(roles[1].reserve_bytes, config(64).kv_reserve_bytes);
+}

@@ -4,7 +4,7 @@
 //! context token, TP-split KV bytes, weight bytes per role and rank.
 
 use afd_traces::model_config::{
-    Attention, LayerKind, ModelConfig, ModelConfigError, builtin_model,
+    Attention, LayerKind, MixerKind, ModelConfig, ModelConfigError, builtin_model,
 };
 
 /// A model, named, with its configuration.
@@ -94,14 +94,59 @@ impl ModelArch {
         }
     }
 
-    /// KV-cache bytes per token over all layers on one Attention rank.
+    /// KV-cache bytes per token over all layers on one Attention rank (only full-attention layers
+    /// keep a cache).
     pub fn kv_bytes_per_token(&self, attention_tp: u32) -> u64 {
-        self.kv_bytes_per_token_layer(attention_tp) * u64::from(self.layers())
+        self.kv_bytes_per_token_layer(attention_tp)
+            * u64::from(self.config.n_full_attention_layers())
     }
 
-    /// Parameters of one layer's attention block.
+    /// The share of layers that run softmax attention: 1 but for hybrid models (Qwen3-Next: 1/4).
+    /// A layer of the pipeline is priced as the mean over the model's layers, so a hybrid layer
+    /// costs this share of a full-attention layer and the rest of a linear one.
+    pub fn full_attention_share(&self) -> f64 {
+        f64::from(self.config.n_full_attention_layers()) / f64::from(self.layers().max(1))
+    }
+
+    /// Bytes one sequence's linear-attention state holds in one layer on one Attention rank (the
+    /// value heads split across TP); 0 without linear attention.
+    pub fn linear_state_bytes_per_layer(&self, attention_tp: u32) -> u64 {
+        self.config
+            .linear_state_bytes_per_layer()
+            .div_ceil(u64::from(attention_tp.max(1)))
+    }
+
+    /// Bytes one sequence's linear-attention state holds over all layers on one Attention rank,
+    /// whatever its length: vLLM keeps one per running request.
+    pub fn linear_state_bytes_per_sequence(&self, attention_tp: u32) -> u64 {
+        self.linear_state_bytes_per_layer(attention_tp)
+            * u64::from(self.config.n_linear_attention_layers())
+    }
+
+    /// FLOPs of one linear-attention layer per token, all heads: the gated delta rule's decay,
+    /// prediction, update and readout of each value head's `key × value` state (about 8 × key ×
+    /// value), and the causal convolution (2 × kernel per convolved channel).
+    pub fn linear_attention_flops_per_token(&self) -> u64 {
+        self.config.linear_attention.as_ref().map_or(0, |linear| {
+            8 * linear.state_elements() + 2 * linear.conv_dim() * u64::from(linear.conv_kernel)
+        })
+    }
+
+    /// Parameters of one layer's attention block and norms: the mean over the model's layers
+    /// (full and linear attention differ in hybrid models).
     pub fn attention_params_per_layer(&self) -> u64 {
-        self.config.attention_params_per_layer()
+        let total: u64 = self
+            .config
+            .mixers
+            .iter()
+            .map(|&kind| self.config.mixer_params(kind))
+            .sum();
+        total / u64::from(self.layers().max(1))
+    }
+
+    /// Whether any layer runs linear attention.
+    pub fn is_hybrid(&self) -> bool {
+        self.config.mixers.contains(&MixerKind::Linear)
     }
 
     /// FLOPs of the attention kernel per query token per context token, all heads (absorbed MLA:

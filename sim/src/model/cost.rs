@@ -1058,11 +1058,24 @@ impl CostModel {
         }
         let tp = f64::from(self.layout.attention_tp.max(1));
         let ctx = context_sum as f64;
-        let flops = ctx * self.model.attention_flops_per_context_token() as f64 / tp;
-        let bytes = ctx
+        // A hybrid model's layer is its full-attention share of a softmax layer and the rest of a
+        // linear one, which reads and writes each sequence's state once a token.
+        let full = self.model.full_attention_share();
+        let sequences = f64::from(batch);
+        let flops = full * ctx * self.model.attention_flops_per_context_token() as f64 / tp
+            + (1.0 - full) * sequences * self.model.linear_attention_flops_per_token() as f64 / tp;
+        let bytes = full
+            * ctx
             * self
                 .model
-                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64;
+                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64
+            + (1.0 - full)
+                * sequences
+                * 2.0
+                * self
+                    .model
+                    .linear_state_bytes_per_layer(self.layout.attention_tp)
+                    as f64;
         self.roofline_time(flops, bytes, self.kernels.attention_decode)
     }
 
@@ -1096,13 +1109,24 @@ impl CostModel {
             return SimDuration::from_us_f64(us / tp);
         }
         // Causal attention over the chunk: each new token sees the cached context plus half the chunk.
+        // A hybrid layer: its full-attention share of that, the rest a linear layer's chunked scan
+        // (its per-token work, reading and writing the sequence's state once).
         let t = f64::from(tokens);
+        let full = self.model.full_attention_share();
         let pairs = t * (f64::from(context) + t / 2.0);
-        let flops = pairs * self.model.attention_flops_per_context_token() as f64 / tp;
-        let bytes = (f64::from(context) + t)
+        let flops = full * pairs * self.model.attention_flops_per_context_token() as f64 / tp
+            + (1.0 - full) * t * self.model.linear_attention_flops_per_token() as f64 / tp;
+        let bytes = full
+            * (f64::from(context) + t)
             * self
                 .model
-                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64;
+                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64
+            + (1.0 - full)
+                * 2.0
+                * self
+                    .model
+                    .linear_state_bytes_per_layer(self.layout.attention_tp)
+                    as f64;
         self.roofline_time(flops, bytes, self.kernels.attention_prefill)
     }
 

@@ -161,6 +161,10 @@ fn bad_link_flags_exit_2_naming_what_is_wrong() {
 /// The PR #274 workload: 1024 in / 128 out at 5 req/s, concurrency 32, on 8 L20s over PCIe, with
 /// Qwen3-30B-A3B standing in for Qwen3.5-122B-A10B (no config shipped for it).
 fn pr_274(recipe: &str) -> serde_json::Value {
+    pr_274_with(recipe, "qwen3-30b-a3b")
+}
+
+fn pr_274_with(recipe: &str, model: &str) -> serde_json::Value {
     let path = format!("{RECIPES}/{recipe}");
     let check = afd_sim(&["check", &path]);
     assert_eq!(check.code, 0, "{}", check.stdout);
@@ -170,7 +174,7 @@ fn pr_274(recipe: &str) -> serde_json::Value {
         "--gpu",
         "l20",
         "--model",
-        "qwen3-30b-a3b",
+        model,
         "--input-len",
         "1024",
         "--output-len",
@@ -185,6 +189,21 @@ fn pr_274(recipe: &str) -> serde_json::Value {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     json(&run)
+}
+
+/// The same shapes with a hybrid model: Qwen3-Next-80B-A3B, whose Gated DeltaNet layers keep a
+/// state per sequence and no KV cache (the architecture of Qwen3.5's MoE models).
+#[test]
+fn the_pcie_shapes_run_a_hybrid_linear_attention_model() {
+    let afd = pr_274_with("4a4f_pcie_eager_dp4tp1.sh", "qwen3-next-80b-a3b");
+    let plain = pr_274_with("plain_pcie_eager_dp8tp1_ep8.sh", "qwen3-next-80b-a3b");
+    for report in [&afd, &plain] {
+        assert_eq!(report["completed"], 256);
+        assert!(report["mean_tpot_ms"].as_f64().unwrap() > 0.0);
+    }
+    // The same shapes run the 30B Qwen3-MoE faster per token than the 80B hybrid.
+    let small = pr_274("4a4f_pcie_eager_dp4tp1.sh");
+    assert!(small["mean_tpot_ms"].as_f64() < afd["mean_tpot_ms"].as_f64());
 }
 
 #[test]

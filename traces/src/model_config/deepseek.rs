@@ -14,8 +14,8 @@
 use serde::Deserialize;
 
 use super::{
-    Architecture, Attention, ConfigFormat, Dtype, MlaAttention, ModelConfig, ModelConfigError,
-    MoeConfig, RouterScoring, from_value, invalid, layer_kinds,
+    Architecture, Attention, ConfigFormat, Dtype, MixerKind, MlaAttention, ModelConfig,
+    ModelConfigError, MoeConfig, RouterScoring, from_value, invalid, layer_kinds,
 };
 
 #[derive(Deserialize)]
@@ -115,6 +115,7 @@ pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfig
         ));
     }
     let layers = layer_kinds(raw.n_layers, |layer| layer >= raw.n_dense_layers);
+    let mixers = vec![MixerKind::Full; layers.len()];
     Ok(ModelConfig {
         architecture,
         format: ConfigFormat::DeepSeekInference,
@@ -148,6 +149,8 @@ pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfig
             score_correction_bias: raw.dim == 7168,
         },
         layers,
+        mixers,
+        linear_attention: None,
     })
 }
 

@@ -1,5 +1,7 @@
-//! Hugging Face `config.json` for `DeepseekV2ForCausalLM`, `DeepseekV3ForCausalLM` and
-//! `Qwen3MoeForCausalLM`.
+//! Hugging Face `config.json` for `DeepseekV2ForCausalLM`, `DeepseekV3ForCausalLM`,
+//! `Qwen3MoeForCausalLM`, and the hybrid `Qwen3NextForCausalLM` and Qwen3.5-MoE
+//! (`Qwen3_5MoeForCausalLM`, or `Qwen3_5MoeForConditionalGeneration` whose `text_config` holds the
+//! language model; the vision tower is not timed).
 //!
 //! Only the keys below are read; others are ignored. Optional keys take the defaults of the
 //! architecture's transformers config class where the shipped configs rely on them, and are
@@ -10,8 +12,9 @@
 use serde::Deserialize;
 
 use super::{
-    Architecture, Attention, ConfigFormat, Dtype, GqaAttention, LayerKind, MlaAttention,
-    ModelConfig, ModelConfigError, MoeConfig, RouterScoring, from_value, invalid, layer_kinds,
+    Architecture, Attention, ConfigFormat, Dtype, GqaAttention, LayerKind, LinearAttention,
+    MixerKind, MlaAttention, ModelConfig, ModelConfigError, MoeConfig, RouterScoring, from_value,
+    invalid, layer_kinds,
 };
 
 #[derive(Deserialize)]
@@ -109,6 +112,36 @@ struct Qwen3Moe {
     attention_bias: Option<bool>,
 }
 
+/// The keys of a hybrid Qwen text model beyond Qwen3-MoE's, with the defaults of transformers'
+/// `Qwen3NextConfig` (`linear_*`, `full_attention_interval` 4) where a config leaves them out.
+#[derive(Deserialize)]
+struct QwenHybrid {
+    #[serde(flatten)]
+    moe: Qwen3Moe,
+    /// `linear_attention` or `full_attention` per layer; without it every
+    /// `full_attention_interval`-th layer (1-based) is full.
+    #[serde(default)]
+    layer_types: Option<Vec<String>>,
+    #[serde(default)]
+    full_attention_interval: Option<u32>,
+    #[serde(default)]
+    linear_num_key_heads: Option<u32>,
+    #[serde(default)]
+    linear_num_value_heads: Option<u32>,
+    #[serde(default)]
+    linear_key_head_dim: Option<u32>,
+    #[serde(default)]
+    linear_value_head_dim: Option<u32>,
+    #[serde(default)]
+    linear_conv_kernel_dim: Option<u32>,
+    /// The recurrent state's dtype (Qwen3.5 configs: `float32`); default the model's.
+    #[serde(default)]
+    mamba_ssm_dtype: Option<String>,
+    /// Qwen3.5's key; Qwen3-Next always gates its attention output.
+    #[serde(default)]
+    attn_output_gate: Option<bool>,
+}
+
 pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfigError> {
     let header: Header = from_value(value.clone())?;
     let architecture = header
@@ -118,6 +151,10 @@ pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfig
             "DeepseekV2ForCausalLM" => Some(Architecture::DeepseekV2),
             "DeepseekV3ForCausalLM" => Some(Architecture::DeepseekV3),
             "Qwen3MoeForCausalLM" => Some(Architecture::Qwen3Moe),
+            "Qwen3NextForCausalLM" => Some(Architecture::Qwen3Next),
+            "Qwen3_5MoeForCausalLM" | "Qwen3_5MoeForConditionalGeneration" => {
+                Some(Architecture::Qwen3_5Moe)
+            }
             _ => None,
         })
         .ok_or(ModelConfigError::Unsupported {
@@ -128,7 +165,80 @@ pub(super) fn parse(value: serde_json::Value) -> Result<ModelConfig, ModelConfig
             deepseek(architecture, from_value(value)?)
         }
         Architecture::Qwen3Moe => qwen3_moe(from_value(value)?),
+        Architecture::Qwen3Next | Architecture::Qwen3_5Moe => {
+            // A multimodal Qwen3.5 keeps its language model under `text_config`.
+            let text = match value.get("text_config") {
+                Some(text) if text.is_object() => text.clone(),
+                _ => value,
+            };
+            qwen_hybrid(architecture, from_value(text)?)
+        }
     }
+}
+
+fn qwen_hybrid(
+    architecture: Architecture,
+    raw: QwenHybrid,
+) -> Result<ModelConfig, ModelConfigError> {
+    let n_layers = raw.moe.common.num_hidden_layers;
+    let mixers: Vec<MixerKind> = match &raw.layer_types {
+        Some(types) => types
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| match kind.as_str() {
+                "full_attention" => Ok(MixerKind::Full),
+                "linear_attention" => Ok(MixerKind::Linear),
+                other => Err(invalid(
+                    &format!("layer_types[{i}]"),
+                    format!("unknown {other:?}; expected full_attention or linear_attention"),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        None => {
+            let interval = raw.full_attention_interval.unwrap_or(4);
+            if interval == 0 {
+                return Err(invalid(
+                    "full_attention_interval",
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            (0..n_layers.min(super::MAX_COUNT + 1))
+                .map(|layer| {
+                    if (layer + 1).is_multiple_of(interval) {
+                        MixerKind::Full
+                    } else {
+                        MixerKind::Linear
+                    }
+                })
+                .collect()
+        }
+    };
+    let state_dtype = match &raw.mamba_ssm_dtype {
+        Some(name) => Some(Dtype::from_config("mamba_ssm_dtype", name)?),
+        None => None,
+    };
+    let linear = LinearAttention {
+        num_key_heads: raw.linear_num_key_heads.unwrap_or(16),
+        num_value_heads: raw.linear_num_value_heads.unwrap_or(32),
+        key_head_dim: raw.linear_key_head_dim.unwrap_or(128),
+        value_head_dim: raw.linear_value_head_dim.unwrap_or(128),
+        conv_kernel: raw.linear_conv_kernel_dim.unwrap_or(4),
+        // Filled with the model's dtype below when the config names none.
+        state_dtype: state_dtype.unwrap_or(Dtype::Bf16),
+    };
+    let gate = raw.attn_output_gate.unwrap_or(true);
+    let mut config = qwen3_moe(raw.moe)?;
+    config.architecture = architecture;
+    if let Attention::Gqa(gqa) = &mut config.attention {
+        gqa.output_gate = gate;
+    }
+    let linear = LinearAttention {
+        state_dtype: state_dtype.unwrap_or(config.dtype),
+        ..linear
+    };
+    config.linear_attention = mixers.contains(&MixerKind::Linear).then_some(linear);
+    config.mixers = mixers;
+    Ok(config)
 }
 
 fn deepseek(architecture: Architecture, raw: Deepseek) -> Result<ModelConfig, ModelConfigError> {
@@ -214,6 +324,7 @@ fn qwen3_moe(raw: Qwen3Moe) -> Result<ModelConfig, ModelConfigError> {
         head_dim: raw.head_dim,
         qk_norm: true,
         bias: raw.attention_bias.unwrap_or(false),
+        output_gate: false,
     });
     let moe = MoeConfig {
         n_routed_experts: raw.num_experts,
@@ -242,6 +353,7 @@ impl Common {
         layers: Vec<LayerKind>,
     ) -> Result<ModelConfig, ModelConfigError> {
         let (dtype, weight_dtype) = dtypes(&self)?;
+        let mixers = vec![MixerKind::Full; layers.len()];
         Ok(ModelConfig {
             architecture,
             format: ConfigFormat::HuggingFace,
@@ -255,6 +367,8 @@ impl Common {
             dense_intermediate_size: self.intermediate_size,
             moe,
             layers,
+            mixers,
+            linear_attention: None,
         })
     }
 }

@@ -101,7 +101,7 @@ fn qwen3_moe_is_gqa_with_every_layer_sparse() {
         expect![[r#"
             Qwen3MoeForCausalLM from HuggingFace: hidden 2048, vocab 151936, positions 40960, tied false, dtype Bf16, weights Bf16
             layers 48×Moe
-            attention Gqa(GqaAttention { num_heads: 32, num_kv_heads: 4, head_dim: 128, qk_norm: true, bias: false })
+            attention Gqa(GqaAttention { num_heads: 32, num_kv_heads: 4, head_dim: 128, qk_norm: true, bias: false, output_gate: false })
             dense MLP 6144
             moe MoeConfig { n_routed_experts: 128, experts_per_token: 8, intermediate_size: 768, n_shared_experts: 0, shared_intermediate_size: 0, n_groups: 1, topk_groups: 1, scoring: Softmax, norm_topk_prob: true, routed_scaling_factor: 1.0, score_correction_bias: false }
         "#]],
@@ -318,7 +318,7 @@ fn other_files_are_refused_with_a_reason() {
     assert_eq!(
         refuse("{\"architectures\": [\"LlamaForCausalLM\"]}"),
         "model config has architectures [\"LlamaForCausalLM\"]; this build reads \
-         DeepseekV2ForCausalLM, DeepseekV3ForCausalLM and Qwen3MoeForCausalLM"
+         DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, Qwen3MoeForCausalLM, Qwen3NextForCausalLM and Qwen3_5MoeForCausalLM (or Qwen3_5MoeForConditionalGeneration)"
     );
     assert_eq!(
         refuse("{\"hidden_size\": 1}"),
@@ -406,4 +406,95 @@ proptest! {
             exercise(&model);
         }
     }
+}
+
+/// Qwen3-Next-80B-A3B: three Gated DeltaNet layers to one gated softmax layer, KV in the softmax
+/// layers only, a fixed state per sequence in the others; sizes by hand from the config.
+#[test]
+fn qwen3_next_mixes_linear_and_full_attention_and_keeps_kv_in_one_layer_of_four() {
+    let model = builtin("qwen3-next-80b-a3b");
+    assert_eq!(model.architecture, Architecture::Qwen3Next);
+    assert_eq!(model.num_layers(), 48);
+    assert_eq!(model.n_full_attention_layers(), 12);
+    assert_eq!(model.n_linear_attention_layers(), 36);
+    // Layers 3, 7, 11, …: every fourth (1-based) is full.
+    assert_eq!(model.mixers[3], MixerKind::Full);
+    assert_eq!(model.mixers[4], MixerKind::Linear);
+    // KV: 2 (k and v) × 2 KV heads × 256 × 2 bytes per full layer, 12 full layers.
+    assert_eq!(model.kv_cache_bytes_per_token_per_layer(), 2048);
+    assert_eq!(model.kv_cache_bytes_per_token(), 12 * 2048);
+    // State: 32 value heads × 128 × 128 in bf16, and 3 × (2 × 16 × 128 + 32 × 128) conv inputs.
+    assert_eq!(
+        model.linear_state_bytes_per_layer(),
+        32 * 128 * 128 * 2 + 3 * 8192 * 2
+    );
+    // Gated DeltaNet: qkvz 2048 × (2 × 2048 + 2 × 4096), ba 2048 × 64, conv 8192 × 4, dt_bias and
+    // A_log 2 × 32, norm 128, out 4096 × 2048; and both layer norms.
+    let linear = 2048 * 12288 + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048 + 2 * 2048;
+    assert_eq!(model.mixer_params(MixerKind::Linear), linear);
+    // Gated attention: q_proj 2048 × 2 × 16 × 256 (queries and gate), k and v 2048 × 2 × 256, o
+    // 4096 × 2048, q/k norms 2 × 256; and both layer norms.
+    let full = 2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 256 + 2 * 2048;
+    assert_eq!(model.mixer_params(MixerKind::Full), full);
+    // 512 routed experts of 3 × 2048 × 512, top-10, one shared expert of the same width.
+    assert_eq!(model.moe.n_routed_experts, 512);
+    assert_eq!(model.moe.shared_intermediate_size, 512);
+    let total = model.total_params() as f64 / 1e9;
+    let active = model.active_params_per_token() as f64 / 1e9;
+    assert!((79.0..82.0).contains(&total), "{total} B parameters");
+    // "A3B": Qwen counts about 3 B; with the LM head this count's 3.56 B.
+    assert!((3.0..3.7).contains(&active), "{active} B active");
+}
+
+#[test]
+fn a_multimodal_qwen3_5_reads_its_text_config_and_a_bad_layer_type_is_named() {
+    let config = r#"{
+      "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+      "vision_config": {"depth": 27},
+      "text_config": {
+        "hidden_size": 2048, "num_hidden_layers": 4, "intermediate_size": 512,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "vocab_size": 248320, "max_position_embeddings": 262144,
+        "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "norm_topk_prob": true,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32",
+        "attn_output_gate": true, "dtype": "bfloat16"
+      }
+    }"#;
+    let model = ModelConfig::from_json(config).unwrap();
+    assert_eq!(model.architecture, Architecture::Qwen3_5Moe);
+    assert_eq!(model.n_linear_attention_layers(), 3);
+    let linear = model.linear_attention.as_ref().unwrap();
+    assert_eq!(linear.state_dtype, Dtype::F32);
+    assert_eq!(
+        model.linear_state_bytes_per_layer(),
+        32 * 128 * 128 * 4 + 3 * 8192 * 2
+    );
+    let bad = config.replace("\"full_attention\"]", "\"sliding_attention\"]");
+    let err = ModelConfig::from_json(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("layer_types[3]") && err.contains("sliding_attention"),
+        "{err}"
+    );
+    let short = config.replace("\"num_hidden_layers\": 4", "\"num_hidden_layers\": 5");
+    let err = ModelConfig::from_json(&short).unwrap_err().to_string();
+    assert!(
+        err.contains("layer_types") && err.contains("4 entries for 5 layers"),
+        "{err}"
+    );
+    let uneven = config.replace(
+        "\"linear_num_value_heads\": 32",
+        "\"linear_num_value_heads\": 24",
+    );
+    let err = ModelConfig::from_json(&uneven).unwrap_err().to_string();
+    assert!(err.contains("linear_num_value_heads"), "{err}");
+}
+
+#[test]
+fn qwen3_next_has_eighty_billion_parameters() {
+    let total = builtin("qwen3-next-80b-a3b").total_params();
+    // 79.67 B: "80B" in the model's name.
+    assert_eq!(total / 10_000_000, 7967, "{total}");
 }
