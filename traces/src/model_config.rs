@@ -574,16 +574,12 @@ impl GqaAttention {
         in_range("num_attention_heads", self.num_heads, MAX_COUNT)?;
         in_range("num_key_value_heads", self.num_kv_heads, MAX_COUNT)?;
         in_range("head_dim", self.head_dim, MAX_SIZE)?;
-        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
-            return Err(invalid(
-                "num_key_value_heads",
-                format!(
-                    "{} does not divide num_attention_heads {}",
-                    self.num_kv_heads, self.num_heads
-                ),
-            ));
-        }
-        Ok(())
+        divides(
+            "num_key_value_heads",
+            self.num_kv_heads,
+            "num_attention_heads",
+            self.num_heads,
+        )
     }
 
     /// q (with the output gate when set), k, v and o projections (with biases when set) and the
@@ -610,16 +606,12 @@ impl LinearAttention {
         in_range("linear_key_head_dim", self.key_head_dim, MAX_SIZE)?;
         in_range("linear_value_head_dim", self.value_head_dim, MAX_SIZE)?;
         in_range("linear_conv_kernel_dim", self.conv_kernel, MAX_SIZE)?;
-        if !self.num_value_heads.is_multiple_of(self.num_key_heads) {
-            return Err(invalid(
-                "linear_num_value_heads",
-                format!(
-                    "{} is not a multiple of linear_num_key_heads {}",
-                    self.num_value_heads, self.num_key_heads
-                ),
-            ));
-        }
-        Ok(())
+        divides(
+            "linear_num_key_heads",
+            self.num_key_heads,
+            "linear_num_value_heads",
+            self.num_value_heads,
+        )
     }
 
     /// Width of the convolved q, k and v projections: two key widths and a value width.
@@ -680,15 +672,12 @@ impl MoeConfig {
             ));
         }
         in_range("n_group", self.n_groups, self.n_routed_experts)?;
-        if !self.n_routed_experts.is_multiple_of(self.n_groups) {
-            return Err(invalid(
-                "n_group",
-                format!(
-                    "{} groups do not divide {} routed experts",
-                    self.n_groups, self.n_routed_experts
-                ),
-            ));
-        }
+        divides(
+            "n_group",
+            self.n_groups,
+            "n_routed_experts",
+            self.n_routed_experts,
+        )?;
         in_range("topk_group", self.topk_groups, self.n_groups)?;
         let reachable = self.topk_groups * (self.n_routed_experts / self.n_groups);
         if self.experts_per_token > reachable {
@@ -774,6 +763,19 @@ fn invalid(field: &str, problem: String) -> ModelConfigError {
     ModelConfigError::Invalid {
         field: field.to_owned(),
         problem,
+    }
+}
+
+/// Checks that `divisor` (named `field`, already known non-zero) divides `dividend` (named
+/// `of`); the error names `field`.
+fn divides(field: &str, divisor: u32, of: &str, dividend: u32) -> Result<(), ModelConfigError> {
+    if dividend.is_multiple_of(divisor) {
+        Ok(())
+    } else {
+        Err(invalid(
+            field,
+            format!("{divisor} does not divide {of} {dividend}"),
+        ))
     }
 }
 

@@ -254,7 +254,7 @@ fn values_are_checked_and_the_key_named() {
         "deepseek-v3",
         "\"n_group\": 8",
         "\"n_group\": 7",
-        expect!["model config field n_group: 7 groups do not divide 256 routed experts"],
+        expect!["model config field n_group: 7 does not divide n_routed_experts 256"],
     );
     check_edit(
         "deepseek-v3",
