@@ -26,12 +26,13 @@ mod deepseek;
 mod hugging_face;
 
 /// Names [`builtin_model`] knows, for help texts.
-pub const BUILTIN_MODEL_NAMES: [&str; 5] = [
+pub const BUILTIN_MODEL_NAMES: [&str; 6] = [
     "deepseek-v2-lite",
     "deepseek-v3",
     "deepseek-r1-0528",
     "qwen3-30b-a3b",
     "qwen3-next-80b-a3b",
+    "qwen3.5-122b-a10b",
 ];
 
 /// The text of a configuration file shipped under `traces/data/models/`, by model name
@@ -49,6 +50,7 @@ pub fn builtin_model(name: &str) -> Option<&'static str> {
         "qwen3-next-80b-a3b" => Some(include_str!(
             "../data/models/qwen3-next-80b-a3b/config.json"
         )),
+        "qwen3.5-122b-a10b" => Some(include_str!("../data/models/qwen3.5-122b-a10b/config.json")),
         _ => None,
     }
 }

@@ -27,8 +27,9 @@ struct Header {
 struct Common {
     hidden_size: u32,
     num_hidden_layers: u32,
-    /// Dense MLP width.
-    intermediate_size: u32,
+    /// Dense MLP width; Qwen3.5 MoE text configs, all of whose layers are MoE, have none.
+    #[serde(default)]
+    intermediate_size: Option<u32>,
     num_attention_heads: u32,
     vocab_size: u32,
     max_position_embeddings: u32,
@@ -353,6 +354,18 @@ impl Common {
         layers: Vec<LayerKind>,
     ) -> Result<ModelConfig, ModelConfigError> {
         let (dtype, weight_dtype) = dtypes(&self)?;
+        let dense_intermediate_size = match self.intermediate_size {
+            Some(size) => size,
+            None => match layers.iter().position(|kind| *kind == LayerKind::Dense) {
+                Some(layer) => {
+                    return Err(invalid(
+                        "intermediate_size",
+                        format!("missing, and layer {layer} is a dense MLP"),
+                    ));
+                }
+                None => 0,
+            },
+        };
         let mixers = vec![MixerKind::Full; layers.len()];
         Ok(ModelConfig {
             architecture,
@@ -364,7 +377,7 @@ impl Common {
             dtype,
             weight_dtype,
             attention,
-            dense_intermediate_size: self.intermediate_size,
+            dense_intermediate_size,
             moe,
             layers,
             mixers,

@@ -498,3 +498,37 @@ fn qwen3_next_has_eighty_billion_parameters() {
     // 79.67 B: "80B" in the model's name.
     assert_eq!(total / 10_000_000, 7967, "{total}");
 }
+
+#[test]
+fn qwen3_5_122b_reads_its_text_config_to_a_hundred_and_twenty_two_billion_parameters() {
+    let model = builtin("qwen3.5-122b-a10b");
+    assert_eq!(model.architecture, Architecture::Qwen3_5Moe);
+    assert_eq!(model.num_layers(), 48);
+    assert_eq!(model.n_linear_attention_layers(), 36);
+    assert_eq!(model.moe.n_routed_experts, 256);
+    assert_eq!(model.moe.shared_intermediate_size, 1024);
+    let total = model.total_params();
+    let active = model.active_params_per_token() as f64 / 1e9;
+    // 122.11 B: "122B" in the model's name, without the vision tower, which is not priced. With 32
+    // linear value heads (the 35B-A3B's) it would be 120.7 B.
+    assert_eq!(total / 10_000_000, 12211, "{total} parameters");
+    // "A10B": this count (LM head, no embedding table) is 9.0 B; the input embedding adds 0.76 B.
+    assert!((8.9..9.1).contains(&active), "{active} B active");
+}
+
+#[test]
+fn a_dense_mlp_width_is_needed_only_where_a_layer_is_dense() {
+    let deepseek = include_str!("../../data/models/deepseek-v2-lite/config.json")
+        .replace("\"intermediate_size\": 10944,", "");
+    let err = ModelConfig::from_json(&deepseek).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "model config field intermediate_size: missing, and layer 0 is a dense MLP"
+    );
+    // Qwen3-30B-A3B has no dense layer: its width is not needed.
+    let qwen = builtin_model("qwen3-30b-a3b")
+        .unwrap()
+        .replace("\"intermediate_size\": 6144,", "");
+    let model = ModelConfig::from_json(&qwen).unwrap();
+    assert_eq!(model.n_dense_layers(), 0);
+}

@@ -21,6 +21,7 @@ fn shipped_configs_keep_their_documented_sizes_and_are_all_builtin() {
         ("deepseek-r1-0528/config.json", 1_660),
         ("qwen3-30b-a3b/config.json", 964),
         ("qwen3-next-80b-a3b/config.json", 854),
+        ("qwen3.5-122b-a10b/config.json", 896),
     ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         assert_eq!(text.len(), size, "{file}");
@@ -40,7 +41,7 @@ fn shipped_configs_keep_their_documented_sizes_and_are_all_builtin() {
         .unwrap()
         .filter(|entry| entry.as_ref().unwrap().path().is_dir())
         .count();
-    assert_eq!(shipped, 4, "a model folder was added without a test above");
+    assert_eq!(shipped, 5, "a model folder was added without a test above");
 }
 
 #[test]
