@@ -12,7 +12,7 @@ use rand::RngExt;
 
 use crate::closed_form::{ClosedFormTotals, DecodeStep};
 use crate::colocated::{ColocatedModel, weight_bytes_per_gpu};
-use crate::model::arch::ModelArch;
+use crate::model::arch::{KvLayout, ModelArch};
 use crate::model::cost::{CostModel, OpClass};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
 use crate::model::limits::LimitSpans;
@@ -245,11 +245,10 @@ impl Cluster {
             max_num_seqs: config.max_num_seqs,
             max_num_batched_tokens: config.max_num_batched_tokens,
         };
+        let kv = kv_layout(config, &model);
         let engine_count = config.attention.dp as usize;
         let engines = (0..engine_count)
-            .map(|_| {
-                EngineScheduler::new(limits, KvCache::new(config.block_size, blocks_per_engine))
-            })
+            .map(|_| EngineScheduler::new(limits, KvCache::with_layout(&kv, blocks_per_engine)))
             .collect();
         let routing = if model.has_moe() {
             let (experts, top_k) = (model.routed_experts(), model.experts_per_token());
@@ -364,6 +363,18 @@ impl Cluster {
     /// KV blocks per engine.
     pub fn kv_blocks_per_engine(&self) -> u64 {
         self.engines[0].kv().total_blocks()
+    }
+
+    /// Tokens of one KV block per engine: the configured block size, or more for a hybrid model
+    /// ([`kv_layout`]).
+    pub fn kv_block_size(&self) -> u32 {
+        self.engines[0].kv().block_size()
+    }
+
+    /// The longest request one engine's KV cache holds, tokens (whole blocks, after a hybrid
+    /// model's states).
+    pub fn kv_tokens_per_engine(&self) -> u64 {
+        self.engines[0].kv().tokens_capacity()
     }
 
     /// The values of `--max-num-seqs`, `--max-num-batched-tokens` and the KV capacity (blocks per
@@ -752,19 +763,20 @@ pub fn kv_capacity(config: &ServingConfig, model: &ModelArch, memory_bytes: u64)
     } else {
         model.attention_weight_bytes(config.attention.tp)
     };
-    // A hybrid model keeps a linear-attention state per running request, whatever its length:
-    // room for `max_num_seqs` of them is taken before the KV blocks.
-    let states =
-        u64::from(config.max_num_seqs) * model.linear_state_bytes_per_sequence(config.attention.tp);
     let blocks = capacity_blocks(
         memory_bytes,
         config.gpu_memory_utilization,
         weights,
-        config.kv_reserve_bytes + states,
-        model.kv_bytes_per_token(config.attention.tp),
-        config.block_size,
+        config.kv_reserve_bytes,
+        kv_layout(config, model).block_bytes,
     );
     (blocks, weights)
+}
+
+/// How the KV cache of `config`'s Attention ranks serving `model` is cut into blocks: the
+/// configured block size, grown for a hybrid model so that a page holds a linear layer's state.
+pub fn kv_layout(config: &ServingConfig, model: &ModelArch) -> KvLayout {
+    model.kv_layout(config.attention.tp, config.block_size)
 }
 
 /// Feeds one AFD decode step to the closed-form cross-checks (`closed_form.rs`).

@@ -457,7 +457,7 @@ impl Launch {
     }
 
     /// [`Launch::check`] plus, when no rule is broken, whether every role fits on a `gpu` serving
-    /// `model` (rule `memory.role-fits`).
+    /// `model` (rules `memory.role-fits` and `memory.state-blocks`).
     pub fn check_on(&self, gpu: GpuKind, model: &ModelArch) -> Report {
         let report = self.check();
         if !report.is_clean() {
@@ -469,14 +469,18 @@ impl Launch {
         match memory::plan(&config, model, gpu.spec().memory_bytes) {
             Ok(_) => report,
             Err(err) => {
-                let role = match err.role {
+                let role = match err.role() {
                     "attention" => Some(Role::Attention),
                     "ffn" => Some(Role::Ffn),
                     _ => None,
                 };
+                let (rule, flag) = match err {
+                    MemoryError::RoleFits(_) => (Rule::MemoryRoleFits, "--gpu-memory-utilization"),
+                    MemoryError::StateBlocks(_) => (Rule::MemoryStateBlocks, "--max-num-seqs"),
+                };
                 let mut findings = report.findings().to_vec();
-                let finding = Finding::new(Rule::MemoryRoleFits, role, err.to_string())
-                    .with_subject(Subject::flag("--gpu-memory-utilization"));
+                let finding =
+                    Finding::new(rule, role, err.to_string()).with_subject(Subject::flag(flag));
                 findings.push(finding.at(Some(match (self, role) {
                     (Launch::Afd(d), Some(r)) => d.role(r).location,
                     (Launch::Plain(p), _) => p.server.location,

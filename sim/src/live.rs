@@ -157,7 +157,7 @@ impl LiveEngine {
     /// Tokens one engine's KV cache holds (whole blocks); a request longer than this is refused
     /// with [`Rejection::NoRoom`]. vLLM refuses to start when `max_model_len` exceeds it.
     pub fn kv_tokens_per_engine(&self) -> u64 {
-        self.cluster.kv_blocks_per_engine() * u64::from(self.cluster.config().block_size)
+        self.cluster.kv_tokens_per_engine()
     }
 
     /// Running and waiting requests per engine, as vLLM's `/metrics` gauges report them.

@@ -12,10 +12,15 @@
 //! `determine_available_memory`); that peak (activations of a `max_num_batched_tokens` dummy batch,
 //! the CUDA-graph pool, NCCL buffers) is [`ServingConfig::kv_reserve_bytes`], an assumption until a
 //! probe measures it. The FFN role keeps no KV cache (afd-spec §6.1), so it only needs to fit.
+//!
+//! A hybrid linear-attention model keeps each running request's states in the KV cache's own
+//! block pool (`cluster::kv_layout`), so nothing is set aside for them; but a role that replays
+//! full CUDA graphs needs a block per sequence: vLLM refuses to capture when `--max-num-seqs`
+//! exceeds the pool's blocks (`vllm/config/compilation.py:1476-1497`, vLLM 0.26.0).
 //! Nothing here reads the GPU: the sizes come from the model's config and the datasheet.
 
 use crate::model::arch::ModelArch;
-use crate::serving::{Placement, ServingConfig};
+use crate::serving::{GraphMode, Placement, ServingConfig};
 
 /// One role's memory on its fullest rank (every rank of a role holds the same, up to rounding).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,8 +31,7 @@ pub struct RoleMemory {
     pub rank: u32,
     /// Weights on that rank, bytes.
     pub weight_bytes: u64,
-    /// Activation and CUDA-graph reserve, and a hybrid model's linear-attention states for
-    /// `max_num_seqs` requests on the role that keeps the KV cache, bytes.
+    /// Activation and CUDA-graph reserve, bytes.
     pub reserve_bytes: u64,
     /// GPU memory × `--gpu-memory-utilization`, bytes.
     pub budget_bytes: u64,
@@ -35,12 +39,31 @@ pub struct RoleMemory {
     pub free_bytes: u64,
 }
 
+/// Why a deployment's memory does not work out.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    RoleFits(#[from] RoleFitsError),
+    #[error(transparent)]
+    StateBlocks(#[from] StateBlocksError),
+}
+
+impl MemoryError {
+    /// `attention`, `ffn`, or `server`: the role at fault.
+    pub fn role(&self) -> &'static str {
+        match self {
+            MemoryError::RoleFits(err) => err.role,
+            MemoryError::StateBlocks(err) => err.role,
+        }
+    }
+}
+
 /// A role that does not fit on its GPU.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the {role} role does not fit on its GPU (rank {rank}): it needs {needed_bytes} bytes ({weight_bytes} of weights and {reserve_bytes} reserved for activations and CUDA graphs) but --gpu-memory-utilization {utilization} of the {gpu}'s {memory_bytes} bytes leaves {available_bytes}"
 )]
-pub struct MemoryError {
+pub struct RoleFitsError {
     pub role: &'static str,
     pub rank: u32,
     pub needed_bytes: u64,
@@ -50,6 +73,21 @@ pub struct MemoryError {
     pub memory_bytes: u64,
     pub utilization: String,
     pub gpu: &'static str,
+}
+
+/// A hybrid model's role with full CUDA graphs whose KV cache has fewer blocks than
+/// `--max-num-seqs`: vLLM needs one linear-attention state block per decode sequence to capture.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {role} role replays full CUDA graphs ({mode}) of a linear-attention model, which need one state block per sequence: --max-num-seqs {max_num_seqs} exceeds the {blocks} KV blocks of {block_bytes} bytes that the {free_bytes} bytes left after weights and reserve hold, and vLLM refuses to capture (lower --max-num-seqs, raise --gpu-memory-utilization, or run --enforce-eager)"
+)]
+pub struct StateBlocksError {
+    pub role: &'static str,
+    pub mode: &'static str,
+    pub max_num_seqs: u32,
+    pub blocks: u64,
+    pub block_bytes: u64,
+    pub free_bytes: u64,
 }
 
 /// Weight bytes on the fullest rank of each role: `(attention, ffn)`; for a colocated deployment
@@ -99,17 +137,13 @@ pub fn plan(
             ("ffn", ffn, config.ffn_gpu_memory_utilization),
         ],
     };
-    // The role that keeps the KV cache also keeps a hybrid model's linear-attention state for each
-    // of its `max_num_seqs` running requests.
-    let states =
-        u64::from(config.max_num_seqs) * model.linear_state_bytes_per_sequence(config.attention.tp);
     let mut plans = Vec::with_capacity(roles.len());
     for (role, weight_bytes, utilization) in roles {
         let budget = (memory_bytes as f64 * utilization) as u64;
-        let reserve = config.kv_reserve_bytes + if role == "ffn" { 0 } else { states };
+        let reserve = config.kv_reserve_bytes;
         let needed = weight_bytes + reserve;
         if needed > budget {
-            return Err(MemoryError {
+            return Err(MemoryError::RoleFits(RoleFitsError {
                 role,
                 rank: 0,
                 needed_bytes: needed,
@@ -119,7 +153,11 @@ pub fn plan(
                 memory_bytes,
                 utilization: utilization.to_string(),
                 gpu: config.gpu.as_str(),
-            });
+            }));
+        }
+        let free_bytes = budget - needed;
+        if role != "ffn" {
+            state_blocks(config, model, role, free_bytes)?;
         }
         plans.push(RoleMemory {
             role,
@@ -127,10 +165,41 @@ pub fn plan(
             weight_bytes,
             reserve_bytes: reserve,
             budget_bytes: budget,
-            free_bytes: budget - needed,
+            free_bytes,
         });
     }
     Ok(plans)
+}
+
+/// vLLM's check that a hybrid model replaying full decode graphs has a state block for each of
+/// `--max-num-seqs` sequences in the `free_bytes` its KV cache gets.
+fn state_blocks(
+    config: &ServingConfig,
+    model: &ModelArch,
+    role: &'static str,
+    free_bytes: u64,
+) -> Result<(), StateBlocksError> {
+    let layout = crate::cluster::kv_layout(config, model);
+    let full_graphs = match &config.graph {
+        GraphMode::Eager => false,
+        GraphMode::FullDecodeOnly { .. } => true,
+        GraphMode::FullAndPiecewise { capture_sizes, .. } => !capture_sizes.is_empty(),
+    };
+    if layout.state_groups == 0 || !full_graphs {
+        return Ok(());
+    }
+    let blocks = free_bytes / layout.block_bytes.max(1);
+    if u64::from(config.max_num_seqs) > blocks {
+        return Err(StateBlocksError {
+            role,
+            mode: config.graph.name(),
+            max_num_seqs: config.max_num_seqs,
+            blocks,
+            block_bytes: layout.block_bytes,
+            free_bytes,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

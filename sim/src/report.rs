@@ -234,7 +234,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
             cudagraph_mode: mode,
             cudagraph_capture_sizes: sizes,
             gpu_memory_utilization: config.gpu_memory_utilization,
-            block_size: config.block_size,
+            block_size: cluster.kv_block_size(),
             kv_blocks_per_engine: cluster.kv_blocks_per_engine(),
         },
         workload: WorkloadSummary {

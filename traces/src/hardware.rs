@@ -42,6 +42,10 @@ pub struct GpuDatasheet {
     pub nvlink_gb_per_s: Option<f64>,
     /// Where the figures come from.
     pub source: String,
+    /// How a figure no datasheet states was derived, where one was (an assumption until a profile
+    /// measures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
 }
 
 /// One link kind's figures: what NCCL's point-to-point transfers over it see.

@@ -70,6 +70,8 @@ pub struct DeploymentSummary {
     pub cudagraph_mode: String,
     pub cudagraph_capture_sizes: Vec<u32>,
     pub gpu_memory_utilization: f64,
+    /// Tokens of one KV block: `--block-size`, or vLLM's larger attention block for a hybrid
+    /// linear-attention model (one page holds a layer's state).
     pub block_size: u32,
     pub kv_blocks_per_engine: u64,
 }

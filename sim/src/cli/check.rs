@@ -38,7 +38,7 @@ A command line or recipe with one `vllm serve` and no afd block is a plain vLLM 
 by vLLM 0.26.0's own rules. Flags a command leaves out take vLLM 0.26.0's defaults for `vllm
 serve` on the --gpu class (max-num-seqs 1024 / max-num-batched-tokens 8192 on H100/H200/H800/H20,
 256 / 2048 on A100/L4/L20; capture sizes from max-num-seqs; the V2 model runner where vLLM picks
-it). Memory (rule memory.role-fits) is checked for --model on --gpu.
+it). Memory (rules memory.role-fits and memory.state-blocks) is checked for --model on --gpu.
 
 Exit status: 0 when no rule is violated (warnings and notes allowed), 2 on any violation or on
 input that does not parse. `afd-sim rules` lists the rules.")]

@@ -29,7 +29,7 @@ pub(crate) struct HardwareArgs {
         help_heading = "Model and hardware"
     )]
     pub(crate) model: String,
-    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20, a100-pcie, h100-pcie
+    /// GPU kind: h200 (priced by its built-in measured profile), h100, h800, h20, a100, l4, l20, a100-pcie, h100-pcie, rtx-pro-6000
     /// (datasheet roofline).
     #[arg(long, default_value = "h200", help_heading = "Model and hardware")]
     pub(crate) gpu: String,

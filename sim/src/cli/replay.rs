@@ -64,7 +64,7 @@ pub(crate) struct ReplayArgs {
     /// Price everything from the GPU's datasheet roofline.
     #[arg(long)]
     roofline: bool,
-    /// GPU kind of the roofline and of the built-in profile: h200, h100, h800, h20, a100, l4, l20, a100-pcie, h100-pcie.
+    /// GPU kind of the roofline and of the built-in profile: h200, h100, h800, h20, a100, l4, l20, a100-pcie, h100-pcie, rtx-pro-6000.
     #[arg(long, default_value = "h200")]
     gpu: String,
     /// Model config or shipped model name (default: the model named in the results file).

@@ -261,6 +261,11 @@ catalogue! {
         source: "afd-spec §3.2, §6.1; vllm/v1/worker/gpu_worker.py determine_available_memory",
         statement: "every rank holds its role's weights plus vLLM's activation and CUDA-graph reserve within --gpu-memory-utilization of its GPU (checked for the model and GPU given to check)",
     },
+    MemoryStateBlocks {
+        id: "memory.state-blocks", severity: Error, sets: [V026, Latest],
+        source: "vllm/config/compilation.py:1476-1497, vllm/v1/core/kv_cache_utils.py (vLLM 0.26.0)",
+        statement: "a hybrid linear-attention model that replays full CUDA graphs has at least --max-num-seqs KV blocks, one state block per decode sequence (checked for the model and GPU given to check)",
+    },
     GraphCaptureAboveMaxNumSeqs {
         id: "graph.capture-above-max-num-seqs", severity: Warning, sets: [V026, Latest],
         source: "afd-spec §5.1, §9.1; DESIGN §3",

@@ -184,7 +184,7 @@ fn a_plain_server_that_does_not_fit_is_a_memory_error() {
     let LaunchError::Memory(memory) = err else {
         panic!("{err}")
     };
-    assert_eq!(memory.role, "server");
+    assert_eq!(memory.role(), "server");
     let refused = serving_config_from_command_lines(
         &["vllm serve /m --max-num-seqs 9000"],
         RuleSet::Latest,

@@ -116,6 +116,50 @@ impl ModelArch {
             .div_ceil(u64::from(attention_tp.max(1)))
     }
 
+    /// How one Attention rank's KV cache is cut into blocks for a configured `block_size` (vLLM
+    /// 0.26.0's `--block-size`, 16 by default): one pool of block ids shared by every layer. A
+    /// model without linear attention keeps all layers in one group, so a block is `block_size`
+    /// tokens of every layer and a request holds only token blocks.
+    ///
+    /// A hybrid model follows vLLM's hybrid allocator: the attention block grows to the smallest
+    /// multiple of `block_size` whose page (one layer's KV of the block) holds a linear layer's
+    /// state (`Platform._align_hybrid_block_size`, no prefix caching); layers are grouped by kind in
+    /// groups of the smaller kind's count (the larger's when below 1.5 times it;
+    /// `_get_kv_cache_groups_uniform_page_size`), and a block id stands for one page in each of a
+    /// group's layers (`get_kv_cache_config_from_groups`). A request holds one block per linear
+    /// group for its states and one per full-attention group for each attention block of tokens.
+    pub fn kv_layout(&self, attention_tp: u32, block_size: u32) -> KvLayout {
+        let block_size = block_size.max(1);
+        let token_page = self.kv_bytes_per_token_layer(attention_tp).max(1);
+        let full = self.config.n_full_attention_layers();
+        let linear = self.config.n_linear_attention_layers();
+        let state_page = self.linear_state_bytes_per_layer(attention_tp);
+        if linear == 0 || full == 0 || state_page == 0 {
+            return KvLayout {
+                block_size,
+                block_bytes: token_page * u64::from(block_size) * u64::from(full.max(1)),
+                token_groups: 1,
+                state_groups: 0,
+            };
+        }
+        let align = u64::from(block_size);
+        let tokens = align * state_page.div_ceil(align * token_page);
+        let block_size = u32::try_from(tokens).unwrap_or(u32::MAX).max(block_size);
+        let (fewer, more) = (full.min(linear), full.max(linear));
+        // vLLM compares `more < fewer * 1.5` in floating point.
+        let group = if 2 * u64::from(more) < 3 * u64::from(fewer) {
+            more
+        } else {
+            fewer
+        };
+        KvLayout {
+            block_size,
+            block_bytes: u64::from(group) * u64::from(block_size) * token_page,
+            token_groups: full.div_ceil(group),
+            state_groups: linear.div_ceil(group),
+        }
+    }
+
     /// Bytes one sequence's linear-attention state holds over all layers on one Attention rank,
     /// whatever its length: vLLM keeps one per running request.
     pub fn linear_state_bytes_per_sequence(&self, attention_tp: u32) -> u64 {
@@ -195,3 +239,17 @@ impl ModelArch {
 
 #[cfg(test)]
 mod tests;
+
+/// How one Attention rank's KV cache is cut into blocks ([`ModelArch::kv_layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLayout {
+    /// Tokens of one attention block: the configured block size, or more for a hybrid model.
+    pub block_size: u32,
+    /// Bytes one block id takes on the rank (one page in each layer of a group).
+    pub block_bytes: u64,
+    /// Block ids a request takes for each `block_size` tokens (one per full-attention group).
+    pub token_groups: u32,
+    /// Block ids a running request takes for its linear-attention states, whatever its length
+    /// (one per linear-attention group; 0 without linear attention).
+    pub state_groups: u32,
+}

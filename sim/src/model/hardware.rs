@@ -22,6 +22,7 @@ pub enum GpuKind {
     L20,
     A100Pcie,
     H100Pcie,
+    RtxPro6000,
 }
 
 /// Peak figures of one GPU and the link between two of them.
@@ -74,7 +75,7 @@ pub struct Efficiency {
 }
 
 impl GpuKind {
-    pub const ALL: [GpuKind; 9] = [
+    pub const ALL: [GpuKind; 10] = [
         GpuKind::H200,
         GpuKind::H100,
         GpuKind::H800,
@@ -84,6 +85,7 @@ impl GpuKind {
         GpuKind::L20,
         GpuKind::A100Pcie,
         GpuKind::H100Pcie,
+        GpuKind::RtxPro6000,
     ];
 
     /// The name on the command line (`h200`, …).
@@ -98,6 +100,7 @@ impl GpuKind {
             GpuKind::L20 => "l20",
             GpuKind::A100Pcie => "a100-pcie",
             GpuKind::H100Pcie => "h100-pcie",
+            GpuKind::RtxPro6000 => "rtx-pro-6000",
         }
     }
 
@@ -177,7 +180,11 @@ impl GpuKind {
                 nvlink: true,
             },
             // PCIe-only parts: figures and link kind from the shipped datasheets.
-            GpuKind::L4 | GpuKind::L20 | GpuKind::A100Pcie | GpuKind::H100Pcie => pcie_spec(self),
+            GpuKind::L4
+            | GpuKind::L20
+            | GpuKind::A100Pcie
+            | GpuKind::H100Pcie
+            | GpuKind::RtxPro6000 => pcie_spec(self),
         }
     }
 }

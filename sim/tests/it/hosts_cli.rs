@@ -2,7 +2,7 @@
 //! fixtures run, their A↔F link is named in the report, `--link` answers what-if questions and a
 //! slower link never makes the run faster.
 
-use crate::support::{afd_sim, json};
+use crate::support::{Run, afd_sim, json};
 
 const RECIPES: &str = "tests/fixtures/recipes";
 
@@ -158,21 +158,15 @@ fn bad_link_flags_exit_2_naming_what_is_wrong() {
     );
 }
 
-/// The PR #274 workload: 1024 in / 128 out at 5 req/s, concurrency 32, on 8 L20s over PCIe, with
-/// Qwen3-30B-A3B standing in for Qwen3.5-122B-A10B (no config shipped for it).
-fn pr_274(recipe: &str) -> serde_json::Value {
-    pr_274_with(recipe, "qwen3-30b-a3b")
-}
-
-fn pr_274_with(recipe: &str, model: &str) -> serde_json::Value {
+/// The PR #274 workload: 1024 in / 128 out at 5 req/s, concurrency 32, on its 8 RTX PRO 6000
+/// Blackwell GPUs over PCIe, serving `model` (`qwen3.5-122b-a10b` is the PR's model).
+fn pr_274_with(recipe: &str, gpu: &str, model: &str) -> Run {
     let path = format!("{RECIPES}/{recipe}");
-    let check = afd_sim(&["check", &path]);
-    assert_eq!(check.code, 0, "{}", check.stdout);
-    let run = afd_sim(&[
+    afd_sim(&[
         "predict",
         &path,
         "--gpu",
-        "l20",
+        gpu,
         "--model",
         model,
         "--input-len",
@@ -186,39 +180,92 @@ fn pr_274_with(recipe: &str, model: &str) -> serde_json::Value {
         "--num-prompts",
         "256",
         "--json",
+    ])
+}
+
+fn pr_274(recipe: &str) -> serde_json::Value {
+    let path = format!("{RECIPES}/{recipe}");
+    let check = afd_sim(&[
+        "check",
+        &path,
+        "--gpu",
+        "rtx-pro-6000",
+        "--model",
+        "qwen3.5-122b-a10b",
     ]);
+    assert_eq!(check.code, 0, "{}", check.stdout);
+    let run = pr_274_with(recipe, "rtx-pro-6000", "qwen3.5-122b-a10b");
     assert_eq!(run.code, 0, "{}", run.stderr);
     json(&run)
 }
 
-/// The same shapes with a hybrid model: Qwen3-Next-80B-A3B, whose Gated DeltaNet layers keep a
-/// state per sequence and no KV cache (the architecture of Qwen3.5's MoE models).
 #[test]
-fn the_pcie_shapes_run_a_hybrid_linear_attention_model() {
-    let afd = pr_274_with("4a4f_pcie_eager_dp4tp1.sh", "qwen3-next-80b-a3b");
-    let plain = pr_274_with("plain_pcie_eager_dp8tp1_ep8.sh", "qwen3-next-80b-a3b");
-    for report in [&afd, &plain] {
-        assert_eq!(report["completed"], 256);
-        assert!(report["mean_tpot_ms"].as_f64().unwrap() > 0.0);
-    }
-    // The same shapes run the 30B Qwen3-MoE faster per token than the 80B hybrid.
-    let small = pr_274("4a4f_pcie_eager_dp4tp1.sh");
-    assert!(small["mean_tpot_ms"].as_f64() < afd["mean_tpot_ms"].as_f64());
-}
-
-#[test]
-fn the_pcie_4a4f_pair_and_its_dp8_baseline_run_on_eight_l20s() {
+fn the_pcie_4a4f_pair_and_its_dp8_baseline_run_qwen3_5_122b_on_eight_rtx_pro_6000s() {
     let afd = pr_274("4a4f_pcie_eager_dp4tp1.sh");
     let plain = pr_274("plain_pcie_eager_dp8tp1_ep8.sh");
     for (report, attention, ffn) in [(&afd, 4, 4), (&plain, 8, 8)] {
         assert_eq!(report["completed"], 256);
-        assert_eq!(report["deployment"]["gpu"], "l20");
+        assert_eq!(report["deployment"]["gpu"], "rtx-pro-6000");
+        assert_eq!(report["model"], "qwen3.5-122b-a10b");
         assert_eq!(report["deployment"]["gpus"], 8);
         assert_eq!(report["deployment"]["attention_ranks"], attention);
         assert_eq!(report["deployment"]["ffn_ranks"], ffn);
         assert_eq!(report["steps"]["graph"], 0, "eager");
         // One host, PCIe GPUs: the hand-offs take the GPUs' own PCIe link.
         assert!(report.get("afd_link").is_none());
+        // vLLM's hybrid layout: attention blocks grown to hold a Gated DeltaNet state a page.
+        assert_eq!(report["deployment"]["block_size"], 1072);
+        assert!(report["mean_tpot_ms"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// BF16 Qwen3.5-122B-A10B needs the 96 GB cards: on 48 GB L20s an FFN rank of 4A4F cannot hold a
+/// quarter of the routed experts (about 59 GB), and `check` says so.
+#[test]
+fn the_122b_pair_does_not_fit_on_l20s() {
+    let run = pr_274_with("4a4f_pcie_eager_dp4tp1.sh", "l20", "qwen3.5-122b-a10b");
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    let path = format!("{RECIPES}/4a4f_pcie_eager_dp4tp1.sh");
+    let check = afd_sim(&[
+        "check",
+        &path,
+        "--gpu",
+        "l20",
+        "--model",
+        "qwen3.5-122b-a10b",
+    ]);
+    assert_eq!(check.code, 2);
+    assert!(
+        check.stdout.contains("error[memory.role-fits] ffn"),
+        "{}",
+        check.stdout
+    );
+}
+
+/// The same shapes with other Qwen MoE models: Qwen3-30B-A3B (no linear attention) and
+/// Qwen3-Next-80B-A3B (the hybrid layout of Qwen3.5), both smaller, run faster per token.
+#[test]
+fn the_pcie_shapes_run_other_qwen_moe_models() {
+    let big = pr_274("4a4f_pcie_eager_dp4tp1.sh");
+    for model in ["qwen3-30b-a3b", "qwen3-next-80b-a3b"] {
+        for recipe in [
+            "4a4f_pcie_eager_dp4tp1.sh",
+            "plain_pcie_eager_dp8tp1_ep8.sh",
+        ] {
+            let run = pr_274_with(recipe, "rtx-pro-6000", model);
+            assert_eq!(run.code, 0, "{model} {recipe}: {}", run.stderr);
+            let report = json(&run);
+            assert_eq!(report["completed"], 256);
+            if recipe.starts_with("4a4f") {
+                assert!(
+                    mean_tpot(&report) < mean_tpot(&big),
+                    "{model}: {} vs {}",
+                    mean_tpot(&report),
+                    mean_tpot(&big)
+                );
+            }
+        }
     }
 }
 

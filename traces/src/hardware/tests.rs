@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn shipped_datasheets_hold_every_pcie_gpu_and_link_kind() {
     let sheets = builtin_datasheets();
-    for kind in ["l4", "l20", "a100-pcie", "h100-pcie"] {
+    for kind in ["l4", "l20", "a100-pcie", "h100-pcie", "rtx-pro-6000"] {
         let gpu = sheets.gpu(kind).unwrap_or_else(|| panic!("{kind} missing"));
         assert_eq!(gpu.nvlink_gb_per_s, None, "{kind} is PCIe-only");
         let link = format!("pcie-gen{}", gpu.pcie_gen);
@@ -16,6 +16,11 @@ fn shipped_datasheets_hold_every_pcie_gpu_and_link_kind() {
     }
     assert_eq!(sheets.gpu("L4").map(|g| g.memory_gb_per_s), Some(300.0));
     assert_eq!(sheets.link("pcie-gen5").map(|l| l.gb_per_s), Some(64.0));
+    // PR #274's cards: 97,887 MiB as nvidia-smi reports them; the bf16 figure is derived (basis).
+    let rtx = sheets.gpu("rtx-pro-6000").unwrap();
+    assert_eq!(rtx.memory_gib * 1024.0, 97_887.0);
+    assert!(rtx.basis.as_deref().unwrap_or("").contains("500 TFLOPS"));
+    assert!(sheets.gpu("l4").unwrap().basis.is_none());
 }
 
 fn shipped_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
