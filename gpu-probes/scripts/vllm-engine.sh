@@ -3,6 +3,7 @@
 # server configuration named, `afd-probe vllm` starts `vllm serve` of DeepSeek-V2-Lite (dummy weights)
 # on GPU 0, runs the configuration's plan, and the outputs are packed as $OUT/LABEL.tgz.
 # usage: vllm-engine.sh LABEL...    (labels: eager-64-64 graph-64-64 graph-256-2048 graph-256-8192 eager-256-8192,
+#        their repeats on fresh servers graph-64-64-r2 graph-256-2048-r2 graph-256-8192-r2 eager-256-8192-r2,
 #        and cal-graph-256-8192 cal-eager-256-8192: the fixed-shape calibration plans on those servers;
 #        cal2-graph-256-2048 cal2-eager-256-2048 cal2-piecewise-256-2048: mixed steps beside a standing batch)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
@@ -26,11 +27,11 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64)    plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64)    plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
-    eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
+    eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     cal-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
