@@ -291,9 +291,15 @@ struct CaseRows {
     workload: String,
     limits: String,
     eager: bool,
-    /// vLLM's name of the server's graph mode: with `limits` and `workload` it says which records
-    /// are repeats of one another.
+    /// vLLM's name of the server's graph mode: with `limits`, `workload`, `setting` and `cached`
+    /// it says which records are repeats of one another.
     mode: &'static str,
+    /// What the bench client was asked to run: a run of one name but other counts or rates
+    /// is not a repeat.
+    setting: vllm_compare::BenchSetting,
+    /// Prompt tokens the prefix cache served (from the per-step log): a run that found earlier
+    /// runs' prompts cached is not a repeat of one that computed them.
+    cached: usize,
     rows: Vec<MetricRow>,
 }
 
@@ -408,6 +414,8 @@ impl Setup {
                     ),
                     eager: case.config.graph == afd_sim::serving::GraphMode::Eager,
                     mode: case.config.graph.name(),
+                    setting,
+                    cached: cached.iter().map(|&c| c as usize).sum(),
                     rows,
                 })
             })
@@ -525,13 +533,15 @@ impl Repeat {
     }
 }
 
-/// Every pair of records of one workload on two runs whose servers share a mode and limits.
+/// Every pair of records of one workload (name, counts, rates and prefix-cache hits) on two runs
+/// whose servers share a mode and limits.
 fn repeats_of(cases: &[CaseRows]) -> Vec<Repeat> {
     let mut repeats = Vec::new();
     for (i, a) in cases.iter().enumerate() {
         for b in &cases[i + 1..] {
-            if (a.workload.as_str(), a.limits.as_str(), a.mode)
-                != (b.workload.as_str(), b.limits.as_str(), b.mode)
+            if (a.workload.as_str(), a.limits.as_str(), a.mode, a.cached)
+                != (b.workload.as_str(), b.limits.as_str(), b.mode, b.cached)
+                || a.setting != b.setting
                 || a.case_run == b.case_run
             {
                 continue;
@@ -693,4 +703,50 @@ fn stem(path: &Path) -> String {
         .or_else(|| name.strip_suffix(".json"))
         .unwrap_or(&name)
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(run: &str, num_prompts: u32, cached: usize, tpot: f64) -> CaseRows {
+        CaseRows {
+            case_run: run.to_owned(),
+            label: run.to_owned(),
+            workload: "e2e-dec-sat".to_owned(),
+            limits: "256/8192".to_owned(),
+            eager: false,
+            mode: "FULL_DECODE_ONLY",
+            setting: vllm_compare::BenchSetting {
+                num_prompts,
+                input_len: 256,
+                output_len: 256,
+                request_rate: None,
+                burstiness: 1.0,
+                max_concurrency: None,
+            },
+            cached,
+            rows: vec![MetricRow {
+                key: "mean_tpot_ms",
+                real: tpot,
+                predicted: tpot,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_one_workload_on_two_servers_and_nothing_else() {
+        let first = case("a", 256, 0, 10.0);
+        let repeat = case("b", 256, 0, 12.0);
+        let pairs = repeats_of(&[first, repeat]);
+        assert_eq!(pairs.len(), 1);
+        let (k, ab, ba) = pairs[0].errors[0];
+        assert_eq!(k, "mean_tpot_ms");
+        assert!((ab - 1.0 / 6.0).abs() < 1e-12 && (ba - 0.2).abs() < 1e-12);
+        // Another prompt count, or prompts an earlier run left in the prefix cache: not a repeat.
+        assert!(repeats_of(&[case("a", 256, 0, 10.0), case("b", 100, 0, 10.0)]).is_empty());
+        assert!(repeats_of(&[case("a", 256, 0, 10.0), case("b", 256, 19_200, 10.0)]).is_empty());
+        // Two records of one run are not repeats of each other.
+        assert!(repeats_of(&[case("a", 256, 0, 10.0), case("a", 256, 0, 10.0)]).is_empty());
+    }
 }
