@@ -34,33 +34,34 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let records = value["records"].as_array().unwrap();
     assert_eq!(
         records.len(),
-        39,
+        56,
         "every judged bench record of the committed runs"
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 8.6 %, worst 84.6 % (graph 256/2048 e2e-pre-r4 mean TPOT,
+    // Recorded at this commit: median 10.1 %, worst 84.3 % (graph 256/2048 e2e-pre-r4 mean TPOT,
     // whose first run stalled for a second on first-use compiles; its second run on a fresh server
-    // is 53 % off, and the two real runs are 67 % apart).
-    assert!(median <= 0.09, "median |error| {median}");
+    // is 52 % off, and the two real runs are 67 % apart). The fifth batch's eager repeat stepped
+    // 25-30 % faster than every earlier eager server and moved the median from 8.6 %.
+    assert!(median <= 0.102, "median |error| {median}");
     assert!(worst <= 0.85, "worst |error| {worst}");
-    // The repeated server: one real run as the prediction of the other (the committed data's own
-    // reproducibility), median 15.4 %, worst 206 % over its six workloads.
+    // The repeated servers: one real run as the prediction of the other (the committed data's own
+    // reproducibility), median 17.9 %, worst 206 % over 13 workloads on four repeated servers.
     let real = &value["real_against_real"];
-    assert_eq!(real["repeats"].as_array().unwrap().len(), 6);
+    assert_eq!(real["repeats"].as_array().unwrap().len(), 13);
     let real_median = real["median_abs_error"].as_f64().unwrap();
-    assert!((0.15..0.16).contains(&real_median), "{real_median}");
+    assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
-    assert_eq!(ratios.len(), 22);
+    assert_eq!(ratios.len(), 34);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 10 of 22: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 11 of 34: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 10,
-        "graph/eager TPOT ratios within 10 %: {within} of 16"
+        within >= 11,
+        "graph/eager TPOT ratios within 10 %: {within} of 34"
     );
 }
 
@@ -79,7 +80,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 12, "{runs:?}");
+    assert_eq!(runs.len(), 15, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
