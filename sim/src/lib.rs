@@ -2,8 +2,8 @@
 //! workload.
 //!
 //! The library is pure: it never reads the wall clock, the environment, files or OS randomness, and
-//! it links no async runtime, HTTP stack or CUDA crate (ARCHITECTURE.md). The `afd-sim` binary
-//! (`src/main.rs`) does all I/O.
+//! it links no async runtime, HTTP stack or CUDA crate, nor any command-line crate (ARCHITECTURE.md,
+//! checked by `.ci/run`). The `afd-sim` binary, package `afd-sim-cli` in `sim/cli/`, does all I/O.
 
 pub mod closed_form;
 pub mod cluster;

@@ -1,8 +1,6 @@
-//! Running the `afd-sim` binary from the crate directory (so fixture paths are stable), and the
-//! builders the `predict` tests share.
+//! The builders the library's integration tests share (the binary's tests are in sim/cli).
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use afd_sim::engine::{RunOptions, RunResult, run};
 use afd_sim::model::arch::ModelArch;
@@ -13,31 +11,6 @@ use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_traces::calibration::{CalibrationProfile, CostPoint, CostTable, Provenance, SampleStats};
 use afd_traces::report::PredictReport;
-
-/// What one run of the binary produced.
-pub(crate) struct Run {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-pub(crate) fn afd_sim(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_afd-sim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the afd-sim binary runs");
-    Run {
-        code: output.status.code().expect("afd-sim exits normally"),
-        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
-    }
-}
-
-/// stdout parsed as JSON.
-pub(crate) fn json(run: &Run) -> serde_json::Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}: {}", run.stdout))
-}
 
 pub(crate) fn roofline(config: &ServingConfig, model: &ModelArch) -> CostModel {
     CostModel::roofline(model, config.gpu, config.cost_layout())

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn data(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(crate::support::SIM_DIR)
         .join("../traces/data")
         .join(path)
 }

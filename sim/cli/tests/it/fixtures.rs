@@ -94,7 +94,7 @@ fn ids(report: &serde_json::Value, severity: &str) -> BTreeSet<String> {
 }
 
 fn fixture_names(folder: &str) -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let dir = Path::new(crate::support::SIM_DIR)
         .join(RECIPES)
         .join(folder);
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -254,8 +254,8 @@ fn the_same_gpu_indices_are_legal_on_two_hosts_and_overlap_on_one() {
     let human = afd_sim(&["check", &path]).stdout;
     assert!(human.contains("GPUs 0,1 on host 10.0.0.1"), "{human}");
     assert!(human.contains("GPUs 0,1 on host 10.0.0.2"), "{human}");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&path))
-        .expect("fixture");
+    let text =
+        std::fs::read_to_string(Path::new(crate::support::SIM_DIR).join(&path)).expect("fixture");
     let dir = tempfile::tempdir().expect("tempdir");
     // The same commands on one host: both roles on GPUs 0,1.
     let one_host = dir.path().join("one_host.sh");

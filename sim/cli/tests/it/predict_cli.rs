@@ -124,7 +124,7 @@ fn predict_writes_json_csvs_and_a_perfetto_timeline() {
 
 #[test]
 fn every_shipped_trace_replays() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/data/workloads");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/data/workloads");
     for trace in [
         "azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv",
         "azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv",
@@ -147,7 +147,7 @@ fn every_shipped_trace_replays() {
 
 #[test]
 fn recipes_and_command_lines_drive_predict_and_broken_ones_exit_2() {
-    let recipes = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recipes");
+    let recipes = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/recipes");
     // Each recipe under the rule set whose model runner it exports (afd-spec §1.6, §1.9).
     for (recipe, rules) in [
         ("2a2f_graph_dbo_dp1tp2.sh", "latest"),
@@ -374,7 +374,7 @@ fn a_plain_vllm_serve_command_is_simulated_as_the_colocated_deployment() {
 fn the_shipped_hugging_face_config_of_deepseek_v2_lite_is_the_builtin_model() {
     let config = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../traces/data/models/deepseek-v2-lite/config.json"
+        "/../../traces/data/models/deepseek-v2-lite/config.json"
     );
     let args = ["predict", "--num-prompts", "64", "--json"];
     let builtin = afd_sim(&args);

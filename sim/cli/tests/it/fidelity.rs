@@ -13,7 +13,7 @@ use afd_traces::calibration::CalibrationProfile;
 use afd_traces::pipeline::PipelineResults;
 
 fn data(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(crate::support::SIM_DIR)
         .join("../traces/data")
         .join(path)
 }
@@ -100,7 +100,7 @@ fn the_committed_h200_pipeline_is_predicted_within_the_bars() {
 fn afd_sim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_afd-sim"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(crate::support::SIM_DIR)
         .output()
         .expect("the binary runs")
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::support::{afd_sim, json};
+use crate::support::{SIM_DIR, afd_sim, json};
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("temporary paths are UTF-8")
@@ -123,8 +123,10 @@ fn inputs_that_would_be_silently_ignored_are_refused() {
         "prices nothing for model deepseek-v2-lite (its tables are for Qwen3-30B-A3B)",
     );
     let empty = dir.path().join("empty.json");
-    let qwen =
-        std::fs::read_to_string("../traces/data/calibration/h200-moe-qwen3-30b-a3b.json").unwrap();
+    let qwen = std::fs::read_to_string(
+        Path::new(SIM_DIR).join("../traces/data/calibration/h200-moe-qwen3-30b-a3b.json"),
+    )
+    .unwrap();
     let mut profile: serde_json::Value = serde_json::from_str(&qwen).unwrap();
     profile["tables"] = serde_json::json!([]);
     std::fs::write(&empty, profile.to_string()).unwrap();
@@ -241,7 +243,7 @@ fn help_examples_name_real_paths() {
                     && (word.ends_with(".json") || word.ends_with(".csv")));
             if input {
                 assert!(
-                    Path::new("..").join(word).exists(),
+                    Path::new(SIM_DIR).join("..").join(word).exists(),
                     "afd-sim {command} --help names {word}, which does not exist"
                 );
             }

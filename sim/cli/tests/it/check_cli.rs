@@ -176,7 +176,7 @@ fn help_teaches_with_examples() {
 fn the_user_guide_lists_every_rule() {
     let guide = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../docs/foundation.md"
+        "/../../docs/foundation.md"
     ))
     .expect("docs/foundation.md");
     for info in afd_sim::deployment::rules() {
