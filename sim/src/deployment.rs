@@ -43,13 +43,22 @@ pub use rules::{Rule, RuleInfo, rules, rules_of};
 pub use serve_args::{ArgError, ServeArgsError};
 pub(crate) use validate::check_plain;
 
+use std::collections::BTreeMap;
+
 use crate::topology::{Role, RuleSet, Topology, TopologyError};
 
 /// An Attention and an FFN `vllm serve` command, judged by one rule set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deployment {
+    /// The Attention role's primary command: the one that starts DP rank 0 and the API server.
     pub attention: RoleConfig,
+    /// The FFN role's primary command (DP rank 0: FFN rank 0, world rank 0, afd-spec §2.1).
     pub ffn: RoleConfig,
+    /// The other commands of roles whose DP ranks are spread over hosts (vLLM's multi-node data
+    /// parallelism: `--data-parallel-size-local`, `--data-parallel-start-rank`, usually
+    /// `--headless`), each one host's share of its declared role; empty when each role is one
+    /// command.
+    pub nodes: Vec<RoleConfig>,
     pub rules: RuleSet,
 }
 
@@ -109,6 +118,16 @@ impl Deployment {
     /// Whether both roles name their host (`VLLM_HOST_IP`) and the names differ: their A↔F
     /// hand-offs then cross the network between hosts.
     pub fn on_different_hosts(&self) -> bool {
+        if !self.nodes.is_empty() {
+            let hosts = |role| {
+                self.parts(role)
+                    .into_iter()
+                    .filter_map(|p| p.machine_host().map(|h| h.value.trim()))
+                    .collect::<Vec<_>>()
+            };
+            let (attention, ffn) = (hosts(Role::Attention), hosts(Role::Ffn));
+            return attention.iter().any(|a| ffn.iter().any(|f| a != f));
+        }
         match (self.attention.machine_host(), self.ffn.machine_host()) {
             (Some(a), Some(f)) => a.value.trim() != f.value.trim(),
             _ => false,
@@ -120,8 +139,48 @@ impl Deployment {
         Deployment {
             attention,
             ffn,
+            nodes: Vec::new(),
             rules,
         }
+    }
+
+    /// Every command of one role: its primary first, then its other nodes in recipe order.
+    pub fn parts(&self, role: Role) -> Vec<&RoleConfig> {
+        let primary = self.role(role);
+        std::iter::once(primary)
+            .chain(
+                self.nodes
+                    .iter()
+                    .filter(|n| n.declared_role() == Some(role)),
+            )
+            .collect()
+    }
+
+    /// The most ranks of one role on any one host (commands without `VLLM_HOST_IP` count as one
+    /// host): the ranks that share that host's NICs.
+    pub fn max_ranks_per_host(&self, role: Role) -> u64 {
+        let mut by_host: BTreeMap<&str, u64> = BTreeMap::new();
+        for part in self.parts(role) {
+            let host = part.machine_host().map_or("", |h| h.value.trim());
+            *by_host.entry(host).or_default() += u64::from(part.dp_size_local())
+                * u64::from(part.pcp_size())
+                * u64::from(part.tp_size());
+        }
+        by_host.into_values().max().unwrap_or(0)
+    }
+
+    /// The distinct hosts one role's commands name (`VLLM_HOST_IP`), in recipe order.
+    pub fn role_hosts(&self, role: Role) -> Vec<&str> {
+        let mut hosts: Vec<&str> = Vec::new();
+        for part in self.parts(role) {
+            if let Some(h) = part.machine_host() {
+                let h = h.value.trim();
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        hosts
     }
 
     /// Pairs two roles in either order, by the role their afd blocks declare; when that does not
@@ -164,6 +223,7 @@ impl Deployment {
         if total > 2 {
             roles.retain(|role| role.afd.is_some());
         }
+        let nodes = split_nodes(&mut roles)?;
         if roles.len() != 2 {
             let location = recipe
                 .servers
@@ -183,7 +243,9 @@ impl Deployment {
         }
         let second = roles.pop().expect("two roles");
         let first = roles.pop().expect("two roles");
-        Ok(Deployment::from_roles(first, second, rules))
+        let mut deployment = Deployment::from_roles(first, second, rules);
+        deployment.nodes = nodes;
+        Ok(deployment)
     }
 
     pub fn role(&self, role: Role) -> &RoleConfig {
@@ -210,6 +272,48 @@ impl Deployment {
             .unwrap_or(afd_config::DEFAULT_AFD_PORT);
         Topology::new(attention, ffn, self.rules, port)
     }
+}
+
+/// Takes out of `roles` the commands that are not a role's primary node: where a declared role has
+/// several commands (its DP ranks spread over hosts), the one that starts DP rank 0 with an API
+/// server stays and the others are returned, in recipe order.
+fn split_nodes(roles: &mut Vec<RoleConfig>) -> Result<Vec<RoleConfig>, DeploymentError> {
+    let mut nodes = Vec::new();
+    for role in [Role::Attention, Role::Ffn] {
+        let of_role: Vec<usize> = (0..roles.len())
+            .filter(|&i| roles[i].declared_role() == Some(role))
+            .collect();
+        if of_role.len() < 2 {
+            continue;
+        }
+        let is_primary = |r: &RoleConfig| r.dp_start_rank() == 0 && !r.headless();
+        if of_role.iter().all(|&i| is_primary(&roles[i])) {
+            // Several whole servers of one role, not one role over hosts: the shape error says so.
+            continue;
+        }
+        let primaries: Vec<usize> = of_role
+            .iter()
+            .copied()
+            .filter(|&i| is_primary(&roles[i]))
+            .collect();
+        if primaries.len() != 1 {
+            let location = roles[of_role[0]].location;
+            let message = format!(
+                "the {} role is started by {} commands and {} of them start DP rank 0 with an API server; a role spread over hosts has one primary command (no --data-parallel-start-rank, no --headless) and one command per other host (--headless --data-parallel-start-rank N)",
+                role.as_str(),
+                of_role.len(),
+                primaries.len()
+            );
+            return Err(DeploymentError::Shape { location, message });
+        }
+        for &i in of_role.iter().rev() {
+            if i != primaries[0] {
+                nodes.push(roles.remove(i));
+            }
+        }
+    }
+    nodes.sort_by_key(|n| n.location);
+    Ok(nodes)
 }
 
 #[cfg(test)]

@@ -439,6 +439,7 @@ impl Launch {
             Launch::Afd(d) => Launch::Afd(Deployment {
                 attention: d.attention.on_gpu(class),
                 ffn: d.ffn.on_gpu(class),
+                nodes: d.nodes.into_iter().map(|n| n.on_gpu(class)).collect(),
                 rules: d.rules,
             }),
             Launch::Plain(p) => Launch::Plain(PlainServer {

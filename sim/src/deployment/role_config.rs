@@ -147,6 +147,13 @@ pub struct RoleConfig {
     pub served_model_names: Vec<Located<String>>,
     pub data_parallel_size: Option<Located<u32>>,
     pub data_parallel_size_local: Option<Located<u32>>,
+    /// `--data-parallel-start-rank`: the first global DP rank this command starts (a role spread
+    /// over several hosts, one command per host).
+    pub data_parallel_start_rank: Option<Located<u32>>,
+    /// `--data-parallel-address`: the primary node's address every node of the role dials.
+    pub data_parallel_address: Option<Located<String>>,
+    /// `--headless`: engines only, no API server (the secondary nodes of a multi-node DP role).
+    pub headless: Option<Located<bool>>,
     pub tensor_parallel_size: Option<Located<u32>>,
     pub pipeline_parallel_size: Option<Located<u32>>,
     pub prefill_context_parallel_size: Option<Located<u32>>,
@@ -243,6 +250,16 @@ impl RoleConfig {
         self.data_parallel_size_local
             .as_ref()
             .map_or_else(|| self.dp_size(), |d| d.value)
+    }
+
+    /// `--data-parallel-start-rank` (default 0): this command's first global DP rank.
+    pub fn dp_start_rank(&self) -> u32 {
+        value_or(&self.data_parallel_start_rank, 0)
+    }
+
+    /// `--headless`: this command starts engines but no API server.
+    pub fn headless(&self) -> bool {
+        flag_on(&self.headless)
     }
 
     /// `--tensor-parallel-size` (default 1).

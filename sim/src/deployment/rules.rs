@@ -326,6 +326,11 @@ catalogue! {
         source: "afd-spec §1.2 (host), §2.3",
         statement: "when the roles run on different hosts, the AFD host is the FFN role's host (FFN rank 0 is world rank 0 and serves the TCP store), not a loopback address",
     },
+    CrossDpNodes {
+        id: "cross.dp-nodes", severity: Error, sets: [V026, Latest],
+        source: "vLLM 0.26.0 engine/arg_utils.py (--data-parallel-size-local, --data-parallel-start-rank, --data-parallel-address); afd_plugin/distributed/topology.py resolve_role_rank",
+        statement: "a role's commands start each of its DP ranks once (--data-parallel-start-rank and --data-parallel-size-local tile 0..DP), agree with its primary command on DP, PCP, TP, PP, model and afd ranks, dial one --data-parallel-address (the primary's host), and share no GPU with a command on the same host",
+    },
     CrossGpusUnspecified {
         id: "cross.gpus-unspecified", severity: Warning, sets: [V026, Latest],
         source: "DESIGN §3",

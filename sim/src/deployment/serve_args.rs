@@ -57,7 +57,6 @@ const KNOWN_SWITCHES: &[&str] = &[
     "--async-scheduling",
     "--language-model-only",
     "--disable-cascade-attn",
-    "--headless",
     "--enable-sleep-mode",
     "--disable-custom-all-reduce",
     "--enable-auto-tool-choice",
@@ -94,6 +93,7 @@ enum CountField {
     DboDecode,
     DboPrefill,
     UbatchSize,
+    DpStartRank,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -105,10 +105,12 @@ enum BoolField {
     EnforceEager,
     PrefixCaching,
     ChunkedPrefill,
+    Headless,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TextField {
+    DpAddress,
     All2allBackend,
     WorkerCls,
     Host,
@@ -145,6 +147,13 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
         "--data-parallel-size-local" | "-dpl" => {
             ("--data-parallel-size-local", Size(SizeField::DpLocal))
         }
+        "--data-parallel-start-rank" | "-dpr" => {
+            ("--data-parallel-start-rank", Count(CountField::DpStartRank))
+        }
+        "--data-parallel-address" | "-dpa" => {
+            ("--data-parallel-address", Text(TextField::DpAddress))
+        }
+        "--headless" => ("--headless", Bool(BoolField::Headless)),
         "--tensor-parallel-size" | "-tp" => ("--tensor-parallel-size", Size(SizeField::Tp)),
         "--pipeline-parallel-size" | "-pp" => ("--pipeline-parallel-size", Size(SizeField::Pp)),
         "--prefill-context-parallel-size" | "-pcp" => {
@@ -375,6 +384,9 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
         served_model_names: Vec::new(),
         data_parallel_size: None,
         data_parallel_size_local: None,
+        data_parallel_start_rank: None,
+        data_parallel_address: None,
+        headless: None,
         tensor_parallel_size: None,
         pipeline_parallel_size: None,
         prefill_context_parallel_size: None,
@@ -625,6 +637,7 @@ impl Parser {
             BoolField::EnforceEager => self.config.enforce_eager = value,
             BoolField::PrefixCaching => self.config.enable_prefix_caching = value,
             BoolField::ChunkedPrefill => self.config.enable_chunked_prefill = value,
+            BoolField::Headless => self.config.headless = value,
         }
     }
 
@@ -679,6 +692,7 @@ impl Parser {
                     CountField::DboDecode => self.config.dbo_decode_token_threshold = located,
                     CountField::DboPrefill => self.config.dbo_prefill_token_threshold = located,
                     CountField::UbatchSize => self.config.ubatch_size = located,
+                    CountField::DpStartRank => self.config.data_parallel_start_rank = located,
                 }
             }
             FlagKind::MaxModelLen => match parse_human_int(text) {
@@ -705,6 +719,7 @@ impl Parser {
             FlagKind::Text(field) => {
                 let located = Some(Located::new(value.text.clone(), location));
                 match field {
+                    TextField::DpAddress => self.config.data_parallel_address = located,
                     TextField::All2allBackend => self.config.all2all_backend = located,
                     TextField::WorkerCls => self.config.worker_cls = located,
                     TextField::Host => self.config.http_host = located,

@@ -25,10 +25,17 @@ pub(crate) fn check(deployment: &Deployment) -> Report {
         rules: deployment.rules,
         findings: Vec::new(),
     };
+    let nodes = deployment
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.declared_role()?, n)));
     for (role, config) in [
         (Role::Attention, &deployment.attention),
         (Role::Ffn, &deployment.ffn),
-    ] {
+    ]
+    .into_iter()
+    .chain(nodes)
+    {
         for finding in config.parse_findings() {
             let mut finding = finding.clone();
             finding.role = Some(role);
@@ -40,6 +47,7 @@ pub(crate) fn check(deployment: &Deployment) -> Report {
         }
     }
     checker.cross(deployment);
+    checker.dp_nodes(deployment);
     let rules = deployment.rules;
     let findings = checker
         .findings
@@ -1009,6 +1017,201 @@ impl Checker {
         }
     }
 
+    /// A role whose DP ranks are spread over hosts, one command per host (vLLM multi-node data
+    /// parallelism; the plugin's role rank is global, `resolve_role_rank`): the commands tile the
+    /// DP ranks, agree on the role's shape and dial one address; no two commands on one host share
+    /// a GPU.
+    fn dp_nodes(&mut self, deployment: &Deployment) {
+        for role in [Role::Attention, Role::Ffn] {
+            let parts = deployment.parts(role);
+            let primary = parts[0];
+            let title = role_title(role);
+            for &node in &parts[1..] {
+                let shape = |c: &RoleConfig| (c.dp_size(), c.pcp_size(), c.tp_size(), c.pp_size());
+                if shape(node) != shape(primary) {
+                    let (dp, pcp, tp, pp) = shape(node);
+                    let (pdp, ppcp, ptp, ppp) = shape(primary);
+                    self.report(
+                        Rule::CrossDpNodes,
+                        Some(role),
+                        Subject::flag("--data-parallel-size"),
+                        flag_location(&node.data_parallel_size, node.location),
+                        format!(
+                            "this {title} command runs DP {dp} x PCP {pcp} x TP {tp} x PP {pp} but the role's primary command runs DP {pdp} x PCP {ppcp} x TP {ptp} x PP {ppp}; every host of one role gives the same sizes"
+                        ),
+                    );
+                }
+                if node.model() != primary.model() {
+                    self.report(
+                        Rule::CrossDpNodes,
+                        Some(role),
+                        Subject::flag("model"),
+                        node.model.as_ref().map_or(node.location, |m| m.location),
+                        format!(
+                            "this {title} command loads '{}' but the role's primary command loads '{}'",
+                            node.model().unwrap_or("(none)"),
+                            primary.model().unwrap_or("(none)")
+                        ),
+                    );
+                }
+                let ranks = |c: &RoleConfig| c.afd().map(|b| (b.attention_ranks(), b.ffn_ranks()));
+                if ranks(node) != ranks(primary) {
+                    self.report(
+                        Rule::CrossDpNodes,
+                        Some(role),
+                        Subject::afd_key("num_attention_ranks"),
+                        node.additional_config.unwrap_or(node.location),
+                        format!(
+                            "this {title} command's afd block gives other rank counts than the role's primary command; every host of one role passes the same block"
+                        ),
+                    );
+                }
+            }
+            self.dp_tiling(role, &parts);
+            if parts.len() > 1 {
+                self.dp_address(role, &parts);
+            }
+        }
+        self.node_gpu_overlap(deployment);
+    }
+
+    /// The commands of one role start DP ranks 0..DP, each once.
+    fn dp_tiling(&mut self, role: Role, parts: &[&RoleConfig]) {
+        let dp = parts[0].dp_size();
+        let mut order: Vec<&RoleConfig> = parts.to_vec();
+        order.sort_by_key(|p| p.dp_start_rank());
+        let mut next = 0u32;
+        for part in order {
+            let start = part.dp_start_rank();
+            let local = part.dp_size_local();
+            if start != next || start.saturating_add(local) > dp {
+                let message = if start < next {
+                    format!(
+                        "this {} command starts {} but {} already started by another command of the role",
+                        role_title(role),
+                        dp_ranks(start, start.saturating_add(local).saturating_sub(1)),
+                        dp_ranks_are(
+                            start,
+                            (next - 1).min(start.saturating_add(local).saturating_sub(1))
+                        )
+                    )
+                } else if start > next {
+                    format!(
+                        "{} of the {} role {} started by no command (this one starts at {start})",
+                        dp_ranks(next, start - 1),
+                        role_title(role),
+                        is_are(next, start - 1)
+                    )
+                } else {
+                    format!(
+                        "this {} command starts {} but the role has DP {dp}",
+                        role_title(role),
+                        dp_ranks(start, start.saturating_add(local).saturating_sub(1))
+                    )
+                };
+                self.report(
+                    Rule::CrossDpNodes,
+                    Some(role),
+                    Subject::flag("--data-parallel-start-rank"),
+                    flag_location(&part.data_parallel_start_rank, part.location),
+                    message,
+                );
+                return;
+            }
+            next = start + local;
+        }
+        if next < dp {
+            let last = parts[0];
+            self.report(
+                Rule::CrossDpNodes,
+                Some(role),
+                Subject::flag("--data-parallel-size-local"),
+                flag_location(&last.data_parallel_size_local, last.location),
+                format!(
+                    "{} of the {} role {} started by no command: its commands start {next} of DP {dp} (--data-parallel-size-local); give each other host its command (--headless --data-parallel-start-rank {next} ...)",
+                    dp_ranks(next, dp - 1),
+                    role_title(role),
+                    is_are(next, dp - 1)
+                ),
+            );
+        }
+    }
+
+    /// Every command of a role spread over hosts names one `--data-parallel-address`, the
+    /// primary's host (vLLM's default is 127.0.0.1, where no other host reaches it).
+    fn dp_address(&mut self, role: Role, parts: &[&RoleConfig]) {
+        let primary = parts[0];
+        let wanted = primary
+            .data_parallel_address
+            .as_ref()
+            .map(|a| a.value.trim())
+            .or_else(|| primary.machine_host().map(|h| h.value.trim()));
+        for &part in parts {
+            let given = part.data_parallel_address.as_ref().map(|a| a.value.trim());
+            let problem = match (given, wanted) {
+                (None, _) => Some(format!(
+                    "the {} role runs on {} hosts but this command sets no --data-parallel-address; vLLM then uses 127.0.0.1 and the other hosts never reach the primary",
+                    role_title(role),
+                    parts.len()
+                )),
+                (Some(g), Some(w)) if g != w => Some(format!(
+                    "this {} command dials --data-parallel-address {g} but the role's primary command runs on {w}",
+                    role_title(role)
+                )),
+                _ => None,
+            };
+            if let Some(message) = problem {
+                self.report(
+                    Rule::CrossDpNodes,
+                    Some(role),
+                    Subject::flag("--data-parallel-address"),
+                    flag_location(&part.data_parallel_address, part.location),
+                    message,
+                );
+            }
+        }
+    }
+
+    /// No two commands on one host share a GPU, where one of them is a role's secondary node (the
+    /// two primaries are judged by `cross.gpu-overlap`).
+    fn node_gpu_overlap(&mut self, deployment: &Deployment) {
+        let primaries = [&deployment.attention, &deployment.ffn];
+        let all: Vec<&RoleConfig> = primaries.into_iter().chain(&deployment.nodes).collect();
+        let host = |c: &RoleConfig| c.machine_host().map(|h| h.value.trim().to_owned());
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                if i < 2 && primaries.iter().any(|p| std::ptr::eq(*p, *b)) {
+                    continue;
+                }
+                let (Some(ga), Some(gb)) = (&a.gpus, &b.gpus) else {
+                    continue;
+                };
+                if host(a) != host(b) {
+                    continue;
+                }
+                let shared: Vec<String> = ga
+                    .value
+                    .iter()
+                    .filter(|g| gb.value.contains(g))
+                    .map(ToString::to_string)
+                    .collect();
+                if !shared.is_empty() {
+                    self.report(
+                        Rule::CrossDpNodes,
+                        b.declared_role(),
+                        Subject::env("CUDA_VISIBLE_DEVICES"),
+                        gb.location,
+                        format!(
+                            "GPU {} of host {} is given to two commands",
+                            shared.join(", "),
+                            host(b).unwrap_or_else(|| "(unnamed)".to_owned())
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
     fn http_ports(&mut self, deployment: &Deployment) {
         let attention = &deployment.attention;
         let ffn = &deployment.ffn;
@@ -1068,6 +1271,24 @@ impl Checker {
             );
         }
     }
+}
+
+/// `DP rank 2` or `DP ranks 2-3`.
+fn dp_ranks(first: u32, last: u32) -> String {
+    if first >= last {
+        format!("DP rank {first}")
+    } else {
+        format!("DP ranks {first}-{last}")
+    }
+}
+
+/// `DP rank 2 is` or `DP ranks 2-3 are`.
+fn dp_ranks_are(first: u32, last: u32) -> String {
+    format!("{} {}", dp_ranks(first, last), is_are(first, last))
+}
+
+fn is_are(first: u32, last: u32) -> &'static str {
+    if first >= last { "is" } else { "are" }
 }
 
 fn flag_location<T>(flag: &Option<Located<T>>, fallback: Location) -> Location {

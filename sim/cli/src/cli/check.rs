@@ -371,10 +371,19 @@ fn report_json(sources: &Sources, launch: &Launch, report: &Report) -> Value {
         "notes": report.count(Severity::Note),
         "findings": findings,
         "deployment": match launch {
-            Launch::Afd(deployment) => json!({
-                "attention": role_json(&deployment.attention),
-                "ffn": role_json(&deployment.ffn),
-            }),
+            Launch::Afd(deployment) => {
+                let mut value = json!({
+                    "attention": role_json(&deployment.attention),
+                    "ffn": role_json(&deployment.ffn),
+                });
+                for (key, role) in [("attention", Role::Attention), ("ffn", Role::Ffn)] {
+                    let parts = deployment.parts(role);
+                    if parts.len() > 1 {
+                        value[key]["hosts"] = parts.iter().map(|p| part_json(p)).collect();
+                    }
+                }
+                value
+            }
             Launch::Plain(plain) => json!({ "server": role_json(&plain.server) }),
         },
     })
@@ -406,6 +415,46 @@ fn role_json(config: &RoleConfig) -> Value {
         "prefix_caching": config.prefix_caching(),
         "chunked_prefill": config.chunked_prefill(),
     })
+}
+
+/// One host's share of a role spread over hosts: its DP ranks, GPUs and host.
+fn part_json(part: &RoleConfig) -> Value {
+    json!({
+        "host": part.machine_host().map(|h| h.value.clone()),
+        "data_parallel_start_rank": part.dp_start_rank(),
+        "data_parallel_size_local": part.dp_size_local(),
+        "gpus": part.gpus().map(|g| g.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "headless": part.headless(),
+    })
+}
+
+/// The line of one host's share of a role spread over hosts, under the role's line.
+fn part_line(part: &RoleConfig) -> String {
+    let first = part.dp_start_rank();
+    let last = first + part.dp_size_local().saturating_sub(1);
+    let ranks = if first == last {
+        format!("DP rank {first}")
+    } else {
+        format!("DP ranks {first}-{last}")
+    };
+    let gpus = part.gpus().map_or_else(
+        || "GPUs unset".to_owned(),
+        |g| {
+            format!(
+                "GPUs {}",
+                g.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        },
+    );
+    let host = part.machine_host().map_or_else(
+        || "an unnamed host".to_owned(),
+        |h| format!("host {}", h.value),
+    );
+    let api = if part.headless() { ", headless" } else { "" };
+    format!("  {:<9}    {ranks}: {gpus} on {host}{api}\n", "")
 }
 
 fn role_line(role: &str, config: &RoleConfig) -> String {
@@ -479,8 +528,15 @@ fn report_text(sources: &Sources, launch: &Launch, report: &Report) -> String {
     );
     match launch {
         Launch::Afd(deployment) => {
-            out.push_str(&role_line("attention", &deployment.attention));
-            out.push_str(&role_line("ffn", &deployment.ffn));
+            for (name, role) in [("attention", Role::Attention), ("ffn", Role::Ffn)] {
+                out.push_str(&role_line(name, deployment.role(role)));
+                let parts = deployment.parts(role);
+                if parts.len() > 1 {
+                    for part in parts {
+                        out.push_str(&part_line(part));
+                    }
+                }
+            }
         }
         Launch::Plain(plain) => out.push_str(&role_line("server", &plain.server)),
     }

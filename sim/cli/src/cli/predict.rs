@@ -22,6 +22,7 @@ use afd_sim::report::{ReportContext, build_report, request_rows, step_rows, time
 use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_sim::time::{SimDuration, SimTime};
+use afd_sim::topology::Role;
 
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::{
@@ -299,12 +300,16 @@ impl Inputs {
             bail!("--link attention-ffn needs an AFD deployment; this one is a plain vLLM server");
         }
         let sheets = afd_traces::hardware::builtin_datasheets();
-        let different_hosts = placement == Placement::TwoHosts;
+        let different_hosts = matches!(placement, Placement::TwoHosts { .. });
         if let Some(link) = afd_link(link_spec.as_ref(), different_hosts, &sheets)
             .context("--link attention-ffn")?
         {
-            // Each role's ranks share their host's NICs (one host per role).
-            let ranks_on_host = config.attention_ranks().max(config.ffn_ranks());
+            // The ranks of a host share its NICs: a role's ranks on its one host, or the most
+            // ranks of one role on any host when a role is spread over hosts.
+            let ranks_on_host = match placement {
+                Placement::TwoHosts { ranks_on_host } => ranks_on_host,
+                _ => config.attention_ranks().max(config.ffn_ranks()),
+            };
             cost = cost.with_afd_link(AfdLink {
                 link,
                 ranks_on_host,
@@ -417,7 +422,17 @@ fn serving_config(
         .context("the deployment cannot be simulated")?;
     let placement = match &launch {
         Launch::Plain(_) => Placement::Plain,
-        Launch::Afd(deployment) if deployment.on_different_hosts() => Placement::TwoHosts,
+        Launch::Afd(deployment) if deployment.on_different_hosts() => {
+            warn_collectives_across_hosts(deployment);
+            let most = [Role::Attention, Role::Ffn]
+                .map(|role| deployment.max_ranks_per_host(role))
+                .into_iter()
+                .max()
+                .unwrap_or(1);
+            Placement::TwoHosts {
+                ranks_on_host: u32::try_from(most).unwrap_or(u32::MAX),
+            }
+        }
         Launch::Afd(_) => Placement::OneHost,
     };
     Ok(Ok((config, placement)))
@@ -428,7 +443,23 @@ fn serving_config(
 enum Placement {
     Plain,
     OneHost,
-    TwoHosts,
+    /// Some A↔F hand-offs cross hosts; at most `ranks_on_host` ranks of one role share a host.
+    TwoHosts {
+        ranks_on_host: u32,
+    },
+}
+
+/// Says on stderr what the model leaves out when the FFN role (the one that runs the MoE) spans
+/// hosts with expert parallelism: its EP all-to-all then crosses the network, and is priced over
+/// the GPUs' own link. (Attention DP ranks run no collective between them, afd-spec §3.)
+fn warn_collectives_across_hosts(deployment: &afd_sim::deployment::Deployment) {
+    let hosts = deployment.role_hosts(Role::Ffn);
+    if hosts.len() > 1 && deployment.ffn.expert_parallel() {
+        eprintln!(
+            "note: the FFN role's expert-parallel all-to-all spans hosts {}; afd-sim prices it over the GPUs' own link, not the network between them",
+            hosts.join(", ")
+        );
+    }
 }
 
 /// Says on stderr why requests failed (vLLM prints the first errors too), at most three reasons.

@@ -43,6 +43,11 @@ const GOOD: &[(&str, &[&str], &[&str])] = &[
         &["v026.model-runner-v2"],
     ),
     ("4a4f_pcie_eager_dp4tp1.sh", &[], &["v026.model-runner-v2"]),
+    (
+        "4a2f_attention_two_hosts_dp4tp1.sh",
+        &[],
+        &["v026.model-runner-v2", "v026.ffn-dp-token-vector"],
+    ),
     ("plain_pcie_eager_dp8tp1_ep8.sh", &[], &[]),
     ("1a1f_eager_plain_vllm.sh", &["mrv2.model-runner-off"], &[]),
     ("plain_vllm_tp2.sh", &[], &[]),

@@ -427,3 +427,54 @@ fn two_hosts_can_be_written_as_command_lines() {
         run.stdout
     );
 }
+
+/// The Attention role of `4a2f_attention_two_hosts_dp4tp1.sh` spread over two hosts (2 ranks on
+/// each), against the same 4A2F pair with the Attention role whole on one host (4 ranks sharing
+/// its NICs): both run, and fewer ranks per NIC never make a step slower.
+#[test]
+fn a_role_spread_over_hosts_runs_and_shares_each_host_s_nics_among_fewer_ranks() {
+    let spread = format!("{RECIPES}/4a2f_attention_two_hosts_dp4tp1.sh");
+    let text = std::fs::read_to_string(std::path::Path::new(crate::support::SIM_DIR).join(&spread))
+        .expect("the fixture");
+    // The one-host variant: the primary starts all four DP ranks on GPUs 0-3, and the second
+    // host's command (from its VLLM_HOST_IP to the next blank line) goes.
+    let start = text
+        .find("VLLM_HOST_IP=10.0.0.3")
+        .expect("the second host's command");
+    let end = start + text[start..].find("\n\n").expect("a blank line after it") + 2;
+    let whole = format!("{}{}", &text[..start], &text[end..])
+        .replace(
+            "VLLM_HOST_IP=10.0.0.1 CUDA_VISIBLE_DEVICES=0,1",
+            "VLLM_HOST_IP=10.0.0.1 CUDA_VISIBLE_DEVICES=0,1,2,3",
+        )
+        .replacen("    --data-parallel-size-local 2 \\\n", "", 1);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let one_host = dir.path().join("4a2f_attention_one_host.sh");
+    std::fs::write(&one_host, whole).expect("the variant is written");
+    let link = ["--link", "attention-ffn=ib,gbps=100,nics=1"];
+    let spread = rfc_308(&spread, &link);
+    let whole = rfc_308(one_host.to_str().expect("UTF-8"), &link);
+    for report in [&spread, &whole] {
+        assert_eq!(report["completed"], 256);
+        let afd_link = report["afd_link"].as_str().expect("afd_link");
+        assert!(afd_link.starts_with("ib "), "{afd_link}");
+    }
+    assert!(
+        mean_tpot(&spread) <= mean_tpot(&whole),
+        "2 ranks per NIC {} ms, 4 ranks per NIC {} ms",
+        mean_tpot(&spread),
+        mean_tpot(&whole)
+    );
+    // `check --json` lists each host's share of the spread role.
+    let run = afd_sim(&[
+        "check",
+        &format!("{RECIPES}/4a2f_attention_two_hosts_dp4tp1.sh"),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let hosts = &json(&run)["deployment"]["attention"]["hosts"];
+    assert_eq!(hosts[1]["host"], "10.0.0.3");
+    assert_eq!(hosts[1]["data_parallel_start_rank"], 2);
+    assert_eq!(hosts[1]["headless"], true);
+    assert!(json(&run)["deployment"]["ffn"].get("hosts").is_none());
+}
