@@ -29,6 +29,7 @@ Examples:
   afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
   afd-sim check sim/tests/fixtures/recipes/2a2f_graph_dbo_dp2tp1.sh --rules v0.26 --json
   afd-sim check sim/tests/fixtures/recipes/4a4f_graph_dbo_dp2tp2.sh --env MODEL_PATH=/models/DeepSeek-V2-Lite
+  afd-sim check sim/tests/fixtures/recipes/4a2f_attention_two_hosts_dp4tp1.sh
   afd-sim check --serve-args 'CUDA_VISIBLE_DEVICES=0,1 vllm serve /m --tensor-parallel-size 2'
   afd-sim check \\
     --attention-args 'CUDA_VISIBLE_DEVICES=0 vllm serve /m --enforce-eager --additional-config '\\''{\"afd\":{\"role\":\"attention\"}}'\\''' \\
@@ -39,6 +40,11 @@ by vLLM 0.26.0's own rules. Flags a command leaves out take vLLM 0.26.0's defaul
 serve` on the --gpu class (max-num-seqs 1024 / max-num-batched-tokens 8192 on H100/H200/H800/H20,
 256 / 2048 on A100/L4/L20; capture sizes from max-num-seqs; the V2 model runner where vLLM picks
 it). Memory (rules memory.role-fits and memory.state-blocks) is checked for --model on --gpu.
+
+A recipe may place the roles on hosts (each command's VLLM_HOST_IP; GPU indices are per host) and
+spread one role's DP ranks over hosts, one command per host: the primary, then on each other host
+`--headless --data-parallel-start-rank N` with the primary's --data-parallel-address
+(docs/hosts-links.md).
 
 Exit status: 0 when no rule is violated (warnings and notes allowed), 2 on any violation or on
 input that does not parse. `afd-sim rules` lists the rules.")]
