@@ -7,6 +7,7 @@
 
 mod models;
 mod p2p_data;
+mod schemas;
 mod workloads;
 
 /// Asserts `computed` equals a documented figure to the precision it is written with: "2,047.8"
