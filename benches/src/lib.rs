@@ -111,5 +111,6 @@ pub fn sweep_inputs<'a>(
             stat: SloStat::P99,
         },
         cross_node_link: None,
+        loads: Default::default(),
     }
 }

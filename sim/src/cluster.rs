@@ -17,7 +17,7 @@ use crate::model::cost::{CostModel, OpClass};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
 use crate::model::limits::LimitSpans;
 use crate::model::router::DpRouter;
-use crate::model::routing::RoutingPools;
+use crate::model::routing::{LoadsCache, RoutingPools};
 use crate::model::scheduler::{
     EngineBatch, EngineScheduler, RequestId, RequestState, SchedulerLimits, TokenEvent,
 };
@@ -181,11 +181,14 @@ pub struct Cluster {
 
 impl Cluster {
     /// Builds the pair for a validated configuration.
+    /// `loads` is the routing pools' cache ([`LoadsCache`]): a fresh one for a lone run, one clone
+    /// per run for runs that share their draws (a sweep's candidates).
     pub fn new(
         config: &ServingConfig,
         cost: CostModel,
         options: ModelOptions,
         seed: Seed,
+        loads: LoadsCache,
     ) -> Result<Cluster, ClusterError> {
         config.validate()?;
         let colocated = config.placement == Placement::Colocated;
@@ -270,6 +273,7 @@ impl Cluster {
                 ROUTING_POOL_SIZE,
                 stream(seed, RngStream::RoutingPools),
                 stream(seed, RngStream::RoutingPicks),
+                loads,
             ))
         } else {
             None

@@ -14,6 +14,7 @@ use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepMemo, S
 use crate::event::Event;
 use crate::model::cost::CostModel;
 use crate::model::router::STATS_PERIOD_MS;
+use crate::model::routing::LoadsCache;
 use crate::model::scheduler::{RequestId, TokenEvent};
 use crate::model::workload::Workload;
 use crate::pipeline::SpanSink;
@@ -186,20 +187,35 @@ pub fn run_observed(
     options: &RunOptions,
     observe: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, ClusterError> {
-    run_inner(config, cost, workload, options, observe, None)
+    run_inner(config, cost, workload, options, observe, Shared::default())
+}
+
+/// What a run may take over from runs before it: the step memo of an earlier run of the same
+/// pipeline, and the routing pools' cache of the runs it shares draws with. Neither changes a
+/// result, only the time it takes.
+#[derive(Default)]
+struct Shared {
+    memo: Option<StepMemo>,
+    loads: LoadsCache,
 }
 
 /// [`run`], continuing from `memo` (the step memo of an earlier run of the same pipeline, see
-/// `cluster/memo.rs`) and leaving this run's memo there for the next. The result is the same as
-/// [`run`]'s; only the time it takes differs.
+/// `cluster/memo.rs`) and leaving this run's memo there for the next, and drawing routing pools
+/// through `loads`, which the runs of one sweep share. The result is the same as [`run`]'s; only
+/// the time it takes differs.
 pub fn run_sharing_memo(
     config: &ServingConfig,
     cost: CostModel,
     workload: &Workload,
     options: &RunOptions,
     memo: &mut Option<StepMemo>,
+    loads: &LoadsCache,
 ) -> Result<RunResult, ClusterError> {
-    let mut result = run_inner(config, cost, workload, options, &mut |_| {}, memo.take())?;
+    let shared = Shared {
+        memo: memo.take(),
+        loads: loads.clone(),
+    };
+    let mut result = run_inner(config, cost, workload, options, &mut |_| {}, shared)?;
     *memo = Some(result.cluster.take_step_memo());
     Ok(result)
 }
@@ -210,10 +226,10 @@ fn run_inner(
     workload: &Workload,
     options: &RunOptions,
     observe: &mut dyn FnMut(Progress),
-    memo: Option<StepMemo>,
+    shared: Shared,
 ) -> Result<RunResult, ClusterError> {
-    let mut cluster = Cluster::new(config, cost, options.model, options.seed)?;
-    if let Some(memo) = memo {
+    let mut cluster = Cluster::new(config, cost, options.model, options.seed, shared.loads)?;
+    if let Some(memo) = shared.memo {
         cluster.adopt_step_memo(memo);
     }
     let dp = config.attention.dp > 1;

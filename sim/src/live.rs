@@ -8,6 +8,7 @@
 use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection};
 use crate::model::cost::CostModel;
 use crate::model::router::STATS_PERIOD_MS;
+use crate::model::routing::LoadsCache;
 use crate::model::scheduler::RequestId;
 use crate::rng::Seed;
 use crate::serving::ServingConfig;
@@ -69,7 +70,7 @@ impl LiveEngine {
         seed: Seed,
     ) -> Result<LiveEngine, ClusterError> {
         Ok(LiveEngine {
-            cluster: Cluster::new(config, cost, options, seed)?,
+            cluster: Cluster::new(config, cost, options, seed, LoadsCache::default())?,
             free_at: SimTime::ZERO,
             next_stats: SimTime::ZERO,
         })

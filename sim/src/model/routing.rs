@@ -14,14 +14,14 @@
 //! Each pool is drawn from its own stream, named by its row counts, so a pool is a pure function of
 //! the run's seed, the sampler, the EP ranks and its row counts, whatever order the run needs
 //! pools in. The sampled loads are therefore shared between runs in one process (a sweep's
-//! candidates) through [`SHARED_LOADS`]; each run prices them with its own cost model.
+//! candidates) through a [`LoadsCache`] the caller owns; each run prices them with its own cost model.
 //!
 //! Padded rows (CUDA-graph padding, afd-spec §5.1) carry identical dummy hidden states, so they all
 //! pick the same top-k experts; that fixed set is drawn once per run [inferred: padding rows are the
 //! embedding of one token id].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use rand::RngExt;
 
@@ -56,16 +56,20 @@ pub struct RoutingPools {
     counts: Vec<u32>,
     /// `(real, padded)` of every pool picked from since the last [`RoutingPools::seed_picks`].
     touched: Vec<(u32, u32)>,
+    loads: LoadsCache,
 }
 
 impl RoutingPools {
     /// `ranks` EP ranks own contiguous blocks of `sampler.experts() / ranks` experts.
+    /// `loads` caches the pools' sampled loads; runs that hold clones of one cache draw each pool
+    /// once between them.
     pub fn new(
         sampler: ExpertSampler,
         ranks: u32,
         pool_size: usize,
         mut build_rng: SimRng,
         pick_rng: SimRng,
+        loads: LoadsCache,
     ) -> RoutingPools {
         assert!(
             ranks >= 1 && pool_size >= 1,
@@ -87,6 +91,7 @@ impl RoutingPools {
             token: Vec::new(),
             counts: vec![0; experts],
             touched: Vec::new(),
+            loads,
         }
     }
 
@@ -128,7 +133,8 @@ impl RoutingPools {
     }
 
     /// The sampled `(active experts, max tokens per expert)` of every rank of every entry of the
-    /// pool for `(real, padded)`: from [`SHARED_LOADS`] when another run drew it, else drawn now.
+    /// pool for `(real, padded)`: from the [`LoadsCache`] when a run sharing it drew it, else drawn
+    /// now.
     fn loads_of(&mut self, real: u32, padded: u32) -> Arc<[(u32, u32)]> {
         let key = LoadsKey {
             seed: self.build_template.get_seed(),
@@ -139,14 +145,11 @@ impl RoutingPools {
             real,
             padded,
         };
-        if let Some(loads) = shared_loads().get(&key) {
-            return Arc::clone(loads);
+        if let Some(loads) = self.loads.get(&key) {
+            return loads;
         }
         let loads: Arc<[(u32, u32)]> = self.draw_loads(real, padded).into();
-        let mut shared = shared_loads();
-        if shared.len() < SHARED_LOADS_CAPACITY {
-            shared.insert(key, Arc::clone(&loads));
-        }
+        self.loads.insert(key, Arc::clone(&loads));
         loads
     }
 
@@ -276,9 +279,48 @@ struct LoadsKey {
     padded: u32,
 }
 
-/// Pools' sampled loads shared by every run of the process; a pure cache (a pool is a function of
-/// its key), bounded by [`SHARED_LOADS_CAPACITY`] pools.
-static SHARED_LOADS: LazyLock<Mutex<LoadsTable>> = LazyLock::new(Mutex::default);
+/// Pools' sampled loads, shared by the runs that hold clones of one cache (the planner gives the
+/// candidates of a sweep one): a pure cache, since a pool is a function of its key, bounded by
+/// [`LOADS_CAPACITY`] pools. The caller owns it; nothing is kept between caches.
+#[derive(Clone, Default)]
+pub struct LoadsCache {
+    table: Arc<Mutex<LoadsTable>>,
+}
+
+impl std::fmt::Debug for LoadsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LoadsCache {{ pools: {} }}", self.len())
+    }
+}
+
+impl LoadsCache {
+    /// Pools held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, key: &LoadsKey) -> Option<Arc<[(u32, u32)]>> {
+        self.lock().get(key).map(Arc::clone)
+    }
+
+    fn insert(&self, key: LoadsKey, loads: Arc<[(u32, u32)]>) {
+        let mut table = self.lock();
+        if table.len() < LOADS_CAPACITY {
+            table.insert(key, loads);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LoadsTable> {
+        // A poisoned lock only means another run panicked while inserting a complete entry.
+        self.table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 #[expect(
     clippy::disallowed_types,
@@ -286,14 +328,7 @@ static SHARED_LOADS: LazyLock<Mutex<LoadsTable>> = LazyLock::new(Mutex::default)
 )]
 type LoadsTable = std::collections::HashMap<LoadsKey, Arc<[(u32, u32)]>>;
 
-const SHARED_LOADS_CAPACITY: usize = 1 << 16;
-
-fn shared_loads() -> std::sync::MutexGuard<'static, LoadsTable> {
-    // A poisoned lock only means another run panicked while inserting a complete entry.
-    SHARED_LOADS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+const LOADS_CAPACITY: usize = 1 << 16;
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ use crate::engine::{RunOptions, run_sharing_memo};
 use crate::model::arch::ModelArch;
 use crate::model::cost::{AfdLink, CostModel};
 use crate::model::limits::{LimitSpans, LimitValues};
+use crate::model::routing::LoadsCache;
 use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
 use crate::planner::frontier::{Slo, verdict};
@@ -42,6 +43,9 @@ pub struct Inputs<'a> {
     /// The network between nodes, for candidates whose Attention and FFN ranks sit on different
     /// nodes (`Candidate::cross_node`); `None` prices them over the GPUs' own link.
     pub cross_node_link: Option<CrossNodeLink>,
+    /// The routing pools' cache every candidate's run draws through (a pure cache; it changes no
+    /// row, and is not part of the sweep's fingerprint).
+    pub loads: LoadsCache,
 }
 
 /// The link between nodes and how many GPUs of a node share its NICs.
@@ -188,6 +192,7 @@ pub fn simulate(
         inputs.workload,
         &inputs.options,
         memo,
+        &inputs.loads,
     ) {
         Ok(result) => result,
         Err(err) => {

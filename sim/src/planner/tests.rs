@@ -266,6 +266,7 @@ fn inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
             stat: SloStat::Mean,
         },
         cross_node_link: None,
+        loads: Default::default(),
     }
 }
 

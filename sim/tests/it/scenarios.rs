@@ -533,10 +533,12 @@ proptest! {
         let mut options = RunOptions::new(Seed(seed));
         options.record_steps = true;
         let mut memo = None;
-        afd_sim::engine::run_sharing_memo(&first, cost(&first), &w, &options, &mut memo)
+        let loads = afd_sim::model::routing::LoadsCache::default();
+        afd_sim::engine::run_sharing_memo(&first, cost(&first), &w, &options, &mut memo, &loads)
             .expect("the deployment runs");
-        let shared = afd_sim::engine::run_sharing_memo(&second, cost(&second), &w, &options, &mut memo)
-            .expect("the deployment runs");
+        let shared =
+            afd_sim::engine::run_sharing_memo(&second, cost(&second), &w, &options, &mut memo, &loads)
+                .expect("the deployment runs");
         options.model.step_memo = false;
         let alone = afd_sim::engine::run(&second, cost(&second), &w, &options)
             .expect("the deployment runs");

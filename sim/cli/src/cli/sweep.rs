@@ -319,6 +319,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         options,
         slo,
         cross_node_link,
+        loads: Default::default(),
     };
     let mut header = describe(&plan, &context, &inputs, shard);
     if args.dry_run {

@@ -5,13 +5,48 @@ use crate::model::workload::ExpertPopularity;
 use crate::rng::{RngStream, Seed, stream};
 
 fn pools(ranks: u32) -> RoutingPools {
+    pools_sharing(ranks, &LoadsCache::default())
+}
+
+fn pools_sharing(ranks: u32, loads: &LoadsCache) -> RoutingPools {
     RoutingPools::new(
         ExpertSampler::new(ExpertPopularity::Uniform, 64, 6),
         ranks,
         4,
         stream(Seed(1), RngStream::RoutingPools),
         stream(Seed(1), RngStream::RoutingPicks),
+        loads.clone(),
     )
+}
+
+#[test]
+fn runs_sharing_a_loads_cache_draw_each_pool_once_and_alike() {
+    let price = |a: u32, t: u32| SimDuration::from_ns(u64::from(a) * 100 + u64::from(t));
+    let shared = LoadsCache::default();
+    let mut first = pools_sharing(2, &shared);
+    first.pick(10, 6, price);
+    first.pick(3, 0, price);
+    assert_eq!(shared.len(), 2);
+    // A second run through the same cache draws nothing new and sees the same loads as a run
+    // with a cache of its own.
+    let mut second = pools_sharing(2, &shared);
+    second.pick(10, 6, price);
+    assert_eq!(shared.len(), 2);
+    let mut alone = pools(2);
+    alone.pick(10, 6, price);
+    assert_eq!(second.loads(10, 6), alone.loads(10, 6));
+    // Another seed is another key: the shared cache holds both, and nothing leaks into a fresh one.
+    let mut other = RoutingPools::new(
+        ExpertSampler::new(ExpertPopularity::Uniform, 64, 6),
+        2,
+        4,
+        stream(Seed(2), RngStream::RoutingPools),
+        stream(Seed(2), RngStream::RoutingPicks),
+        shared.clone(),
+    );
+    other.pick(10, 6, price);
+    assert_eq!(shared.len(), 3);
+    assert!(LoadsCache::default().is_empty());
 }
 
 #[test]
