@@ -12,6 +12,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepMemo, StepRecord};
 use crate::event::Event;
+use crate::metrics::Metrics;
 use crate::model::cost::CostModel;
 use crate::model::router::STATS_PERIOD_MS;
 use crate::model::routing::LoadsCache;
@@ -19,7 +20,6 @@ use crate::model::scheduler::{RequestId, TokenEvent};
 use crate::model::workload::Workload;
 use crate::pipeline::SpanSink;
 use crate::queue::EventQueue;
-use crate::report::Metrics;
 use crate::rng::Seed;
 use crate::serving::ServingConfig;
 use crate::time::{SimDuration, SimTime};

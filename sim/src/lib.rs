@@ -14,6 +14,7 @@ pub mod event;
 pub mod launch;
 pub mod live;
 pub mod memory;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod planner;
