@@ -147,6 +147,42 @@ pub struct ClusterTotals {
 /// NCCL's default buffer; sends larger than this are no longer fully buffered [inferred; counted].
 pub const NCCL_BUFFER_BYTES: u64 = 4 << 20;
 
+/// What a finished run's cluster leaves for its report and for the runs after it: totals, the cost
+/// model with its usage counts, the pipeline's shape, the KV cache's size, each request's
+/// preemptions, the limit spans and the step memo; the schedulers and scratch state are gone.
+#[derive(Debug)]
+pub struct RunSummary {
+    pub totals: ClusterTotals,
+    pub cost: CostModel,
+    pub layout: PipelineLayout,
+    /// Tokens of one KV block ([`Cluster::kv_block_size`]).
+    pub kv_block_size: u32,
+    pub kv_blocks_per_engine: u64,
+    /// Preemptions of each admitted request, by [`RequestId`] index.
+    pub preemptions: Vec<u32>,
+    /// [`Cluster::limit_spans`] at the end of the run.
+    pub limit_spans: LimitSpans,
+    /// The step memo, for the next run of the same pipeline (`cluster/memo.rs`).
+    memo: StepMemo,
+}
+
+impl RunSummary {
+    pub fn model(&self) -> &ModelArch {
+        self.cost.model()
+    }
+
+    /// Preemptions of request `id`.
+    pub fn preemptions_of(&self, id: RequestId) -> u32 {
+        self.preemptions[id.index()]
+    }
+
+    /// The step memo, for the next run of the same pipeline; this summary keeps an empty one.
+    pub fn take_step_memo(&mut self) -> StepMemo {
+        let context = self.memo.context;
+        std::mem::replace(&mut self.memo, StepMemo::new(context))
+    }
+}
+
 /// The Attention + FFN pair being simulated.
 #[derive(Debug)]
 pub struct Cluster {
@@ -324,11 +360,18 @@ impl Cluster {
         })
     }
 
-    /// The step memo, for the next run of the same pipeline (`cluster/memo.rs`); this run keeps
-    /// an empty one.
-    pub fn take_step_memo(&mut self) -> StepMemo {
-        let context = self.memo.context;
-        std::mem::replace(&mut self.memo, StepMemo::new(context))
+    /// The run is over: what its report and the runs after it need.
+    pub fn into_summary(self) -> RunSummary {
+        RunSummary {
+            kv_block_size: self.kv_block_size(),
+            kv_blocks_per_engine: self.kv_blocks_per_engine(),
+            limit_spans: self.limit_spans(),
+            preemptions: self.requests.iter().map(|r| r.preemptions).collect(),
+            totals: self.totals,
+            cost: self.cost,
+            layout: self.layout,
+            memo: self.memo,
+        }
     }
 
     /// Continues from `memo`, a memo of an earlier run, when it was made for the same pipeline

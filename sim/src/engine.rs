@@ -10,7 +10,9 @@ use std::collections::VecDeque;
 
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection, StepMemo, StepRecord};
+use crate::cluster::{
+    Cluster, ClusterError, ModelOptions, Rejection, RunSummary, StepMemo, StepRecord,
+};
 use crate::event::Event;
 use crate::metrics::Metrics;
 use crate::model::cost::CostModel;
@@ -120,7 +122,8 @@ pub struct RunResult {
     pub requests: Vec<RequestTrace>,
     pub steps: Vec<StepRecord>,
     pub spans: Option<SpanSink>,
-    pub cluster: Cluster,
+    /// What the cluster left: totals, costs, the pipeline's shape, limit spans, step memo.
+    pub summary: RunSummary,
 }
 
 /// The state of a run.
@@ -216,7 +219,7 @@ pub fn run_sharing_memo(
         loads: loads.clone(),
     };
     let mut result = run_inner(config, cost, workload, options, &mut |_| {}, shared)?;
-    *memo = Some(result.cluster.take_step_memo());
+    *memo = Some(result.summary.take_step_memo());
     Ok(result)
 }
 
@@ -307,7 +310,7 @@ fn run_inner(
         requests: world.traces,
         steps: world.steps,
         spans: world.sink,
-        cluster: world.cluster,
+        summary: world.cluster.into_summary(),
     })
 }
 

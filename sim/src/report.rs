@@ -72,8 +72,8 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
         p99_e2el_ms,
     };
     let gpus = f64::from(config.gpus());
-    let cluster = &result.cluster;
-    let totals = cluster.totals();
+    let summary = &result.summary;
+    let totals = &summary.totals;
     let span_ns = result.end.as_ns().max(1) as f64;
     let share = |n: u64| {
         if totals.steps > 0 {
@@ -88,7 +88,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
         config.graph.name().to_owned(),
         config.graph.capture_sizes().to_vec(),
     );
-    let cost = cluster.cost();
+    let cost = &summary.cost;
     PredictReport {
         format: REPORT_FORMAT.to_owned(),
         schema_version: REPORT_SCHEMA_VERSION,
@@ -96,7 +96,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
         event_log_hash: format!("{:016x}", result.event_log_hash),
         outcome: result.outcome.as_str().to_owned(),
         events: result.events,
-        model: cluster.model().name.clone(),
+        model: summary.model().name.clone(),
         deployment: DeploymentSummary {
             attention_dp: config.attention.dp,
             attention_tp: config.attention.tp,
@@ -116,8 +116,8 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
             cudagraph_mode: mode,
             cudagraph_capture_sizes: sizes,
             gpu_memory_utilization: config.gpu_memory_utilization,
-            block_size: cluster.kv_block_size(),
-            kv_blocks_per_engine: cluster.kv_blocks_per_engine(),
+            block_size: summary.kv_block_size,
+            kv_blocks_per_engine: summary.kv_blocks_per_engine,
         },
         workload: WorkloadSummary {
             num_prompts: context.workload.requests.len() as u64,
@@ -210,9 +210,7 @@ pub fn request_rows(result: &RunResult, workload: &Workload) -> Vec<RequestRow> 
                 ttft_ms: ttft,
                 tpot_ms: tpot,
                 e2el_ms: e2el,
-                preemptions: trace
-                    .id
-                    .map_or(0, |id| result.cluster.request(id).preemptions),
+                preemptions: trace.id.map_or(0, |id| result.summary.preemptions_of(id)),
                 error: trace.rejection.map_or_else(String::new, |r| r.to_string()),
             }
         })

@@ -253,12 +253,12 @@ pub fn simulate(
     row.kv_blocks_per_engine = Some(report.deployment.kv_blocks_per_engine);
     row.event_log_hash = Some(report.event_log_hash.clone());
     row.slo = verdict(&row, &inputs.slo).to_owned();
-    if let Some(summary) = result.cluster.totals().closed_form.summary() {
+    if let Some(summary) = result.summary.totals.closed_form.summary() {
         cross_check(&mut row, &summary);
     }
     Evaluated {
         row,
-        spans: Some(result.cluster.limit_spans()),
+        spans: Some(result.summary.limit_spans),
     }
 }
 

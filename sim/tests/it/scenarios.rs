@@ -157,7 +157,7 @@ fn capture_size_padding_shows_up_as_ffn_work() {
     // The same decode steps, padded to 4 rows or to 64: more FFN time and more padded rows at 64.
     assert_eq!(small_report.steps.graph, big_report.steps.graph);
     assert!(big_report.steps.padded_row_share > small_report.steps.padded_row_share + 0.5);
-    assert!(big_run.cluster.totals().ffn_busy_ns > small_run.cluster.totals().ffn_busy_ns);
+    assert!(big_run.summary.totals.ffn_busy_ns > small_run.summary.totals.ffn_busy_ns);
 }
 
 #[test]
@@ -374,7 +374,7 @@ fn colocated_baseline_times_follow_from_the_profile() {
     let busy = (2.0 * proj + prefill + decode + 2.0 * lm) + (2.0 * proj + 2.0 * lm);
     let attention = busy / (2.0 * span);
     assert!((report.utilisation.attention - attention).abs() < 1e-9);
-    assert_eq!(result.cluster.totals().closed_form.steps, 0);
+    assert_eq!(result.summary.totals.closed_form.steps, 0);
 }
 
 #[test]

@@ -245,7 +245,7 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
         files.push((path, csv_bytes(&step_rows(&result.steps))?));
     }
     if let (Some(path), Some(sink)) = (&args.timeline, &result.spans) {
-        let trace = timeline(sink, result.cluster.layout());
+        let trace = timeline(sink, &result.summary.layout);
         files.push((path, trace.to_json().into_bytes()));
     }
     let files: Vec<(&std::path::Path, &[u8])> =

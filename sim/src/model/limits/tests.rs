@@ -155,7 +155,7 @@ fn small_run(config: &ServingConfig, concurrency: Option<u32>, seed: u64) -> (u6
     };
     let workload = random_workload(dataset, arrivals, concurrency, Seed(seed)).unwrap();
     let result = run(config, cost, &workload, &RunOptions::new(Seed(seed))).unwrap();
-    (result.event_log_hash, result.cluster.limit_spans())
+    (result.event_log_hash, result.summary.limit_spans)
 }
 
 proptest! {
