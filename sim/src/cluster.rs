@@ -29,6 +29,7 @@ use crate::pricing::{PriceScratch, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
+use crate::time::SimTime;
 use memo::Accounted;
 
 /// Routing pool size: sampled routings kept per distinct row count.
@@ -103,8 +104,8 @@ pub enum Regime {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepRecord {
     pub index: u64,
-    pub start_ns: u64,
-    pub end_ns: u64,
+    pub start: SimTime,
+    pub end: SimTime,
     pub graph: bool,
     pub ffn_graph: bool,
     pub stages: u32,
@@ -500,10 +501,15 @@ impl Cluster {
         self.router.publish(&counts)
     }
 
-    /// Starts a global step at `start_ns`: schedules every engine, plans and prices the step and
-    /// runs its pipeline. Returns the end time; call [`Cluster::finish_step`] then. `None` when no
-    /// engine has anything to run.
-    pub fn begin_step(&mut self, start_ns: u64, sink: Option<&mut SpanSink>) -> Option<u64> {
+    /// Starts a global step at `start`: schedules every engine, plans and prices the step and runs
+    /// its pipeline. Returns the step's record (its end among it); call [`Cluster::finish_step`]
+    /// at that end. `None` when no engine has anything to run.
+    pub fn begin_step(
+        &mut self,
+        start: SimTime,
+        sink: Option<&mut SpanSink>,
+    ) -> Option<&StepRecord> {
+        let start_ns = start.as_ns();
         assert!(
             !self.in_step,
             "a step began while another was running at {start_ns} ns"
@@ -592,7 +598,7 @@ impl Cluster {
         self.in_step = true;
         self.step_start = start_ns;
         self.account(&accounted);
-        Some(self.timing.end)
+        self.last.as_ref()
     }
 
     /// Ends the step begun last: advances every scheduled request and reports each emitted token.
@@ -622,11 +628,6 @@ impl Cluster {
     /// The shape of the step in flight (or of the last one).
     pub fn shape(&self) -> &StepShape {
         &self.shape
-    }
-
-    /// The record of the last step begun.
-    pub fn last_step(&self) -> Option<&StepRecord> {
-        self.last.as_ref()
     }
 
     /// What the step just run adds to the totals: a pure function of its inputs and its timing
@@ -723,8 +724,8 @@ impl Cluster {
         let (a_busy, f_busy, l_busy) = step.busiest;
         let last = self.last.get_or_insert_with(StepRecord::default);
         last.index = totals.steps - 1;
-        last.start_ns = self.step_start;
-        last.end_ns = self.timing.end;
+        last.start = SimTime::from_ns(self.step_start);
+        last.end = SimTime::from_ns(self.timing.end);
         last.graph = shape.graph;
         last.ffn_graph = shape.ffn_graph;
         last.stages = shape.stages as u32;

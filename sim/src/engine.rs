@@ -413,14 +413,13 @@ impl World<'_> {
             Some(sink) if now.as_ns() <= sink.window.1 => Some(sink),
             _ => None,
         };
-        if let Some(end) = self.cluster.begin_step(now.as_ns(), sink) {
+        if let Some(record) = self.cluster.begin_step(now, sink) {
             let step = self.next_step;
             self.next_step += 1;
             self.queue
-                .schedule(SimTime::from_ns(end), Event::StepFinished { step });
+                .schedule(record.end, Event::StepFinished { step });
             if self.record_steps {
-                let record = self.cluster.last_step().expect("a step just began").clone();
-                self.steps.push(record);
+                self.steps.push(record.clone());
             }
         }
     }

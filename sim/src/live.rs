@@ -103,7 +103,7 @@ impl LiveEngine {
             self.cluster.publish_stats();
             self.next_stats += SimDuration::from_ms(STATS_PERIOD_MS);
         }
-        let end = SimTime::from_ns(self.cluster.begin_step(start.as_ns(), None)?);
+        let end = self.cluster.begin_step(start, None)?.end;
         let batches = self.cluster.batches();
         let scheduled = batches
             .iter()

@@ -224,8 +224,8 @@ pub fn step_rows(steps: &[StepRecord]) -> Vec<StepRow> {
         .iter()
         .map(|s| StepRow {
             step: s.index,
-            start_ms: s.start_ns as f64 / 1e6,
-            duration_us: (s.end_ns - s.start_ns) as f64 / 1e3,
+            start_ms: s.start.as_ns() as f64 / 1e6,
+            duration_us: (s.end - s.start).as_ns() as f64 / 1e3,
             mode: if s.graph { "graph" } else { "eager" }.to_owned(),
             ffn_graph: s.ffn_graph,
             ubatches: s.stages,
