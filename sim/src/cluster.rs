@@ -25,7 +25,7 @@ use crate::model::workload::{ExpertPopularity, ExpertSampler};
 use crate::pipeline::{
     FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
 };
-use crate::pricing::{PriceScratch, StepScope, price_step};
+use crate::pricing::{PriceScratch, StepInputs, StepScope, ffn_rows, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
@@ -738,51 +738,48 @@ impl Cluster {
         last.transfer_busy_ns = l_busy;
     }
 
-    /// Fills `self.costs` for `self.shape`, drawing one sampled routing per (stage, MoE layer).
+    /// Fills `self.costs` for `self.shape`: first one sampled routing per (stage, MoE layer) for
+    /// the step's FFN rows, then the prices.
     fn price(&mut self, scheduled: u32) {
         let layout = &self.layout;
         let stages = self.shape.stages;
         let ep = self.config.ffn.expert_parallel;
         let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
         let cost = &self.cost;
-        let routing = &mut self.routing;
-        price_step(
-            cost,
-            layout,
-            ep,
-            &self.shape,
-            StepScope::Serving { scheduled },
-            &mut self.scratch,
-            &mut self.routed,
-            |ffn, routed| {
-                let routing = routing.as_mut().expect("MoE layers have routing pools");
-                let price = |active, tpe| cost.routed_experts(active, tpe);
-                for s in 0..stages {
-                    if ep {
-                        let (mut real, mut total) = (0, 0);
-                        for g in 0..layout.ffn_ranks / layout.ffn_tp {
-                            real += ffn.real[s][g * layout.ffn_tp];
-                            total += ffn.rows[s][g * layout.ffn_tp];
-                        }
-                        routing.pick_many(real, total - real, moe_layers, price, routed);
-                    } else {
-                        // Every FFN rank routes its own rows over all experts: picks are rank-major
-                        // here, as `routed_index` reads them.
-                        for f in 0..layout.ffn_ranks {
-                            let real = ffn.real[s][f];
-                            routing.pick_many(
-                                real,
-                                ffn.rows[s][f] - real,
-                                moe_layers,
-                                price,
-                                routed,
-                            );
-                        }
+        let routed = &mut self.routed;
+        routed.clear();
+        if moe_layers > 0 {
+            let ffn = ffn_rows(layout, &self.shape, &mut self.scratch);
+            let routing = self
+                .routing
+                .as_mut()
+                .expect("MoE layers have routing pools");
+            let price = |active, tpe| cost.routed_experts(active, tpe);
+            for s in 0..stages {
+                if ep {
+                    let (mut real, mut total) = (0, 0);
+                    for g in 0..layout.ffn_ranks / layout.ffn_tp {
+                        real += ffn.real[s][g * layout.ffn_tp];
+                        total += ffn.rows[s][g * layout.ffn_tp];
+                    }
+                    routing.pick_many(real, total - real, moe_layers, price, routed);
+                } else {
+                    // Every FFN rank routes its own rows over all experts: picks are rank-major
+                    // here, as `routed_index` reads them.
+                    for f in 0..layout.ffn_ranks {
+                        let real = ffn.real[s][f];
+                        routing.pick_many(real, ffn.rows[s][f] - real, moe_layers, price, routed);
                     }
                 }
-            },
-            &mut self.costs,
-        );
+            }
+        }
+        let step = StepInputs {
+            layout,
+            expert_parallel: ep,
+            shape: &self.shape,
+            scope: StepScope::Serving { scheduled },
+        };
+        price_step(cost, step, &mut self.scratch, &self.routed, &mut self.costs);
     }
 
     /// Internal consistency: KV accounting of every engine.

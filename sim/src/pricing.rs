@@ -87,24 +87,56 @@ pub fn routed_index(
     }
 }
 
-/// Fills `costs` for `shape`. `route(rows, routed)` appends the routed-expert time of every
-/// (stage, MoE layer, FFN rank) to `routed` in [`routed_index`] order; it is called once, after the
-/// FFN rows are known, and only when the model has MoE layers.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the step's shape, layout, cost model and buffers are distinct inputs"
-)]
+/// The step [`price_step`] prices: the pipeline's shape, whether the FFN role runs expert
+/// parallelism, the planned step, and what kind of step it is.
+#[derive(Clone, Copy, Debug)]
+pub struct StepInputs<'a> {
+    pub layout: &'a PipelineLayout,
+    pub expert_parallel: bool,
+    pub shape: &'a StepShape,
+    pub scope: StepScope,
+}
+
+/// The rows each FFN rank receives per stage of a planned step, in `scratch`: what the caller's
+/// routing draws for before [`price_step`] (which fills them again the same way).
+pub fn ffn_rows<'s>(
+    layout: &PipelineLayout,
+    shape: &StepShape,
+    scratch: &'s mut PriceScratch,
+) -> FfnRows<'s> {
+    let f_n = layout.ffn_ranks;
+    scratch.reset(f_n);
+    for s in 0..shape.stages {
+        for f in 0..f_n {
+            for &a in &layout.blocks[f] {
+                let work = &shape.work[s][layout.engine_of(a)];
+                scratch.rows_f[s][f] += work.rows;
+                scratch.real_f[s][f] += work.real.min(work.rows);
+            }
+        }
+    }
+    FfnRows {
+        rows: &scratch.rows_f,
+        real: &scratch.real_f,
+    }
+}
+
+/// Fills `costs` for `step`. `routed` holds the routed-expert time of every (stage, MoE layer,
+/// FFN rank) in [`routed_index`] order, drawn by the caller before pricing (for the rows
+/// [`ffn_rows`] gives); it is empty for a model without MoE layers.
 pub fn price_step(
     cost: &CostModel,
-    layout: &PipelineLayout,
-    expert_parallel: bool,
-    shape: &StepShape,
-    scope: StepScope,
+    step: StepInputs<'_>,
     scratch: &mut PriceScratch,
-    routed: &mut Vec<SimDuration>,
-    route: impl FnOnce(FfnRows<'_>, &mut Vec<SimDuration>),
+    routed: &[SimDuration],
     costs: &mut StepCosts,
 ) {
+    let StepInputs {
+        layout,
+        expert_parallel,
+        shape,
+        scope,
+    } = step;
     let stages = shape.stages;
     let engines = layout.engines();
     let a_n = layout.attention_ranks;
@@ -151,24 +183,15 @@ pub fn price_step(
     }
 
     // FFN rows per rank and stage.
-    scratch.reset(f_n);
+    ffn_rows(layout, shape, scratch);
     let PriceScratch {
         rows_f,
-        real_f,
+        real_f: _,
         dense,
         router,
         shared,
         composition,
     } = scratch;
-    for s in 0..stages {
-        for f in 0..f_n {
-            for &a in &layout.blocks[f] {
-                let work = &shape.work[s][layout.engine_of(a)];
-                rows_f[s][f] += work.rows;
-                real_f[s][f] += work.real.min(work.rows);
-            }
-        }
-    }
     let layers = layout.layers;
     let slots = layers * stages;
     costs.ffn_pre.clear();
@@ -197,15 +220,7 @@ pub fn price_step(
         a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
     }
     let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
-    routed.clear();
     if moe_layers > 0 {
-        route(
-            FfnRows {
-                rows: rows_f,
-                real: real_f,
-            },
-            routed,
-        );
         assert_eq!(
             routed.len(),
             stages * moe_layers * f_n,

@@ -17,7 +17,7 @@ use crate::cluster::Regime;
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostModel, OpClass, median};
 use crate::pipeline::{PipelineLayout, PipelineState, StepCosts, StepTiming, Sweep, run_step};
-use crate::pricing::{PriceScratch, StepScope, price_step, routed_index};
+use crate::pricing::{PriceScratch, StepInputs, StepScope, price_step, routed_index};
 use crate::step::{AttentionWork, StepShape};
 use crate::time::SimDuration;
 
@@ -160,25 +160,21 @@ fn replay_record(
 ) -> ReplayedStep {
     let shape = shape_of(record);
     let moe_layers = routing.first().map_or(0, Vec::len);
-    price_step(
-        cost,
+    let routed = &mut run.routed;
+    routed.clear();
+    routed.resize(shape.stages * moe_layers, SimDuration::ZERO);
+    for (s, layers) in routing.iter().enumerate() {
+        for (moe, &(active, tpe)) in layers.iter().enumerate() {
+            routed[routed_index(true, moe_layers, 1, s, moe, 0)] = cost.routed_experts(active, tpe);
+        }
+    }
+    let step = StepInputs {
         layout,
-        true,
-        &shape,
-        StepScope::Forward,
-        &mut run.scratch,
-        &mut run.routed,
-        |_, routed| {
-            routed.resize(shape.stages * moe_layers, SimDuration::ZERO);
-            for (s, layers) in routing.iter().enumerate() {
-                for (moe, &(active, tpe)) in layers.iter().enumerate() {
-                    routed[routed_index(true, moe_layers, 1, s, moe, 0)] =
-                        cost.routed_experts(active, tpe);
-                }
-            }
-        },
-        &mut run.costs,
-    );
+        expert_parallel: true,
+        shape: &shape,
+        scope: StepScope::Forward,
+    };
+    price_step(cost, step, &mut run.scratch, &run.routed, &mut run.costs);
     let mut state = PipelineState::new(layout);
     run_step(
         layout,

@@ -41,15 +41,18 @@ fn price(cost: &CostModel, shape: &StepShape, scope: StepScope) -> StepCosts {
     let layout = one_by_one(&model);
     let mut costs = StepCosts::default();
     let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
-    price_step(
-        cost,
-        &layout,
-        true,
+    let routed = vec![SimDuration::from_us(100); shape.stages * moe_layers];
+    let step = StepInputs {
+        layout: &layout,
+        expert_parallel: true,
         shape,
         scope,
+    };
+    price_step(
+        cost,
+        step,
         &mut PriceScratch::default(),
-        &mut Vec::new(),
-        |_, routed| routed.extend(std::iter::repeat_n(SimDuration::from_us(100), moe_layers)),
+        &routed,
         &mut costs,
     );
     costs
