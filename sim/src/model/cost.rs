@@ -13,17 +13,23 @@
 //! issue costs are separate ([`CostModel::eager_host`]). Transfers are priced as dependent hand-offs
 //! (`p2p.ping_pong`, per leg): in a step each transfer waits for the one before it.
 
+mod calibrated;
 pub mod interp;
+mod memo;
 
 use std::cell::{Cell, RefCell};
 
-use afd_traces::calibration::{CalibrationProfile, CostTable};
+use afd_traces::calibration::CalibrationProfile;
 
 use crate::model::arch::ModelArch;
-use crate::model::cost::interp::{Curve, Grid, InterpError, Lookup};
+use crate::model::cost::interp::{InterpError, Lookup};
 use crate::model::hardware::{Efficiency, GpuKind, GpuSpec};
 use crate::pipeline::WaitCurve;
 use crate::time::SimDuration;
+use calibrated::Calibrated;
+pub use calibrated::{eager_gap_fit, merge_profiles};
+pub(crate) use calibrated::{median, model_matches};
+use memo::{PriceMemo, Priced, PricedOp};
 
 /// The classes of operations the report attributes to a cost source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -241,137 +247,6 @@ pub struct AfdLink {
 /// A memoised transfer and the lookup that priced it (to count memo hits by source).
 type MemoTransfer = (TransferCost, Option<Lookup>);
 
-/// The operations whose prices are memoised by their integer arguments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum PricedOp {
-    NcclBusyRows,
-    HandoffWaitExtra,
-    FanInOccupancy,
-    AllReduceRows,
-    AllToAllRows,
-    Router,
-    MoeDispatch,
-    MoeCompositionNs,
-    SharedExperts,
-    DenseMlp,
-    AttentionProj,
-    AttentionDecode,
-    AttentionPrefill,
-    LmHead,
-    EagerHost,
-    StepHost,
-}
-
-/// A memoised price.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Priced {
-    Duration(SimDuration),
-    Maybe(Option<SimDuration>),
-    Signed(i64),
-    Curve(WaitCurve),
-}
-
-/// What one priced call added to the usage counters, replayed on every memo hit so the report's
-/// counts are those of uncached calls. At most [`UsageDelta::CAPACITY`] classes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct UsageDelta {
-    len: u8,
-    items: [(u8, ClassUsage); UsageDelta::CAPACITY],
-}
-
-impl UsageDelta {
-    const CAPACITY: usize = 3;
-}
-
-/// Prices by `(operation, argument, argument)`. Pricing is a pure function of the model, the
-/// layout and the profile, so a memoised price is exactly the uncached one.
-#[derive(Debug, Default)]
-struct PriceMemo {
-    entries: PriceTable,
-}
-
-#[expect(
-    clippy::disallowed_types,
-    reason = "a lookup table of prices; it is never iterated"
-)]
-type PriceTable = std::collections::HashMap<(PricedOp, u64, u64), (Priced, UsageDelta), BuildMix>;
-
-/// A fast hasher for small integer keys (lookups only).
-#[derive(Clone, Copy, Debug, Default)]
-struct BuildMix;
-
-impl std::hash::BuildHasher for BuildMix {
-    type Hasher = Mix;
-
-    fn build_hasher(&self) -> Mix {
-        Mix(0)
-    }
-}
-
-/// Multiply-rotate mixing of the words written.
-#[derive(Debug)]
-struct Mix(u64);
-
-impl std::hash::Hasher for Mix {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-
-    fn write_u8(&mut self, value: u8) {
-        self.write_u64(u64::from(value));
-    }
-
-    fn write_isize(&mut self, value: isize) {
-        self.write_u64(value as u64);
-    }
-}
-
-/// The calibrated tables this model can use, already made interpolable.
-#[derive(Debug, Default)]
-struct Calibrated {
-    name: String,
-    p2p_eager: Option<Curve>,
-    p2p_graph: Option<Curve>,
-    /// `p2p.ping_pong` in graph mode: one dependent leg between NCCL kernels.
-    p2p_ping_pong: Option<Curve>,
-    /// `p2p.handoff` in graph mode: one leg between compute kernels, per compute time before the
-    /// send (`derived.work_us`), in increasing order of it.
-    handoff: Vec<(f64, Curve)>,
-    fan_in: Vec<(u32, Curve)>,
-    all_reduce: Vec<(u32, Curve)>,
-    all_to_all: Vec<(u32, Curve)>,
-    router: Option<Curve>,
-    dispatch: Option<Curve>,
-    routed: Option<Grid>,
-    shared: Option<Curve>,
-    /// `moe.layer − parts_sum_us` over tokens, signed.
-    composition: Option<Curve>,
-    /// Routing of the table `composition` came from (a `uniform` table is preferred).
-    composition_routing: Option<String>,
-    dense: Option<Curve>,
-    proj: Option<Curve>,
-    mla_decode: Option<Grid>,
-    prefill: Option<Grid>,
-    launch_eager: Option<Curve>,
-    launch_graph: Option<Curve>,
-    host_step: Option<Curve>,
-    lm_head: Option<Curve>,
-    /// Median `derived.host_us` of each class's table.
-    host_us: [Option<f64>; OpClass::ALL.len()],
-    /// Extra device time per eagerly launched kernel, µs (see [`eager_gap_fit`]).
-    eager_gap_us: Option<f64>,
-}
-
 impl CostModel {
     /// A cost model that prices everything from the datasheet roofline.
     pub fn roofline(model: &ModelArch, gpu: GpuKind, layout: CostLayout) -> CostModel {
@@ -396,7 +271,7 @@ impl CostModel {
     pub fn with_afd_link(mut self, link: AfdLink) -> CostModel {
         self.afd_link = Some(link);
         self.memo_p2p.get_mut().clear();
-        self.memo.get_mut().entries.clear();
+        self.memo.get_mut().clear();
         self
     }
 
@@ -445,7 +320,7 @@ impl CostModel {
         self.efficiency = efficiency;
         // Prices made with the old factors no longer hold.
         self.memo_p2p.get_mut().clear();
-        self.memo.get_mut().entries.clear();
+        self.memo.get_mut().clear();
         self
     }
 
@@ -539,34 +414,6 @@ impl CostModel {
         };
         cell.set(usage);
         out
-    }
-
-    /// The price `key` names: from the memo (replaying the usage it recorded), or from `price`
-    /// (remembered with the usage it recorded).
-    fn memoised(&self, key: (PricedOp, u64, u64), price: impl FnOnce() -> Priced) -> Priced {
-        if let Some(&(value, delta)) = self.memo.borrow().entries.get(&key) {
-            for &(class, add) in &delta.items[..delta.len as usize] {
-                self.count(class as usize, add);
-            }
-            return value;
-        }
-        let before = self.usage_all();
-        let value = price();
-        let mut delta = UsageDelta::default();
-        for (i, before) in before.iter().enumerate() {
-            let after = self.usage[i].get();
-            if after == *before {
-                continue;
-            }
-            if delta.len as usize == UsageDelta::CAPACITY {
-                // Too many classes to replay: price this one afresh every time.
-                return value;
-            }
-            delta.items[delta.len as usize] = (i as u8, after.since(*before));
-            delta.len += 1;
-        }
-        self.memo.borrow_mut().entries.insert(key, (value, delta));
-        value
     }
 
     fn calibration(&self) -> Option<&Calibrated> {
@@ -1270,321 +1117,6 @@ impl CostModel {
         }
         SimDuration::from_secs_f64(self.efficiency.ffn_loop_host_s)
     }
-}
-
-impl Calibrated {
-    fn from_profile(
-        model: &ModelArch,
-        layout: CostLayout,
-        profile: &CalibrationProfile,
-        source: &str,
-        kernels: &mut KernelCounts,
-    ) -> Result<Calibrated, CostError> {
-        let mut out = Calibrated {
-            name: source.to_owned(),
-            eager_gap_us: eager_gap_fit(profile),
-            ..Calibrated::default()
-        };
-        let experts_local = model.has_moe().then(|| {
-            if layout.expert_parallel {
-                model.routed_experts() / (layout.ffn_dp * layout.ffn_tp).max(1)
-            } else {
-                model.routed_experts()
-            }
-        });
-        for (index, table) in profile.tables.iter().enumerate() {
-            if !model_matches(table, model) {
-                continue;
-            }
-            let curve = |axis: &'static str| curve_of(index, table, axis);
-            let grid = |x: &'static str, y: &'static str| grid_of(index, table, x, y);
-            let graph = table.variant.get("graph").map(String::as_str);
-            let count = |key: &str| table.variant.get(key).and_then(|v| v.parse::<u32>().ok());
-            match table.op.as_str() {
-                "p2p.one_way" => match graph {
-                    Some("true") => out.p2p_graph = Some(curve("bytes")?),
-                    _ => out.p2p_eager = Some(curve("bytes")?),
-                },
-                "p2p.ping_pong" => {
-                    if graph == Some("true") {
-                        out.p2p_ping_pong = Some(curve("bytes")?);
-                    }
-                }
-                "p2p.handoff" => {
-                    let work_us = table
-                        .points
-                        .first()
-                        .and_then(|p| p.derived.get("work_us").copied())
-                        .filter(|w| w.is_finite() && *w >= 0.0);
-                    if let (Some("true"), Some(work_us)) = (graph, work_us)
-                        && !out.handoff.iter().any(|(w, _)| *w == work_us)
-                    {
-                        out.handoff.push((work_us, curve("bytes")?));
-                        out.handoff.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    }
-                }
-                "p2p.fan_in" => {
-                    if let Some(n) = count("senders") {
-                        out.fan_in.push((n, curve("bytes")?));
-                    }
-                }
-                "nccl.all_reduce" => {
-                    if let Some(n) = count("ranks") {
-                        out.all_reduce.push((n, curve("bytes")?));
-                    }
-                }
-                "nccl.all_to_all" => {
-                    if let Some(n) = count("ranks") {
-                        out.all_to_all.push((n, curve("bytes")?));
-                    }
-                }
-                "moe.router" => out.router = Some(curve("tokens")?),
-                "moe.dispatch" => out.dispatch = Some(curve("tokens")?),
-                "moe.routed_experts" => {
-                    let local = count("experts_local");
-                    if local.is_none() || local == experts_local || out.routed.is_none() {
-                        out.routed = Some(grid("active_experts", "tokens_per_expert")?);
-                    }
-                }
-                "moe.layer" => {
-                    // The composition overhead is taken from the uniform-routing table when there
-                    // is one; it prices the layer's kernels following one another, not routing.
-                    let routing = table.variant.get("routing").cloned();
-                    let better = out.composition.is_none()
-                        || (routing.as_deref() == Some("uniform")
-                            && out.composition_routing.as_deref() != Some("uniform"));
-                    if better && let Some(composition) = composition_of(index, table)? {
-                        out.composition = Some(composition);
-                        out.composition_routing = routing;
-                    }
-                }
-                "moe.shared_experts" => out.shared = Some(curve("tokens")?),
-                "mlp.dense" => out.dense = Some(curve("tokens")?),
-                "attention.proj" => out.proj = Some(curve("tokens")?),
-                "attention.mla_decode" => out.mla_decode = Some(grid("batch", "context")?),
-                "attention.prefill" => out.prefill = Some(grid("tokens", "context")?),
-                "launch.eager" => out.launch_eager = Some(curve("kernels")?),
-                "launch.graph" => out.launch_graph = Some(curve("kernels")?),
-                "host.step" => out.host_step = Some(curve("requests")?),
-                "attention.lm_head" => out.lm_head = Some(curve("tokens")?),
-                _ => continue,
-            }
-            if let Some(class) = class_of_op(&table.op) {
-                let host: Vec<f64> = table
-                    .points
-                    .iter()
-                    .filter_map(|p| p.derived.get("host_us").copied())
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .collect();
-                if let Some(median) = median(host) {
-                    out.host_us[class.index()] = Some(median);
-                }
-            }
-            if let Some(n) = table
-                .points
-                .first()
-                .and_then(|p| p.derived.get("kernels"))
-                .filter(|n| n.is_finite() && **n >= 1.0 && **n <= 1e4)
-            {
-                let n = *n as u32;
-                match table.op.as_str() {
-                    "attention.proj" => kernels.attention_proj = n,
-                    "attention.mla_decode" => kernels.attention_decode = n,
-                    "moe.router" => kernels.router = n,
-                    "moe.dispatch" => kernels.dispatch = n,
-                    "moe.routed_experts" => kernels.routed = n,
-                    "moe.shared_experts" => kernels.shared = n,
-                    "mlp.dense" => kernels.dense = n,
-                    _ => {}
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Merges profiles in order: a table whose `op` and `variant` an earlier profile already has is left
-/// out, so the first profile wins and later ones only add what it lacks. The provenance is the
-/// first profile's; `None` for no profiles.
-pub fn merge_profiles(
-    profiles: impl IntoIterator<Item = CalibrationProfile>,
-) -> Option<CalibrationProfile> {
-    let mut merged: Option<CalibrationProfile> = None;
-    for profile in profiles {
-        match &mut merged {
-            None => merged = Some(profile),
-            Some(merged) => {
-                for table in profile.tables {
-                    let known = merged
-                        .tables
-                        .iter()
-                        .any(|t| t.op == table.op && t.variant == table.variant);
-                    if !known {
-                        merged.tables.push(table);
-                    }
-                }
-            }
-        }
-    }
-    merged
-}
-
-/// The extra device time per eagerly launched kernel, µs, from every point of `profile` that
-/// carries `eager_us`, `host_us` and `kernels` and whose eager run was device-bound (`host_us` below
-/// the graph time `median_us`: the host enqueued each operation faster than the GPU ran it, so
-/// `eager_us` is device time). `eager_us − median_us = event pair + gap × kernels`; the gap is the
-/// Theil–Sen slope (median of pairwise slopes), robust to the noise of long operations. `None`
-/// without two distinct kernel counts.
-pub fn eager_gap_fit(profile: &CalibrationProfile) -> Option<f64> {
-    let mut points: Vec<(f64, f64)> = Vec::new();
-    for table in &profile.tables {
-        for point in &table.points {
-            let derived = |key: &str| point.derived.get(key).copied().filter(|v| v.is_finite());
-            let (Some(eager), Some(host), Some(kernels)) =
-                (derived("eager_us"), derived("host_us"), derived("kernels"))
-            else {
-                continue;
-            };
-            let graph = point.stats.median_us;
-            if kernels >= 1.0 && host < graph {
-                points.push((kernels, eager - graph));
-            }
-        }
-    }
-    let mut slopes = Vec::new();
-    for (i, a) in points.iter().enumerate() {
-        for b in &points[i + 1..] {
-            if a.0 != b.0 {
-                slopes.push((b.1 - a.1) / (b.0 - a.0));
-            }
-        }
-    }
-    median(slopes).map(|slope| slope.max(0.0))
-}
-
-/// Median of finite values (mean of the middle two for an even count); `None` when empty.
-pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    })
-}
-
-/// `moe.layer` minus its `derived.parts_sum_us` over tokens; `None` when no point has the parts.
-fn composition_of(index: usize, table: &CostTable) -> Result<Option<Curve>, CostError> {
-    if table.axes.len() != 1 || table.axes[0] != "tokens" {
-        return Err(CostError::Axes {
-            index,
-            op: table.op.clone(),
-            found: table.axes.clone(),
-            expected: vec!["tokens"],
-        });
-    }
-    let points: Vec<(f64, f64)> = table
-        .points
-        .iter()
-        .filter_map(|p| {
-            let parts = p.derived.get("parts_sum_us").copied()?;
-            parts
-                .is_finite()
-                .then(|| (p.at[0], p.stats.median_us - parts))
-        })
-        .collect();
-    if points.is_empty() {
-        return Ok(None);
-    }
-    Curve::new(points)
-        .map(Some)
-        .map_err(|problem| CostError::Table {
-            index,
-            op: table.op.clone(),
-            problem,
-        })
-}
-
-fn class_of_op(op: &str) -> Option<OpClass> {
-    Some(match op {
-        "p2p.one_way" => OpClass::P2p,
-        "nccl.all_reduce" => OpClass::AllReduce,
-        "nccl.all_to_all" => OpClass::AllToAll,
-        "moe.router" => OpClass::MoeRouter,
-        "moe.dispatch" => OpClass::MoeDispatch,
-        "moe.routed_experts" => OpClass::MoeRoutedExperts,
-        "moe.shared_experts" => OpClass::MoeSharedExperts,
-        "mlp.dense" => OpClass::MlpDense,
-        "attention.proj" => OpClass::AttentionProj,
-        "attention.mla_decode" => OpClass::AttentionMlaDecode,
-        "attention.prefill" => OpClass::AttentionPrefill,
-        _ => return None,
-    })
-}
-
-/// A table without a `model` variant applies to every model; otherwise the names must agree
-/// (case-insensitively, ignoring an organisation prefix such as `deepseek-ai/`).
-pub(crate) fn model_matches(table: &CostTable, model: &ModelArch) -> bool {
-    match table.variant.get("model") {
-        None => true,
-        Some(name) => {
-            let short = name.rsplit('/').next().unwrap_or(name);
-            short.eq_ignore_ascii_case(&model.name)
-        }
-    }
-}
-
-fn curve_of(index: usize, table: &CostTable, axis: &'static str) -> Result<Curve, CostError> {
-    if table.axes.len() != 1 || table.axes[0] != axis {
-        return Err(CostError::Axes {
-            index,
-            op: table.op.clone(),
-            found: table.axes.clone(),
-            expected: vec![axis],
-        });
-    }
-    Curve::new(
-        table
-            .points
-            .iter()
-            .map(|p| (p.at[0], p.stats.median_us))
-            .collect(),
-    )
-    .map_err(|problem| CostError::Table {
-        index,
-        op: table.op.clone(),
-        problem,
-    })
-}
-
-fn grid_of(
-    index: usize,
-    table: &CostTable,
-    x: &'static str,
-    y: &'static str,
-) -> Result<Grid, CostError> {
-    if table.axes.len() != 2 || table.axes[0] != x || table.axes[1] != y {
-        return Err(CostError::Axes {
-            index,
-            op: table.op.clone(),
-            found: table.axes.clone(),
-            expected: vec![x, y],
-        });
-    }
-    let points: Vec<(f64, f64, f64)> = table
-        .points
-        .iter()
-        .map(|p| (p.at[0], p.at[1], p.stats.median_us))
-        .collect();
-    Grid::new(&points).map_err(|problem| CostError::Table {
-        index,
-        op: table.op.clone(),
-        problem,
-    })
 }
 
 #[cfg(test)]
