@@ -26,6 +26,17 @@
 //! advance exactly by λ each; the sweep jumps over them. `shortcut_matches_full_sweep` proves the
 //! equality on generated steps.
 
+mod costs;
+mod shortcut;
+mod spans;
+
+pub use costs::{HostCosts, StepCosts, WaitCurve};
+use shortcut::{
+    add_busy, advance, hosts_never_overtake, same_cost_run, snapshot_busy, snapshot_device,
+    snapshot_hosts, uniform_delta,
+};
+pub use spans::{Span, SpanKind, SpanSink, Track};
+
 /// How the FFN ranks of a MoE layer exchange tokens (afd-spec §3.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FfnCollective {
@@ -93,123 +104,6 @@ impl PipelineLayout {
     }
 }
 
-/// A non-decreasing piecewise-linear function of how long a receiver waited, nanoseconds: zero
-/// before its first point, constant after its last. At most [`WaitCurve::CAPACITY`] points, held
-/// inline so pricing a step allocates nothing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WaitCurve {
-    len: u8,
-    points: [(u64, u64); WaitCurve::CAPACITY],
-}
-
-impl WaitCurve {
-    pub const CAPACITY: usize = 4;
-
-    /// Appends `(wait, value)`; waits must increase. Points beyond the capacity are dropped.
-    pub fn push(&mut self, wait: u64, value: u64) {
-        let len = self.len as usize;
-        if len < Self::CAPACITY && (len == 0 || wait > self.points[len - 1].0) {
-            self.points[len] = (wait, value);
-            self.len += 1;
-        }
-    }
-
-    /// The value after waiting `wait`.
-    #[inline]
-    pub fn at(&self, wait: u64) -> u64 {
-        let points = &self.points[..self.len as usize];
-        let Some(&(first_wait, first)) = points.first() else {
-            return 0;
-        };
-        if wait <= first_wait {
-            return if wait == first_wait { first } else { 0 };
-        }
-        for pair in points.windows(2) {
-            let ((w0, v0), (w1, v1)) = (pair[0], pair[1]);
-            if wait <= w1 {
-                // Linear between the points, rounded half up, in integers (no libm call).
-                let (dx, dw) = (wait - w0, w1 - w0);
-                let step = |dv: u64| -> u64 {
-                    // Nanosecond figures fit 64-bit products; wider only if they ever do not.
-                    match dx.checked_mul(dv).and_then(|p| p.checked_mul(2)) {
-                        Some(p) if p.checked_add(dw).is_some() => (p + dw) / (2 * dw),
-                        _ => {
-                            let (dx, dv, dw) = (u128::from(dx), u128::from(dv), u128::from(dw));
-                            ((dx * dv * 2 + dw) / (2 * dw)) as u64
-                        }
-                    }
-                };
-                return if v1 >= v0 {
-                    v0 + step(v1 - v0)
-                } else {
-                    v0 - step(v0 - v1)
-                };
-            }
-        }
-        points[points.len() - 1].1
-    }
-}
-
-/// Host-side launch costs of a step, nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostCosts {
-    /// Attention engine host time before the forward (scheduler, input preparation).
-    pub step: u64,
-    /// FFN loop host time after the control payload arrives.
-    pub ffn_loop: u64,
-    pub graph_launch: u64,
-    /// Eager issue costs per op.
-    pub attention_compute: u64,
-    pub p2p: u64,
-    pub collective: u64,
-    pub ffn_compute: u64,
-    /// Kernels of an Attention compute op and of an FFN compute op (the issue is spread over them).
-    pub attention_kernels: u64,
-    pub ffn_kernels: u64,
-}
-
-/// Device costs of one step, nanoseconds. Buffers are reused between steps.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StepCosts {
-    pub stages: usize,
-    pub attention_graph: bool,
-    pub ffn_graph: bool,
-    /// `[stage][engine]` attention block (projections + attention kernels) per layer.
-    pub attention_compute: [Vec<u64>; 2],
-    /// `[stage][engine]` attention TP all-reduce per layer (0 without TP).
-    pub attention_all_reduce: [Vec<u64>; 2],
-    /// `[stage][attention rank]` A→F port occupancy and latency: the data arrives at the FFN
-    /// `occupancy + latency` after the port is free and the send has started.
-    pub send_occupancy: [Vec<u64>; 2],
-    pub send_latency: [Vec<u64>; 2],
-    /// `[stage][attention rank]` how long the A→F send holds the Attention rank's stream; also at
-    /// least until its data has left the port.
-    pub send_busy: [Vec<u64>; 2],
-    /// `[stage][attention rank]` F→A hand-off: the rows arrive this long after the FFN's send starts.
-    pub send_back: [Vec<u64>; 2],
-    /// `[stage][attention rank]` how long that F→A send holds the FFN stream.
-    pub send_back_busy: [Vec<u64>; 2],
-    /// `[stage][attention rank]` how much later a receive of that rank's rows completes after its
-    /// rank waited for them, by the wait (both directions).
-    pub recv_extra: [Vec<WaitCurve>; 2],
-    /// `[stage][attention rank]` the least time a receive of that rank's rows holds its stream (on
-    /// the FFN and on the Attention rank) when the data is already there; it ends at
-    /// `max(start + recv_busy, arrival)`.
-    pub recv_busy: [Vec<u64>; 2],
-    /// `[(layer * stages + stage) * ffn_ranks + f]` FFN compute before and after the dispatch.
-    pub ffn_pre: Vec<u64>,
-    pub ffn_post: Vec<u64>,
-    /// `[layer * stages + stage]` collective times (dispatch; combine or all-reduce).
-    pub ffn_collective_1: Vec<u64>,
-    pub ffn_collective_2: Vec<u64>,
-    /// `[engine]` LM head and sampling; empty when the step ends after the last layer (a forward
-    /// pass as `afd-probe pipeline` times it).
-    pub lm_head: Vec<u64>,
-    /// Control payload transfer (two small sends).
-    pub control: u64,
-    pub host: HostCosts,
-}
-
 /// What the pipeline carries from one step to the next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineState {
@@ -224,58 +118,6 @@ impl PipelineState {
         PipelineState {
             ffn_ready: vec![0; layout.ffn_ranks],
             port_free: vec![0; layout.ffn_ranks],
-        }
-    }
-}
-
-/// Where a timeline span happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Track {
-    Attention(usize),
-    Ffn(usize),
-    /// A→F link of an Attention rank.
-    LinkToFfn(usize),
-    /// F→A link of an Attention rank.
-    LinkToAttention(usize),
-}
-
-/// What a span was.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpanKind {
-    Control,
-    AttentionCompute,
-    AttentionAllReduce,
-    Send,
-    Recv,
-    FfnRecv,
-    FfnCompute,
-    FfnCollective,
-    FfnSend,
-    LmHead,
-}
-
-/// One operation on a track, nanoseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Span {
-    pub track: Track,
-    pub kind: SpanKind,
-    pub layer: u32,
-    pub stage: u32,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Collects spans that intersect a window.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SpanSink {
-    pub window: (u64, u64),
-    pub spans: Vec<Span>,
-}
-
-impl SpanSink {
-    fn push(&mut self, span: Span) {
-        if span.end >= self.window.0 && span.start <= self.window.1 {
-            self.spans.push(span);
         }
     }
 }
@@ -985,118 +827,6 @@ fn ffn_group(
             end,
         );
     }
-}
-
-/// Device times that must shift uniformly for the shortcut: streams, ports, pending arrivals.
-fn snapshot_device(lanes: &Lanes<'_>, stages: usize, out: &mut Vec<u64>) {
-    out.clear();
-    out.extend_from_slice(lanes.stream);
-    out.extend_from_slice(lanes.fstream);
-    out.extend_from_slice(lanes.port_free);
-    if stages == 2 {
-        out.extend_from_slice(lanes.to_attention[0]);
-        out.extend_from_slice(lanes.to_attention[1]);
-    }
-}
-
-/// Host issue times, Attention ranks first.
-fn snapshot_hosts(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
-    out.clear();
-    out.extend_from_slice(lanes.host);
-    out.extend_from_slice(lanes.fhost);
-}
-
-/// Busy counters, Attention then FFN then links.
-fn snapshot_busy(lanes: &Lanes<'_>, out: &mut Vec<u64>) {
-    out.clear();
-    out.extend_from_slice(lanes.attention_busy);
-    out.extend_from_slice(lanes.ffn_busy);
-    out.extend_from_slice(lanes.link_busy);
-}
-
-/// Whether every host timeline either advanced with the devices (by exactly `lambda`, so the
-/// whole state shifted uniformly) or advanced more slowly without ever delaying an op this layer
-/// (so its lead only shrinks and it never delays one later). Either way the next layers with the
-/// same costs repeat this one shifted by `lambda`.
-fn hosts_never_overtake(
-    lanes: &Lanes<'_>,
-    previous: &[u64],
-    attention_ranks: usize,
-    lambda: u64,
-) -> bool {
-    lanes
-        .host
-        .iter()
-        .chain(lanes.fhost.iter())
-        .zip(previous)
-        .enumerate()
-        .all(|(i, (now, before))| {
-            let delta = now - before;
-            let won = if i < attention_ranks {
-                lanes.attention_host_won
-            } else {
-                lanes.ffn_host_won
-            };
-            delta == lambda || (delta < lambda && !won)
-        })
-}
-
-fn uniform_delta(before: &[u64], after: &[u64]) -> Option<u64> {
-    let lambda = after[0].checked_sub(before[0])?;
-    before
-        .iter()
-        .zip(after)
-        .all(|(b, a)| a.checked_sub(*b) == Some(lambda))
-        .then_some(lambda)
-}
-
-fn advance(lanes: &mut Lanes<'_>, stages: usize, by: u64) {
-    lanes.stream.iter_mut().for_each(|t| *t += by);
-    lanes.fstream.iter_mut().for_each(|t| *t += by);
-    lanes.port_free.iter_mut().for_each(|t| *t += by);
-    if stages == 2 {
-        for s in 0..2 {
-            lanes.to_attention[s].iter_mut().for_each(|t| *t += by);
-        }
-    }
-}
-
-fn add_busy(lanes: &mut Lanes<'_>, before: &[u64], now: &[u64], k: u64) {
-    let all = lanes
-        .attention_busy
-        .iter_mut()
-        .chain(lanes.ffn_busy.iter_mut())
-        .chain(lanes.link_busy.iter_mut());
-    for (i, b) in all.enumerate() {
-        *b += (now[i] - before[i]) * k;
-    }
-}
-
-/// Number of layers after `layer` whose FFN costs equal `layer`'s, provided `layer`'s equal
-/// `layer - 1`'s (otherwise 0).
-fn same_cost_run(layout: &PipelineLayout, costs: &StepCosts, layer: usize) -> usize {
-    let same = |x: usize, y: usize| {
-        if layout.dense[x] != layout.dense[y] {
-            return false;
-        }
-        let width = costs.stages * layout.ffn_ranks;
-        let slots = costs.stages;
-        costs.ffn_pre[x * width..(x + 1) * width] == costs.ffn_pre[y * width..(y + 1) * width]
-            && costs.ffn_post[x * width..(x + 1) * width]
-                == costs.ffn_post[y * width..(y + 1) * width]
-            && costs.ffn_collective_1[x * slots..(x + 1) * slots]
-                == costs.ffn_collective_1[y * slots..(y + 1) * slots]
-            && costs.ffn_collective_2[x * slots..(x + 1) * slots]
-                == costs.ffn_collective_2[y * slots..(y + 1) * slots]
-    };
-    if !same(layer, layer - 1) {
-        return 0;
-    }
-    let mut run = 0;
-    while layer + run + 1 < layout.layers && same(layer + run + 1, layer) {
-        run += 1;
-    }
-    run
 }
 
 #[cfg(test)]
