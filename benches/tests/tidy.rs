@@ -32,6 +32,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every Rust file of the workspace's crates, in path order.
+fn workspace_rust_files(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for krate in CRATES {
+        rust_files(&root.join(krate), &mut files);
+    }
+    files
+}
+
 fn is_binary_code(relative: &Path) -> bool {
     let text = relative.to_string_lossy().replace('\\', "/");
     text.ends_with("src/main.rs")
@@ -44,10 +53,7 @@ fn is_binary_code(relative: &Path) -> bool {
 #[test]
 fn every_rust_file_is_tidy() {
     let root = workspace_root();
-    let mut files = Vec::new();
-    for krate in CRATES {
-        rust_files(&root.join(krate), &mut files);
-    }
+    let files = workspace_rust_files(&root);
     assert!(
         files.len() >= 5,
         "found only {} Rust files under {root:?}",
@@ -211,10 +217,7 @@ fn architecture_names_only_files_that_exist() {
 fn architecture_names_only_items_that_exist() {
     let root = workspace_root();
     let text = fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
-    let mut files = Vec::new();
-    for krate in CRATES {
-        rust_files(&root.join(krate), &mut files);
-    }
+    let files = workspace_rust_files(&root);
     let sources: String = files
         .iter()
         .map(|p| fs::read_to_string(p).expect("Rust sources are UTF-8"))
@@ -257,10 +260,7 @@ fn architecture_names_only_items_that_exist() {
 #[test]
 fn the_libraries_keep_their_purity_rules() {
     let root = workspace_root();
-    let mut files = Vec::new();
-    for krate in CRATES {
-        rust_files(&root.join(krate), &mut files);
-    }
+    let files = workspace_rust_files(&root);
     let impure = [
         "std::time::Instant",
         "SystemTime",
