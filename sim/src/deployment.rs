@@ -115,23 +115,13 @@ impl RoleConfig {
 }
 
 impl Deployment {
-    /// Whether both roles name their host (`VLLM_HOST_IP`) and the names differ: their A↔F
-    /// hand-offs then cross the network between hosts.
+    /// Whether some command of each role names its host (`VLLM_HOST_IP`) and an Attention host
+    /// differs from an FFN host: those A↔F hand-offs then cross the network between hosts.
     pub fn on_different_hosts(&self) -> bool {
-        if !self.nodes.is_empty() {
-            let hosts = |role| {
-                self.parts(role)
-                    .into_iter()
-                    .filter_map(|p| p.machine_host().map(|h| h.value.trim()))
-                    .collect::<Vec<_>>()
-            };
-            let (attention, ffn) = (hosts(Role::Attention), hosts(Role::Ffn));
-            return attention.iter().any(|a| ffn.iter().any(|f| a != f));
-        }
-        match (self.attention.machine_host(), self.ffn.machine_host()) {
-            (Some(a), Some(f)) => a.value.trim() != f.value.trim(),
-            _ => false,
-        }
+        let ffn = self.role_hosts(Role::Ffn);
+        self.role_hosts(Role::Attention)
+            .iter()
+            .any(|a| ffn.iter().any(|f| a != f))
     }
 
     /// Pairs two roles as given (`attention` is judged as the Attention server).
@@ -223,7 +213,7 @@ impl Deployment {
         if total > 2 {
             roles.retain(|role| role.afd.is_some());
         }
-        let nodes = split_nodes(&mut roles)?;
+        let nodes = split_nodes(&mut roles, |r| r)?;
         if roles.len() != 2 {
             let location = recipe
                 .servers
@@ -274,30 +264,31 @@ impl Deployment {
     }
 }
 
-/// Takes out of `roles` the commands that are not a role's primary node: where a declared role has
+/// Takes out of `items` the commands that are not a role's primary node: where a declared role has
 /// several commands (its DP ranks spread over hosts), the one that starts DP rank 0 with an API
-/// server stays and the others are returned, in recipe order.
-fn split_nodes(roles: &mut Vec<RoleConfig>) -> Result<Vec<RoleConfig>, DeploymentError> {
+/// server stays and the others are returned, in recipe order. `role_of` reads an item's
+/// configuration, so a recipe's roles and a launch's server words are split alike.
+pub(crate) fn split_nodes<T>(
+    items: &mut Vec<T>,
+    role_of: impl Fn(&T) -> &RoleConfig,
+) -> Result<Vec<T>, DeploymentError> {
     let mut nodes = Vec::new();
     for role in [Role::Attention, Role::Ffn] {
-        let of_role: Vec<usize> = (0..roles.len())
-            .filter(|&i| roles[i].declared_role() == Some(role))
+        let of_role: Vec<usize> = (0..items.len())
+            .filter(|&i| role_of(&items[i]).declared_role() == Some(role))
             .collect();
-        if of_role.len() < 2 {
+        let is_primary = |i: usize| {
+            let r = role_of(&items[i]);
+            r.dp_start_rank() == 0 && !r.headless()
+        };
+        let primaries: Vec<usize> = of_role.iter().copied().filter(|&i| is_primary(i)).collect();
+        // Fewer than two commands, or several whole servers of one role (not one role over
+        // hosts: the caller's shape error says so).
+        if of_role.len() < 2 || primaries.len() == of_role.len() {
             continue;
         }
-        let is_primary = |r: &RoleConfig| r.dp_start_rank() == 0 && !r.headless();
-        if of_role.iter().all(|&i| is_primary(&roles[i])) {
-            // Several whole servers of one role, not one role over hosts: the shape error says so.
-            continue;
-        }
-        let primaries: Vec<usize> = of_role
-            .iter()
-            .copied()
-            .filter(|&i| is_primary(&roles[i]))
-            .collect();
         if primaries.len() != 1 {
-            let location = roles[of_role[0]].location;
+            let location = role_of(&items[of_role[0]]).location;
             let message = format!(
                 "the {} role is started by {} commands and {} of them start DP rank 0 with an API server; a role spread over hosts has one primary command (no --data-parallel-start-rank, no --headless) and one command per other host (--headless --data-parallel-start-rank N)",
                 role.as_str(),
@@ -308,11 +299,11 @@ fn split_nodes(roles: &mut Vec<RoleConfig>) -> Result<Vec<RoleConfig>, Deploymen
         }
         for &i in of_role.iter().rev() {
             if i != primaries[0] {
-                nodes.push(roles.remove(i));
+                nodes.push(items.remove(i));
             }
         }
     }
-    nodes.sort_by_key(|n| n.location);
+    nodes.sort_by_key(|n| role_of(n).location);
     Ok(nodes)
 }
 

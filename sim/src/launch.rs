@@ -346,7 +346,8 @@ impl Launch {
     }
 
     /// The servers' words of a recipe in the order [`Launch::from_recipe`] reads them (`[attention,
-    /// ffn]` or `[server]`), for rendering overrides into.
+    /// ffn]` or `[server]`, then the other hosts' commands of a role spread over hosts), for
+    /// rendering overrides into.
     pub fn recipe_words(
         text: &str,
         options: &RecipeOptions,
@@ -366,6 +367,7 @@ impl Launch {
         if servers.len() > 2 {
             servers.retain(|(_, role)| role.afd.is_some());
         }
+        let nodes = crate::deployment::split_nodes(&mut servers, |(_, role)| role)?;
         if servers.len() == 2 {
             let swap = match (servers[0].1.declared_role(), servers[1].1.declared_role()) {
                 (Some(Role::Ffn), other) => other != Some(Role::Ffn),
@@ -389,11 +391,16 @@ impl Launch {
                 ),
             });
         }
-        Ok(servers.into_iter().map(|(words, _)| words).collect())
+        Ok(servers
+            .into_iter()
+            .chain(nodes)
+            .map(|(words, _)| words)
+            .collect())
     }
 
-    /// Servers as words: one is a plain server, two an AFD pair (in either order, by their blocks).
-    /// On bad words, the index of the server at fault.
+    /// Servers as words: one is a plain server, two an AFD pair (in either order, by their blocks),
+    /// more an AFD pair with the other hosts' commands of a role spread over hosts. On bad words,
+    /// the index of the server at fault.
     pub fn from_servers(
         servers: &[ServerWords],
         rules: RuleSet,
@@ -408,20 +415,21 @@ impl Launch {
                 server: role(0)?,
                 rules,
             })),
-            2 => Ok(Launch::Afd(Deployment::from_roles(
-                role(0)?,
-                role(1)?,
-                rules,
-            ))),
-            n => Err((
-                0,
-                DeploymentError::Shape {
-                    location: Location::START,
-                    message: format!(
-                        "{n} servers given; a deployment is one plain server or an Attention and an FFN server"
-                    ),
-                },
-            )),
+            n => {
+                let mut roles = (0..n).map(role).collect::<Result<Vec<_>, _>>()?;
+                let nodes =
+                    crate::deployment::split_nodes(&mut roles, |r| r).map_err(|e| (0, e))?;
+                let [attention, ffn] = <[RoleConfig; 2]>::try_from(roles).map_err(|roles| {
+                    let message = format!(
+                        "{} servers given besides the other hosts of a role; a deployment is one plain server or an Attention and an FFN server",
+                        roles.len()
+                    );
+                    (0, DeploymentError::Shape { location: Location::START, message })
+                })?;
+                let mut deployment = Deployment::from_roles(attention, ffn, rules);
+                deployment.nodes = nodes;
+                Ok(Launch::Afd(deployment))
+            }
         }
     }
 

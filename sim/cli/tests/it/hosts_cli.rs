@@ -452,6 +452,10 @@ fn a_role_spread_over_hosts_runs_and_shares_each_host_s_nics_among_fewer_ranks()
     let one_host = dir.path().join("4a2f_attention_one_host.sh");
     std::fs::write(&one_host, whole).expect("the variant is written");
     let link = ["--link", "attention-ffn=ib,gbps=100,nics=1"];
+    // Deployment flags reach every host's command of the spread role (the recipe read as words).
+    let relimited = rfc_308(&spread, &["--max-num-seqs", "32"]);
+    assert_eq!(relimited["completed"], 256);
+    assert_eq!(relimited["deployment"]["max_num_seqs"], 32);
     let spread = rfc_308(&spread, &link);
     let whole = rfc_308(one_host.to_str().expect("UTF-8"), &link);
     for report in [&spread, &whole] {
