@@ -956,9 +956,8 @@ impl Checker {
         if let (Some(a), Some(f)) = (&attention.gpus, &ffn.gpus)
             && !on_different_hosts(attention, ffn)
         {
-            let shared: Vec<&GpuId> = a.value.iter().filter(|g| f.value.contains(g)).collect();
-            if !shared.is_empty() {
-                let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
+            let list = shared_gpus(&a.value, &f.value);
+            if !list.is_empty() {
                 self.report(
                     Rule::CrossGpuOverlap,
                     Some(Role::Ffn),
@@ -1083,17 +1082,15 @@ impl Checker {
         let mut next = 0u32;
         for part in order {
             let start = part.dp_start_rank();
-            let local = part.dp_size_local();
-            if start != next || start.saturating_add(local) > dp {
+            let end = start.saturating_add(part.dp_size_local());
+            let last = end.saturating_sub(1);
+            if start != next || end > dp {
                 let message = if start < next {
                     format!(
                         "this {} command starts {} but {} already started by another command of the role",
                         role_title(role),
-                        dp_ranks(start, start.saturating_add(local).saturating_sub(1)),
-                        dp_ranks_are(
-                            start,
-                            (next - 1).min(start.saturating_add(local).saturating_sub(1))
-                        )
+                        dp_ranks(start, last),
+                        dp_ranks_are(start, (next - 1).min(last))
                     )
                 } else if start > next {
                     format!(
@@ -1106,7 +1103,7 @@ impl Checker {
                     format!(
                         "this {} command starts {} but the role has DP {dp}",
                         role_title(role),
-                        dp_ranks(start, start.saturating_add(local).saturating_sub(1))
+                        dp_ranks(start, last)
                     )
                 };
                 self.report(
@@ -1118,7 +1115,7 @@ impl Checker {
                 );
                 return;
             }
-            next = start + local;
+            next = end;
         }
         if next < dp {
             let last = parts[0];
@@ -1175,26 +1172,21 @@ impl Checker {
     /// No two commands on one host share a GPU, where one of them is a role's secondary node (the
     /// two primaries are judged by `cross.gpu-overlap`).
     fn node_gpu_overlap(&mut self, deployment: &Deployment) {
-        let primaries = [&deployment.attention, &deployment.ffn];
-        let all: Vec<&RoleConfig> = primaries.into_iter().chain(&deployment.nodes).collect();
+        // The primaries first: the pair of the two (indices 0 and 1) is `cross.gpu-overlap`'s.
+        let all: Vec<&RoleConfig> = [&deployment.attention, &deployment.ffn]
+            .into_iter()
+            .chain(&deployment.nodes)
+            .collect();
         let host = |c: &RoleConfig| c.machine_host().map(|h| h.value.trim().to_owned());
         for (i, a) in all.iter().enumerate() {
-            for b in &all[i + 1..] {
-                if i < 2 && primaries.iter().any(|p| std::ptr::eq(*p, *b)) {
-                    continue;
-                }
+            for (j, b) in all.iter().enumerate().skip(i + 1) {
                 let (Some(ga), Some(gb)) = (&a.gpus, &b.gpus) else {
                     continue;
                 };
-                if host(a) != host(b) {
+                if (i, j) == (0, 1) || host(a) != host(b) {
                     continue;
                 }
-                let shared: Vec<String> = ga
-                    .value
-                    .iter()
-                    .filter(|g| gb.value.contains(g))
-                    .map(ToString::to_string)
-                    .collect();
+                let shared = shared_gpus(&ga.value, &gb.value);
                 if !shared.is_empty() {
                     self.report(
                         Rule::CrossDpNodes,
@@ -1271,6 +1263,14 @@ impl Checker {
             );
         }
     }
+}
+
+/// The GPUs both lists name, as the user wrote them.
+fn shared_gpus(a: &[GpuId], b: &[GpuId]) -> Vec<String> {
+    a.iter()
+        .filter(|g| b.contains(g))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// `DP rank 2` or `DP ranks 2-3`.
