@@ -25,7 +25,7 @@ use crate::model::workload::{ExpertPopularity, ExpertSampler};
 use crate::pipeline::{
     FfnCollective, PipelineLayout, PipelineState, SpanSink, StepCosts, StepTiming, Sweep, run_step,
 };
-use crate::pricing::{PriceScratch, StepInputs, StepScope, ffn_rows, price_step};
+use crate::pricing::{FfnRows, PriceScratch, StepInputs, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
@@ -202,6 +202,8 @@ pub struct Cluster {
     /// The baseline's step model when the deployment is colocated (no AFD pipeline then).
     colocated: Option<ColocatedModel>,
     scratch: PriceScratch,
+    /// Scratch: the FFN rows per stage and rank of the step being priced.
+    ffn_rows: FfnRows,
     /// Scratch: routed-expert time per (stage, MoE layer, FFN rank) of the step being priced.
     routed: Vec<crate::time::SimDuration>,
     shape: StepShape,
@@ -347,6 +349,7 @@ impl Cluster {
             routing,
             colocated: colocated.then(|| ColocatedModel::new(config, &model)),
             scratch: PriceScratch::default(),
+            ffn_rows: FfnRows::default(),
             routed: Vec::new(),
             shape: StepShape::default(),
             costs: StepCosts::default(),
@@ -746,10 +749,11 @@ impl Cluster {
         let ep = self.config.ffn.expert_parallel;
         let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
         let cost = &self.cost;
+        let ffn = &mut self.ffn_rows;
+        ffn.fill(layout, &self.shape);
         let routed = &mut self.routed;
         routed.clear();
         if moe_layers > 0 {
-            let ffn = ffn_rows(layout, &self.shape, &mut self.scratch);
             let routing = self
                 .routing
                 .as_mut()
@@ -777,6 +781,7 @@ impl Cluster {
             layout,
             expert_parallel: ep,
             shape: &self.shape,
+            ffn: &self.ffn_rows,
             scope: StepScope::Serving { scheduled },
         };
         price_step(cost, step, &mut self.scratch, &self.routed, &mut self.costs);

@@ -38,8 +38,6 @@ pub enum StepScope {
 /// Per-stage, per-FFN-rank buffers of [`price_step`], reused between steps.
 #[derive(Debug, Default)]
 pub struct PriceScratch {
-    rows_f: [Vec<u32>; 2],
-    real_f: [Vec<u32>; 2],
     dense: [Vec<u64>; 2],
     router: [Vec<u64>; 2],
     shared: [Vec<u64>; 2],
@@ -49,10 +47,6 @@ pub struct PriceScratch {
 impl PriceScratch {
     fn reset(&mut self, ffn_ranks: usize) {
         for s in 0..2 {
-            for v in [&mut self.rows_f[s], &mut self.real_f[s]] {
-                v.clear();
-                v.resize(ffn_ranks, 0);
-            }
             for v in [&mut self.dense[s], &mut self.router[s], &mut self.shared[s]] {
                 v.clear();
                 v.resize(ffn_ranks, 0);
@@ -63,10 +57,36 @@ impl PriceScratch {
     }
 }
 
-/// Rows each FFN rank processes per stage: `rows[stage][ffn rank]` (padded) and `real[..][..]`.
-pub struct FfnRows<'a> {
-    pub rows: &'a [Vec<u32>; 2],
-    pub real: &'a [Vec<u32>; 2],
+/// Rows each FFN rank processes per stage of a planned step: `rows[stage][ffn rank]` (padded) and
+/// `real[..][..]`. The caller fills them ([`FfnRows::fill`]) once per step, draws its routings for
+/// them, and hands them to [`price_step`]; the buffers are reused between steps.
+#[derive(Debug, Default)]
+pub struct FfnRows {
+    pub rows: [Vec<u32>; 2],
+    pub real: [Vec<u32>; 2],
+}
+
+impl FfnRows {
+    /// The rows each FFN rank receives per stage of `shape`: the sum over its subgroup's
+    /// Attention ranks.
+    pub fn fill(&mut self, layout: &PipelineLayout, shape: &StepShape) {
+        let f_n = layout.ffn_ranks;
+        for s in 0..2 {
+            for v in [&mut self.rows[s], &mut self.real[s]] {
+                v.clear();
+                v.resize(f_n, 0);
+            }
+        }
+        for s in 0..shape.stages {
+            for f in 0..f_n {
+                for &a in &layout.blocks[f] {
+                    let work = &shape.work[s][layout.engine_of(a)];
+                    self.rows[s][f] += work.rows;
+                    self.real[s][f] += work.real.min(work.rows);
+                }
+            }
+        }
+    }
 }
 
 /// Index of the routed-expert time of `(stage, moe layer, ffn rank)` in the vector the caller of
@@ -88,42 +108,20 @@ pub fn routed_index(
 }
 
 /// The step [`price_step`] prices: the pipeline's shape, whether the FFN role runs expert
-/// parallelism, the planned step, and what kind of step it is.
+/// parallelism, the planned step, its FFN rows ([`FfnRows::fill`] of the same shape), and what
+/// kind of step it is.
 #[derive(Clone, Copy, Debug)]
 pub struct StepInputs<'a> {
     pub layout: &'a PipelineLayout,
     pub expert_parallel: bool,
     pub shape: &'a StepShape,
+    pub ffn: &'a FfnRows,
     pub scope: StepScope,
 }
 
-/// The rows each FFN rank receives per stage of a planned step, in `scratch`: what the caller's
-/// routing draws for before [`price_step`] (which fills them again the same way).
-pub fn ffn_rows<'s>(
-    layout: &PipelineLayout,
-    shape: &StepShape,
-    scratch: &'s mut PriceScratch,
-) -> FfnRows<'s> {
-    let f_n = layout.ffn_ranks;
-    scratch.reset(f_n);
-    for s in 0..shape.stages {
-        for f in 0..f_n {
-            for &a in &layout.blocks[f] {
-                let work = &shape.work[s][layout.engine_of(a)];
-                scratch.rows_f[s][f] += work.rows;
-                scratch.real_f[s][f] += work.real.min(work.rows);
-            }
-        }
-    }
-    FfnRows {
-        rows: &scratch.rows_f,
-        real: &scratch.real_f,
-    }
-}
-
 /// Fills `costs` for `step`. `routed` holds the routed-expert time of every (stage, MoE layer,
-/// FFN rank) in [`routed_index`] order, drawn by the caller before pricing (for the rows
-/// [`ffn_rows`] gives); it is empty for a model without MoE layers.
+/// FFN rank) in [`routed_index`] order, drawn by the caller before pricing for `step.ffn`; it is
+/// empty for a model without MoE layers.
 pub fn price_step(
     cost: &CostModel,
     step: StepInputs<'_>,
@@ -135,6 +133,7 @@ pub fn price_step(
         layout,
         expert_parallel,
         shape,
+        ffn,
         scope,
     } = step;
     let stages = shape.stages;
@@ -182,11 +181,9 @@ pub fn price_step(
         }
     }
 
-    // FFN rows per rank and stage.
-    ffn_rows(layout, shape, scratch);
+    scratch.reset(f_n);
+    let rows_f = &ffn.rows;
     let PriceScratch {
-        rows_f,
-        real_f: _,
         dense,
         router,
         shared,

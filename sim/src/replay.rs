@@ -17,7 +17,7 @@ use crate::cluster::Regime;
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostModel, OpClass, median};
 use crate::pipeline::{PipelineLayout, PipelineState, StepCosts, StepTiming, Sweep, run_step};
-use crate::pricing::{PriceScratch, StepInputs, StepScope, price_step, routed_index};
+use crate::pricing::{FfnRows, PriceScratch, StepInputs, StepScope, price_step, routed_index};
 use crate::step::{AttentionWork, StepShape};
 use crate::time::SimDuration;
 
@@ -142,6 +142,7 @@ pub fn replay(
 #[derive(Default)]
 struct StepRun {
     scratch: PriceScratch,
+    ffn: FfnRows,
     routed: Vec<SimDuration>,
     costs: StepCosts,
     sweep: Sweep,
@@ -168,10 +169,12 @@ fn replay_record(
             routed[routed_index(true, moe_layers, 1, s, moe, 0)] = cost.routed_experts(active, tpe);
         }
     }
+    run.ffn.fill(layout, &shape);
     let step = StepInputs {
         layout,
         expert_parallel: true,
         shape: &shape,
+        ffn: &run.ffn,
         scope: StepScope::Forward,
     };
     price_step(cost, step, &mut run.scratch, &run.routed, &mut run.costs);

@@ -42,10 +42,13 @@ fn price(cost: &CostModel, shape: &StepShape, scope: StepScope) -> StepCosts {
     let mut costs = StepCosts::default();
     let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
     let routed = vec![SimDuration::from_us(100); shape.stages * moe_layers];
+    let mut ffn = FfnRows::default();
+    ffn.fill(&layout, shape);
     let step = StepInputs {
         layout: &layout,
         expert_parallel: true,
         shape,
+        ffn: &ffn,
         scope,
     };
     price_step(
