@@ -19,6 +19,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # prompts, so later runs hit the prefix cache): their repeats take per-workload seeds from their
     # own labels, same shapes. graph-64-64 and graph-256-2048 repeat with their plans unchanged.
     "graph-256-8192-r2": (256, 8192), "eager-256-8192-r2": (256, 8192),
+    # vLLM's own defaults (sixth batch): no limit or mode flags at all (FULL_AND_PIECEWISE, 1024 seqs and
+    # 8192 tokens on an H200), and FULL_AND_PIECEWISE at the seed recipe's 64/64, where every mixed
+    # step fits the piecewise graphs.
+    "piecewise-1024-8192": (1024, 8192), "piecewise-64-64": (64, 64),
 }
 
 def seed(label, name):
@@ -121,9 +125,10 @@ def plan(label):
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
             fx(label, "warm-p2048", 2048, 2, 1, 90)]
-    for b in (1, 4, 16, 64, 256):
+    batches = (1, 4, 16, 64, 256, 512)
+    for b in batches:
         if b <= seqs: warm.append(fx(label, f"warm-d{b}", 64, 8, b))
-    work = [fx(label, f"fx-d{b}-c128", 128, 32, b) for b in (1, 4, 16, 64, 256) if b <= seqs]
+    work = [fx(label, f"fx-d{b}-c128", 128, 32, b) for b in batches if b <= seqs]
     for length in (256, 1024, 2048) + (() if small else (8192,)):
         for rep in "ab":
             work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
@@ -148,6 +153,8 @@ def plan(label):
                  bench(label, "e2e-pre-sat", 2048, 32, 64, 120),
                  bench(label, "e2e-mix-c64", 1024, 128, 128, 120, conc=64),
                  bench(label, "e2e-dec-r16", 128, 256, 160, 120, rate=16.0)]
+        if seqs >= 512:
+            work.append(bench(label, "e2e-dec-sat512", 256, 128, 512, 150))
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
 here = pathlib.Path(__file__).resolve().parent.parent / "plans"

@@ -5,7 +5,8 @@
 # usage: vllm-engine.sh LABEL...    (labels: eager-64-64 graph-64-64 graph-256-2048 graph-256-8192 eager-256-8192,
 #        their repeats on fresh servers graph-64-64-r2 graph-256-2048-r2 graph-256-8192-r2 eager-256-8192-r2,
 #        and cal-graph-256-8192 cal-eager-256-8192: the fixed-shape calibration plans on those servers;
-#        cal2-graph-256-2048 cal2-eager-256-2048 cal2-piecewise-256-2048: mixed steps beside a standing batch)
+#        cal2-graph-256-2048 cal2-eager-256-2048 cal2-piecewise-256-2048: mixed steps beside a standing batch;
+#        piecewise-1024-8192: vLLM's defaults, no limit or mode flags; piecewise-64-64: FULL_AND_PIECEWISE at 64/64)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -37,15 +38,22 @@ for i in "${!labels[@]}"; do
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE
+    piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
+    piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
   hook=()
   if [ -n "${HOOK:-}" ] && [ "$i" -eq $((${#labels[@]} - 1)) ]; then hook=(--hook "$HOOK" --hook-timeout 240); fi
   rm -rf "/root/runs/$label"
+  # The host's eager dispatch speed on the idle GPU, into the run's provenance notes (host-speed.py).
+  speed=$(timeout 120 python3 "$here/host-speed.py" 2>/dev/null || echo "host_speed=failed")
+  echo "$label: $speed"
+  notes=()
+  for kv in $speed; do notes+=(--note "$kv"); done
   timeout "${LIMIT_S:-560}" "$PROBE" vllm --plan "$here/../plans/engine-dsv2l-$plan.json" \
     --out "/root/runs/$label" --label "$label" --vllm 'python3 -m vllm.entrypoints.cli.main' \
     --note gpu_machine=nvidia-h200 --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
-    "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
+    "${notes[@]}" "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
   tar czf "$OUT/$label.tgz" -C /root/runs "$label"
   ls -la "$OUT/$label.tgz"
 done
