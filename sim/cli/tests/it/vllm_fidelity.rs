@@ -34,34 +34,34 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let records = value["records"].as_array().unwrap();
     assert_eq!(
         records.len(),
-        56,
+        71,
         "every judged bench record of the committed runs"
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 10.1 %, worst 84.3 % (graph 256/2048 e2e-pre-r4 mean TPOT,
-    // whose first run stalled for a second on first-use compiles; its second run on a fresh server
-    // is 52 % off, and the two real runs are 67 % apart). The fifth batch's eager repeat stepped
-    // 25-30 % faster than every earlier eager server and moved the median from 8.6 %.
+    // Recorded at this commit: median 10.1 %, worst 109 % (vLLM's default server, e2e-dec-r8 mean
+    // TTFT: 30.6 ms real, 64 ms predicted). The sixth batch's 15 runs (vLLM's default server,
+    // FULL_AND_PIECEWISE at 64/64, an eager 64/64 repeat) were predicted blind at median 13.6 %,
+    // worst 124 %; with their fixed shapes in the profile, 10.4 % and 109 %.
     assert!(median <= 0.102, "median |error| {median}");
-    assert!(worst <= 0.85, "worst |error| {worst}");
+    assert!(worst <= 1.10, "worst |error| {worst}");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
-    // reproducibility), median 17.9 %, worst 206 % over 13 workloads on four repeated servers.
+    // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
-    assert_eq!(real["repeats"].as_array().unwrap().len(), 13);
+    assert_eq!(real["repeats"].as_array().unwrap().len(), 16);
     let real_median = real["median_abs_error"].as_f64().unwrap();
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
-    assert_eq!(ratios.len(), 34);
+    assert_eq!(ratios.len(), 39);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 11 of 34: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 14 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 11,
-        "graph/eager TPOT ratios within 10 %: {within} of 34"
+        within >= 14,
+        "graph/eager TPOT ratios within 10 %: {within} of 39"
     );
 }
 
@@ -80,7 +80,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 15, "{runs:?}");
+    assert_eq!(runs.len(), 18, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
