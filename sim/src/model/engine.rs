@@ -34,6 +34,7 @@ use afd_traces::vllm_run::{
     VllmEngineProfile, VllmRun, WorkloadRecord,
 };
 
+use crate::deployment::GpuClass;
 use crate::serving::GraphMode;
 use crate::step::StepShape;
 
@@ -65,6 +66,10 @@ const INTAKE_MIN_BURST: u32 = 128;
 /// (about 1.5 ms each on the lent H200's host, the cached `fx-fe` burst), so a larger burst's span
 /// is mostly intake.
 const TABLE_MAX_BURST: u32 = 64;
+/// Most streams the probe's own client keeps pace with: it fell behind a graph-replayed engine above
+/// 64 (13.9 ms a token at 128 streams where the engine stepped in 5.6 ms), so a larger streamed burst
+/// prices a graph mode's decode table only beside an unstreamed pair of its batch.
+const PROBE_STREAM_MAX_BATCH: u32 = 64;
 /// Fewest prompts of a cached text burst paired with a token-id one to price text intake.
 const TEXT_PAIR_MIN_BURST: u32 = 64;
 /// A streamed pace this many times the engine's own is the front end's, not the engine's.
@@ -153,15 +158,33 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             }
         }
     }
-    // The front end's latency: a one-token-step request's first token less its step's period,
-    // the least over modes (it is one process, whatever the engine's mode).
+    // The front end's latency (one process, whatever the engine's mode). Best: lone prompts that
+    // one piecewise-graph step prefills, less that step as standing bursts priced it. Else the
+    // intercept of lone prompts' first tokens against their chunk counts, median over servers; else
+    // a one-token-step request's first token less its step's period, the least over modes.
     let regressed: Vec<f64> = runs.iter().filter_map(chunked_frontend_s).collect();
-    let frontend_s = median(regressed).unwrap_or_else(|| {
+    let provisional_s = median(regressed).unwrap_or_else(|| {
         by_mode
             .values()
             .filter_map(|runs| frontend_s(runs))
             .fold(f64::INFINITY, f64::min)
     });
+    let all_runs: Vec<(&str, &VllmRun)> =
+        names.iter().map(String::as_str).zip(runs.iter()).collect();
+    let frontend_s = by_mode
+        .get(FULL_AND_PIECEWISE)
+        .and_then(|runs| {
+            // The piecewise table comes from injected requests alone, whatever the front end.
+            let any_s = if provisional_s.is_finite() {
+                provisional_s
+            } else {
+                0.0
+            };
+            let costs = mode_costs(FULL_AND_PIECEWISE, runs, any_s, &all_runs).ok()?;
+            one_step_frontend_s(runs, &costs.piecewise_period_ns)
+        })
+        .map(|f| f.max(0.0))
+        .unwrap_or(provisional_s);
     if !frontend_s.is_finite() {
         return Err(EngineProfileError::Missing {
             mode: "any".into(),
@@ -169,8 +192,6 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             files: names.join(", "),
         });
     }
-    let all_runs: Vec<(&str, &VllmRun)> =
-        names.iter().map(String::as_str).zip(runs.iter()).collect();
     let modes: Vec<EngineModeCosts> = by_mode
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
@@ -253,7 +274,7 @@ fn burst_token_s(
         .filter_map(|(name, r, q)| {
             let w = &r.workload;
             let (_, run) = runs.iter().find(|(n, _)| n == name)?;
-            let budget: u64 = run.serve_flag("--max-num-batched-tokens")?.parse().ok()?;
+            let budget = u64::from(budget(run)?);
             let total = u64::from(w.num_prompts) * u64::from(w.input_len);
             let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
             // Below GPU_BOUND_BUDGET a full step is the host's floor, not its tokens'; a burst the
@@ -435,6 +456,9 @@ fn decode_table(
                     evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
                     engine
                 }
+                // Past the probe's streaming reach a graph step's pace is the client's unless an
+                // unstreamed pair says otherwise (eager host steps are slower than any stream).
+                None if !host_bound && b > PROBE_STREAM_MAX_BATCH => return None,
                 _ => streamed,
             };
             Some((b, (period, weight)))
@@ -632,15 +656,10 @@ fn injected_steps(
 ) -> Vec<Injected> {
     let mut out = Vec::new();
     for (name, run) in runs {
-        let Some(budget) = budget(run) else { continue };
-        let seqs: u32 = run
-            .serve_flag("--max-num-seqs")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(256);
-        let max_capture = run
-            .serve_flag("--max-cudagraph-capture-size")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| default_max_capture(seqs, budget));
+        let Some((seqs, budget)) = serve_limits(run) else {
+            continue;
+        };
+        let max_capture = max_capture(run, seqs, budget);
         for r in &run.records {
             let w = &r.workload;
             let Some(fixed) = &r.fixed else { continue };
@@ -760,9 +779,83 @@ fn median_gap(requests: &[FixedShapeRequest]) -> Option<f64> {
     )
 }
 
-/// The tokens one step of the server may schedule (`--max-num-batched-tokens`), when given.
+/// The tokens one step of the server may schedule: `--max-num-batched-tokens`, or vLLM's default
+/// for the run's GPU when the serve words leave it out ([`serve_limits`]).
 fn budget(run: &VllmRun) -> Option<u32> {
-    run.serve_flag("--max-num-batched-tokens")?.parse().ok()
+    serve_limits(run).map(|(_, budget)| budget)
+}
+
+/// `(max_num_seqs, max_num_batched_tokens)` of a run: its serve flags, each absent one vLLM's default
+/// for `vllm serve` on the run's GPU (`GpuClass::serve_batch_defaults`, from the memory the
+/// provenance records, "NVIDIA H200, 580.159.04, 143771 MiB"). None when a flag does not parse or the
+/// GPU line says no memory and a default is needed.
+fn serve_limits(run: &VllmRun) -> Option<(u32, u32)> {
+    let flag = |name: &str| run.serve_flag(name).map(|v| v.parse::<u32>().ok());
+    let (seqs, budget) = (flag("--max-num-seqs"), flag("--max-num-batched-tokens"));
+    let defaults = || {
+        let gpu = run.provenance.gpus.first()?;
+        let mib: u64 = gpu
+            .split(',')
+            .nth(2)?
+            .trim()
+            .strip_suffix("MiB")?
+            .trim()
+            .parse()
+            .ok()?;
+        let a100 = gpu.to_ascii_lowercase().contains("a100");
+        Some(GpuClass::of(mib << 20, a100).serve_batch_defaults())
+    };
+    let seqs = match seqs {
+        Some(v) => v?,
+        None => defaults()?.0,
+    };
+    let budget = match budget {
+        Some(v) => v?,
+        None => defaults()?.1,
+    };
+    Some((seqs, budget))
+}
+
+/// The front end's latency from lone prompts that one piecewise-graph step prefills (a
+/// FULL_AND_PIECEWISE server, the prompt within its budget and largest capture size): each one's
+/// first token less that step's period in `piecewise` (the table of steps injected requests made
+/// beside standing bursts, which the front end does not enter), the median over them. A lone
+/// 256-token prompt of vLLM's default server got its first token 24-29 ms after it was sent, its
+/// step included: no chunk-count intercept of the graph-less modes (-294 to 166 ms over servers)
+/// says as much.
+fn one_step_frontend_s(runs: &[(&str, &VllmRun)], piecewise: &[(u32, u64)]) -> Option<f64> {
+    if piecewise.is_empty() {
+        return None;
+    }
+    let seen = runs
+        .iter()
+        .filter_map(|(_, run)| Some((run, serve_limits(run)?)))
+        .flat_map(|(run, (seqs, budget))| {
+            let capture = max_capture(run, seqs, budget);
+            run.records.iter().filter_map(move |r| {
+                let w = &r.workload;
+                if r.failure.is_some()
+                    || !plain_burst(w)
+                    || w.num_prompts != 1
+                    || !w.inject.is_empty()
+                    || w.input_len > budget.min(capture)
+                {
+                    return None;
+                }
+                let ttft = isolated_ttft(&r.fixed.as_ref()?.requests)?;
+                Some(ttft - interpolate(piecewise, w.input_len) as f64 / 1e9)
+            })
+        })
+        .collect();
+    median(seen)
+}
+
+/// A run's largest CUDA-graph capture size: `--max-cudagraph-capture-size`, or vLLM's default for
+/// its limits.
+fn max_capture(run: &VllmRun, seqs: u32, budget: u32) -> u32 {
+    run.serve_flag("--max-cudagraph-capture-size")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| default_max_capture(seqs, budget))
 }
 
 /// The front end's latency on one server: the intercept of the isolated prefills' first tokens

@@ -635,6 +635,9 @@ fn bench_calibration_runs_set_the_decode_period_where_the_engine_set_their_pace(
     let graph = with_floor_records(vec![
         burst("fx-d64", 64, 128, 0.004, 0.0),
         burst("fx-d256", 256, 128, 0.006, 0.0),
+        // Past 64 streams a streamed figure needs an unstreamed pair of its batch: 6 ms a token.
+        whole("fx-d256-o128-ns", 256, 128, 128, 0.868),
+        whole("fx-d256-o64-ns", 256, 128, 64, 0.484),
         // At 64 the bench client sees the engine (4.4 ms): it sets the table; at 256 it sees 13 ms,
         // the front end's pace: the table keeps the probe's 6 ms and the run prices the front end.
         bench("cal-bench-d64", 64, 4.4),
@@ -694,4 +697,75 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
         .step_floor_ns(&graph, &shape(false, 8, 256, 264))
         .unwrap();
     assert!((step as i64 - 60_000_000).abs() < 1_000, "{step}");
+}
+
+#[test]
+fn a_server_on_vllms_defaults_takes_the_limits_vllm_gives_its_gpu() {
+    let defaults = run(&["/m"], vec![]);
+    assert_eq!(serve_limits(&defaults), Some((1024, 8192)), "an H200");
+    let mut a100 = run(&["/m", "--max-num-seqs", "64"], vec![]);
+    a100.provenance.gpus = vec!["NVIDIA A100-SXM4-80GB, 580, 81920 MiB".into()];
+    assert_eq!(serve_limits(&a100), Some((64, 2048)));
+    let mut unknown = run(&["/m"], vec![]);
+    unknown.provenance.gpus = vec!["NVIDIA H200".into()];
+    assert_eq!(serve_limits(&unknown), None, "no memory, no default");
+    let bad = run(&["/m", "--max-num-batched-tokens", "lots"], vec![]);
+    assert_eq!(serve_limits(&bad), None);
+}
+
+#[test]
+fn lone_prompts_one_piecewise_step_prefills_price_the_front_end() {
+    // Standing bursts price a 72-token piecewise step at 15 ms and a 308-token one at 17 ms; a lone
+    // 300-token prompt got its first token 29 ms after it was sent: the front end took 12 ms.
+    let inject = injected(
+        "fx-inj-b8",
+        8,
+        0.004,
+        &[(0.5, 64, 0.015), (0.8, 300, 0.017)],
+    );
+    let mut lone = burst("fx-p300", 1, 300, 0.004, 0.0);
+    for q in &mut lone.fixed.as_mut().unwrap().requests {
+        q.chunk_s = (0..16).map(|k| 0.029 + 0.004 * f64::from(k)).collect();
+    }
+    // A lone prompt past the largest capture size (512) is no piecewise step and says nothing.
+    let mut long = burst("fx-p2048", 1, 2048, 0.004, 0.0);
+    for q in &mut long.fixed.as_mut().unwrap().requests {
+        q.chunk_s = (0..16).map(|k| 0.5 + 0.004 * f64::from(k)).collect();
+    }
+    let records = vec![
+        burst("fx-d8", 8, 128, 0.004, 0.0),
+        inject,
+        lone,
+        long,
+        burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+    ];
+    let piecewise = run(&["/m", "--max-num-seqs", "256"], records);
+    let p = derive(&[piecewise], &["p".into()]).unwrap();
+    assert_eq!(p.modes[0].piecewise_period_ns[1], (308, 17_000_000));
+    let piecewise_at_300 = interpolate(&p.modes[0].piecewise_period_ns, 300);
+    assert_eq!(p.frontend_ns, 29_000_000 - piecewise_at_300);
+}
+
+#[test]
+fn a_large_streamed_graph_burst_prices_decode_only_beside_an_unstreamed_pair() {
+    let records = with_floor_records(vec![
+        burst("fx-d64", 64, 128, 0.004, 0.0),
+        // 512 streams paced by the client at 40 ms a token: no engine period.
+        burst("fx-d512", 512, 16, 0.040, 0.0),
+    ]);
+    let graph = run(&DECODE_ONLY_8192, records.clone());
+    let profile = derive(&[graph], &["g".into()]).unwrap();
+    assert_eq!(profile.modes[0].decode_period_ns, vec![(64, 4_000_000)]);
+    // Eager steps are the host's, slower than any stream: the same burst prices its batch.
+    let mut eager_words = DECODE_ONLY_8192[..3].to_vec();
+    eager_words.push("--enforce-eager");
+    let eager = run(&eager_words, records);
+    let profile = derive(&[eager], &["e".into()]).unwrap();
+    assert!(
+        profile.modes[0]
+            .decode_period_ns
+            .contains(&(512, 40_000_000)),
+        "{:?}",
+        profile.modes[0].decode_period_ns
+    );
 }
