@@ -128,6 +128,49 @@ pub(crate) fn parse_afd_block(
     locate: &dyn Fn(&str) -> Location,
 ) -> (Option<AfdConfig>, Vec<Finding>) {
     let mut findings = Vec::new();
+    let Some(block) = afd_mapping(additional_config, locate, &mut findings) else {
+        return (None, findings);
+    };
+    let fields = BlockFields {
+        fields: resolve_aliases(block, locate, &mut findings),
+        block_location: locate("afd"),
+        locate,
+    };
+    let connector = fields.text("connector", P2P_NCCL_CONNECTOR);
+    let role = fields.text("role", "attention");
+    let host = fields.text("host", DEFAULT_AFD_HOST);
+    let host_is_truthy = fields
+        .field("host")
+        .is_none_or(|(_, _, value)| is_truthy(value));
+    let port = fields.integer("port", i64::from(DEFAULT_AFD_PORT), &mut findings);
+    let num_attention_ranks = fields.integer("num_attention_ranks", 1, &mut findings);
+    let num_ffn_ranks = fields.integer("num_ffn_ranks", 1, &mut findings);
+    let async_dp = fields.boolean("async_dp", &mut findings);
+    let compute_gate_on_attention = fields.boolean("compute_gate_on_attention", &mut findings);
+    let connector_extra_config = fields.extra_config(&mut findings);
+    let config = AfdConfig {
+        location: fields.block_location,
+        connector,
+        role,
+        host,
+        host_is_truthy,
+        port,
+        num_attention_ranks,
+        num_ffn_ranks,
+        async_dp,
+        compute_gate_on_attention,
+        connector_extra_config,
+    };
+    (Some(config), findings)
+}
+
+/// The `afd` mapping of `--additional-config`, or `None` with a finding when the value is not an
+/// object, has no `afd` key, or its `afd` value is not a mapping.
+fn afd_mapping<'a>(
+    additional_config: &'a Value,
+    locate: &dyn Fn(&str) -> Location,
+    findings: &mut Vec<Finding>,
+) -> Option<&'a Map<String, Value>> {
     let top = locate("");
     let Some(object) = additional_config.as_object() else {
         findings.push(
@@ -142,7 +185,7 @@ pub(crate) fn parse_afd_block(
             .with_subject(Subject::flag("--additional-config"))
             .at(Some(top)),
         );
-        return (None, findings);
+        return None;
     };
     let Some(block) = object.get("afd") else {
         findings.push(
@@ -154,9 +197,8 @@ pub(crate) fn parse_afd_block(
             .with_subject(Subject::flag("--additional-config"))
             .at(Some(top)),
         );
-        return (None, findings);
+        return None;
     };
-    let block_location = locate("afd");
     let Some(block) = block.as_object() else {
         findings.push(
             Finding::new(
@@ -168,13 +210,24 @@ pub(crate) fn parse_afd_block(
                 flag: "--additional-config".to_owned(),
                 path: "afd".to_owned(),
             })
-            .at(Some(block_location)),
+            .at(Some(locate("afd"))),
         );
-        return (None, findings);
+        return None;
     };
+    Some(block)
+}
 
-    // Resolve aliases: canonical name → (key as written, value).
-    let mut fields: Vec<(&'static str, &str, &Value)> = Vec::new();
+/// A key of the block under its canonical name: `(canonical name, key as written, value)`.
+type BlockField<'a> = (&'static str, &'a str, &'a Value);
+
+/// The block's keys under their canonical names (afd-spec §1.2 aliases), in the order written;
+/// unknown keys and a second spelling of one name become findings and are dropped.
+fn resolve_aliases<'a>(
+    block: &'a Map<String, Value>,
+    locate: &dyn Fn(&str) -> Location,
+    findings: &mut Vec<Finding>,
+) -> Vec<BlockField<'a>> {
+    let mut fields: Vec<BlockField<'a>> = Vec::new();
     for (key, value) in block {
         let location = locate(&format!("afd.{key}"));
         let Some(name) = canonical(key) else {
@@ -205,34 +258,84 @@ pub(crate) fn parse_afd_block(
         }
         fields.push((name, key.as_str(), value));
     }
-    let field = |name: &str| fields.iter().find(|(n, _, _)| *n == name).copied();
-    let field_location =
-        |key: Option<&str>| key.map_or(block_location, |k| locate(&format!("afd.{k}")));
+    fields
+}
 
-    let text_field = |name: &str, default: &str| -> AfdField<String> {
-        match field(name) {
+/// The resolved keys of one `afd` block and where they are, read field by field into
+/// [`AfdField`]s: present keys where they were written, absent ones defaulted at the block.
+struct BlockFields<'a> {
+    fields: Vec<BlockField<'a>>,
+    block_location: Location,
+    locate: &'a dyn Fn(&str) -> Location,
+}
+
+impl BlockFields<'_> {
+    /// The key whose canonical name is `name`, if written.
+    fn field(&self, name: &str) -> Option<BlockField<'_>> {
+        self.fields.iter().find(|(n, _, _)| *n == name).copied()
+    }
+
+    /// Where a key written as `key` is.
+    fn location(&self, key: &str) -> Location {
+        (self.locate)(&format!("afd.{key}"))
+    }
+
+    /// A field absent from the block: `value` at the block's location.
+    fn defaulted<T>(&self, value: T) -> AfdField<T> {
+        AfdField {
+            value,
+            location: self.block_location,
+            key: None,
+        }
+    }
+
+    /// A text field: a string as written, any other JSON value as its text, else `default`.
+    fn text(&self, name: &str, default: &str) -> AfdField<String> {
+        match self.field(name) {
             Some((_, key, value)) => AfdField {
                 value: value
                     .as_str()
                     .map_or_else(|| value.to_string(), str::to_owned),
-                location: field_location(Some(key)),
+                location: self.location(key),
                 key: Some(key.to_owned()),
             },
-            None => AfdField {
-                value: default.to_owned(),
-                location: block_location,
-                key: None,
-            },
+            None => self.defaulted(default.to_owned()),
         }
-    };
-    let connector = text_field("connector", P2P_NCCL_CONNECTOR);
-    let role = text_field("role", "attention");
-    let host = text_field("host", DEFAULT_AFD_HOST);
-    let host_is_truthy = field("host").is_none_or(|(_, _, value)| is_truthy(value));
+    }
 
-    let mut coerced = |name: &str, coercion: Coercion| -> Option<AfdField<Option<i64>>> {
-        let (_, key, value) = field(name)?;
-        let location = field_location(Some(key));
+    /// An integer field by the plugin's coercion, else `default`.
+    fn integer(
+        &self,
+        name: &str,
+        default: i64,
+        findings: &mut Vec<Finding>,
+    ) -> AfdField<Option<i64>> {
+        self.coerced(name, Coercion::Int, findings)
+            .unwrap_or_else(|| self.defaulted(Some(default)))
+    }
+
+    /// A boolean field by the plugin's coercion, else `false`.
+    fn boolean(&self, name: &str, findings: &mut Vec<Finding>) -> AfdField<Option<bool>> {
+        let field = self
+            .coerced(name, Coercion::Bool, findings)
+            .unwrap_or_else(|| self.defaulted(Some(0)));
+        AfdField {
+            value: field.value.map(|v| v != 0),
+            location: field.location,
+            key: field.key,
+        }
+    }
+
+    /// The field `name` coerced as the plugin does (`None` when absent); a value that does not
+    /// coerce is kept as `None` with a finding.
+    fn coerced(
+        &self,
+        name: &str,
+        coercion: Coercion,
+        findings: &mut Vec<Finding>,
+    ) -> Option<AfdField<Option<i64>>> {
+        let (_, key, value) = self.field(name)?;
+        let location = self.location(key);
         let result = match coercion {
             Coercion::Int => coerce_int(value),
             Coercion::Bool => coerce_bool(value).map(i64::from),
@@ -259,71 +362,36 @@ pub(crate) fn parse_afd_block(
             location,
             key: Some(key.to_owned()),
         })
-    };
-    let default = |value: i64| AfdField {
-        value: Some(value),
-        location: block_location,
-        key: None,
-    };
-    let as_bool = |field: AfdField<Option<i64>>| AfdField {
-        value: field.value.map(|v| v != 0),
-        location: field.location,
-        key: field.key,
-    };
-    let port =
-        coerced("port", Coercion::Int).unwrap_or_else(|| default(i64::from(DEFAULT_AFD_PORT)));
-    let num_attention_ranks =
-        coerced("num_attention_ranks", Coercion::Int).unwrap_or_else(|| default(1));
-    let num_ffn_ranks = coerced("num_ffn_ranks", Coercion::Int).unwrap_or_else(|| default(1));
-    let async_dp = as_bool(coerced("async_dp", Coercion::Bool).unwrap_or_else(|| default(0)));
-    let compute_gate_on_attention =
-        as_bool(coerced("compute_gate_on_attention", Coercion::Bool).unwrap_or_else(|| default(0)));
+    }
 
-    let connector_extra_config = match field("connector_extra_config") {
-        None => AfdField {
-            value: Some(Map::new()),
-            location: block_location,
-            key: None,
-        },
-        Some((_, key, value)) => {
-            let location = field_location(Some(key));
-            let map = value.as_object().cloned();
-            if map.is_none() {
-                findings.push(
-                    Finding::new(
-                        Rule::AfdExtraConfigMapping,
-                        None,
-                        format!(
-                            "connector_extra_config must be a mapping, got {}",
-                            describe(value)
-                        ),
-                    )
-                    .with_subject(Subject::afd_key(key))
-                    .at(Some(location)),
-                );
-            }
-            AfdField {
-                value: map,
-                location,
-                key: Some(key.to_owned()),
-            }
+    /// `connector_extra_config`: a mapping (empty when absent); any other value is kept as `None`
+    /// with a finding.
+    fn extra_config(&self, findings: &mut Vec<Finding>) -> AfdField<Option<Map<String, Value>>> {
+        let Some((_, key, value)) = self.field("connector_extra_config") else {
+            return self.defaulted(Some(Map::new()));
+        };
+        let location = self.location(key);
+        let map = value.as_object().cloned();
+        if map.is_none() {
+            findings.push(
+                Finding::new(
+                    Rule::AfdExtraConfigMapping,
+                    None,
+                    format!(
+                        "connector_extra_config must be a mapping, got {}",
+                        describe(value)
+                    ),
+                )
+                .with_subject(Subject::afd_key(key))
+                .at(Some(location)),
+            );
         }
-    };
-
-    let config = AfdConfig {
-        location: block_location,
-        connector,
-        role,
-        host,
-        host_is_truthy,
-        port,
-        num_attention_ranks,
-        num_ffn_ranks,
-        async_dp,
-        compute_gate_on_attention,
-        connector_extra_config,
-    };
-    (Some(config), findings)
+        AfdField {
+            value: map,
+            location,
+            key: Some(key.to_owned()),
+        }
+    }
 }
 
 /// Which of the plugin's coercions a key gets (afd-spec §1.3).
