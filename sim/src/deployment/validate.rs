@@ -129,6 +129,21 @@ impl Checker {
 
     /// Rules on one role's flags and environment (afd-spec §1.5, §1.6, §1.9; vLLM limits).
     fn role(&mut self, role: Role, config: &RoleConfig) {
+        self.runtime_stack(role, config);
+        self.role_parallelism(role, config);
+        self.cudagraph_mode(role, config);
+        self.role_experts(role, config);
+        if config.uses_model_runner_v2() {
+            self.model_runner_v2(role, config);
+        } else {
+            self.model_runner_v1(role, config);
+        }
+        self.vllm_limits(Some(role), config);
+    }
+
+    /// The plugin's runtime stack on one role: an afd block, the plugin loaded, its worker class
+    /// (afd-spec §1.5).
+    fn runtime_stack(&mut self, role: Role, config: &RoleConfig) {
         let r = Some(role);
         let title = role_title(role);
         if config.afd.is_none() && config.additional_config.is_none() {
@@ -173,6 +188,12 @@ impl Checker {
                 );
             }
         }
+    }
+
+    /// Parallelism AFD does not support on a role: pipeline stages, and ubatch counts other than
+    /// two (afd-spec §1.6).
+    fn role_parallelism(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
         if let Some(pp) = config
             .pipeline_parallel_size
             .as_ref()
@@ -205,6 +226,12 @@ impl Checker {
                 ),
             );
         }
+    }
+
+    /// AFD captures only full decode graphs: `FULL_DECODE_ONLY`, or no graphs at all
+    /// (`--enforce-eager`).
+    fn cudagraph_mode(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
         let mode = config.cudagraph_mode();
         if !config.enforce_eager() && mode != CudaGraphMode::FullDecodeOnly {
             let (location, subject, how) = match &config.compilation.cudagraph_mode {
@@ -231,6 +258,12 @@ impl Checker {
                 ),
             );
         }
+    }
+
+    /// Expert features AFD refuses on a role: EPLB on the Attention role, and sequence-parallel
+    /// MoE (which expert parallelism implies on some all2all backends).
+    fn role_experts(&mut self, role: Role, config: &RoleConfig) {
+        let r = Some(role);
         if role == Role::Attention
             && let Some(eplb) = config.enable_eplb.as_ref().filter(|e| e.value)
         {
@@ -257,12 +290,6 @@ impl Checker {
                 ),
             );
         }
-        if config.uses_model_runner_v2() {
-            self.model_runner_v2(role, config);
-        } else {
-            self.model_runner_v1(role, config);
-        }
-        self.vllm_limits(Some(role), config);
     }
 
     /// The V1 runner: refused by the latest plugin's GPU workers (afd-spec §1.9).
@@ -374,6 +401,16 @@ impl Checker {
 
     /// vLLM's own limits on the flags this model reads, and capture-size advice (§4, §5).
     fn vllm_limits(&mut self, role: Option<Role>, config: &RoleConfig) {
+        self.scheduler_limits(role, config);
+        self.dbo_decode_threshold(role, config);
+        if config.uses_cuda_graphs() {
+            self.capture_sizes(role, config);
+        }
+    }
+
+    /// vLLM's checks of the batch limits and the memory fraction (`vllm/config/scheduler.py`,
+    /// `vllm/config/cache.py`).
+    fn scheduler_limits(&mut self, role: Option<Role>, config: &RoleConfig) {
         let r = role;
         // vLLM 0.26.0 raises on the resolved values (`vllm/config/scheduler.py:286-291`), so a
         // `--max-num-seqs` above the default batched-token budget fails as well.
@@ -411,6 +448,12 @@ impl Checker {
                 ),
             );
         }
+    }
+
+    /// A decode threshold of one token with Attention DP above one: ranks may disagree on
+    /// splitting a step (afd-spec §4.2).
+    fn dbo_decode_threshold(&mut self, role: Option<Role>, config: &RoleConfig) {
+        let r = role;
         if role == Some(Role::Attention)
             && config.dp_size() > 1
             && let Some(dbo) = config.dbo()
@@ -432,9 +475,13 @@ impl Checker {
                 ),
             );
         }
-        if !config.uses_cuda_graphs() {
-            return;
-        }
+    }
+
+    /// Capture sizes of a role that replays CUDA graphs: the explicit maximum agrees with the
+    /// sizes, and sizes above `--max-num-seqs` or `--max-num-batched-tokens` are never replayed
+    /// or are dropped (§5.1).
+    fn capture_sizes(&mut self, role: Option<Role>, config: &RoleConfig) {
+        let r = role;
         let explicit_sizes = config.compilation.cudagraph_capture_sizes.as_ref();
         let explicit_max = config.compilation.max_cudagraph_capture_size.as_ref();
         if let (Some(sizes), Some(max)) = (explicit_sizes, explicit_max) {
@@ -506,6 +553,27 @@ impl Checker {
 
     /// The rules of afd-spec §1.4 and §1.8 on one role's afd block.
     fn afd_block(&mut self, role: Role, config: &RoleConfig, afd: &AfdConfig) {
+        self.afd_role_and_connector(role, afd);
+        self.afd_rank_ratio(role, afd);
+        self.afd_values_in_range(role, afd);
+        self.afd_p2p_extra_config(role, afd);
+        self.afd_role_ranks(role, config, afd);
+        self.afd_subgroup_ports(role, afd);
+        if config.uses_model_runner_v2() && afd.compute_gate_on_attention.value == Some(true) {
+            self.report(
+                Rule::Mrv2GateOnAttention,
+                Some(role),
+                afd.compute_gate_on_attention
+                    .subject("compute_gate_on_attention"),
+                afd.compute_gate_on_attention.location,
+                "AFD ModelRunnerV2 requires compute_gate_on_attention=false".to_owned(),
+            );
+        }
+    }
+
+    /// The block's role name, its connector (one the rule set knows, and one that serves CUDA),
+    /// and async mode on a connector that has it (afd-spec §1.4).
+    fn afd_role_and_connector(&mut self, role: Role, afd: &AfdConfig) {
         let r = Some(role);
         let rules = self.rules;
         if afd.role().is_none() {
@@ -561,6 +629,12 @@ impl Checker {
                 ),
             );
         }
+    }
+
+    /// The P2P NCCL connector's rank ratio: at least as many Attention ranks as FFN ranks, and
+    /// (at v0.26) a multiple of them.
+    fn afd_rank_ratio(&mut self, role: Role, afd: &AfdConfig) {
+        let r = Some(role);
         let attention = afd.num_attention_ranks.value;
         let ffn = afd.num_ffn_ranks.value;
         if afd.is_p2p_nccl()
@@ -589,6 +663,14 @@ impl Checker {
                 );
             }
         }
+    }
+
+    /// The block's values in their ranges: a host, a port in 1..65535, positive rank counts.
+    fn afd_values_in_range(&mut self, role: Role, afd: &AfdConfig) {
+        let r = Some(role);
+        let rules = self.rules;
+        let attention = afd.num_attention_ranks.value;
+        let ffn = afd.num_ffn_ranks.value;
         if !afd.host_is_truthy {
             self.report(
                 Rule::AfdHostNonEmpty,
@@ -632,6 +714,10 @@ impl Checker {
                 format!("num_ffn_ranks must be positive, got {f}{crash}"),
             );
         }
+    }
+
+    /// The P2P NCCL connector takes no `connector_extra_config`.
+    fn afd_p2p_extra_config(&mut self, role: Role, afd: &AfdConfig) {
         if afd.is_p2p_nccl()
             && let Some(extra) = afd
                 .connector_extra_config
@@ -642,12 +728,16 @@ impl Checker {
             let keys: Vec<&str> = extra.keys().map(String::as_str).collect();
             self.report(
                 Rule::AfdP2pExtraConfig,
-                r,
+                Some(role),
                 afd.connector_extra_config.subject("connector_extra_config"),
                 afd.connector_extra_config.location,
                 format!("P2pNcclAFDConnector does not support connector_extra_config (got keys {keys:?})"),
             );
         }
+    }
+
+    /// The block's rank count for this role is the role's own DP × PCP × TP.
+    fn afd_role_ranks(&mut self, role: Role, config: &RoleConfig, afd: &AfdConfig) {
         let (own_ranks, own_key) = match role {
             Role::Attention => (&afd.num_attention_ranks, "num_attention_ranks"),
             Role::Ffn => (&afd.num_ffn_ranks, "num_ffn_ranks"),
@@ -657,7 +747,7 @@ impl Checker {
         {
             self.report(
                 Rule::AfdRoleRanks,
-                r,
+                Some(role),
                 own_ranks.subject(own_key),
                 own_ranks.location,
                 format!(
@@ -670,13 +760,18 @@ impl Checker {
                 ),
             );
         }
+    }
+
+    /// The P2P NCCL connector's subgroup stores listen on the ports after the AFD port, one per
+    /// FFN rank; they must stay within 65535.
+    fn afd_subgroup_ports(&mut self, role: Role, afd: &AfdConfig) {
         if afd.is_p2p_nccl()
             && let (Some(port), Some(f)) = (afd.port(), afd.ffn_ranks())
             && u64::from(port) + u64::from(f) > 65535
         {
             self.report(
                 Rule::V026SubgroupPortRange,
-                r,
+                Some(role),
                 afd.port.subject("port"),
                 afd.port.location,
                 format!(
@@ -684,16 +779,6 @@ impl Checker {
                     u64::from(port) + 1,
                     u64::from(port) + u64::from(f)
                 ),
-            );
-        }
-        if config.uses_model_runner_v2() && afd.compute_gate_on_attention.value == Some(true) {
-            self.report(
-                Rule::Mrv2GateOnAttention,
-                r,
-                afd.compute_gate_on_attention
-                    .subject("compute_gate_on_attention"),
-                afd.compute_gate_on_attention.location,
-                "AFD ModelRunnerV2 requires compute_gate_on_attention=false".to_owned(),
             );
         }
     }
