@@ -422,6 +422,41 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
     }
 }
 
+/// A flag word as argparse reads it: the name (a long flag's `_` read as `-`, an attached short
+/// flag's digits split off), the name as written, and an inline value with the character offset
+/// its text starts at.
+struct FlagWord<'a> {
+    name: String,
+    raw_name: &'a str,
+    inline: Option<(String, usize)>,
+}
+
+impl<'a> FlagWord<'a> {
+    fn new(word: &'a Word) -> FlagWord<'a> {
+        let (raw_name, inline) = match word.text.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word.text.as_str(), None),
+        };
+        let mut name = if let Some(long) = raw_name.strip_prefix("--") {
+            format!("--{}", long.replace('_', "-"))
+        } else {
+            raw_name.to_owned()
+        };
+        let mut inline = inline.map(|value| (value.to_owned(), raw_name.chars().count() + 1));
+        if inline.is_none()
+            && let Some((short, digits)) = split_attached_short(&name)
+        {
+            inline = Some((digits.to_owned(), short.len()));
+            name = short.to_owned();
+        }
+        FlagWord {
+            name,
+            raw_name,
+            inline,
+        }
+    }
+}
+
 struct Parser {
     config: RoleConfig,
     errors: Vec<ArgError>,
@@ -441,6 +476,7 @@ impl Parser {
         });
     }
 
+    /// Reads every word: positionals, flags and their values.
     fn run(&mut self, words: &[Word]) {
         let mut i = 0;
         while i < words.len() {
@@ -458,125 +494,131 @@ impl Parser {
                 self.positional(word);
                 continue;
             }
-            let (raw_name, inline) = match word.text.split_once('=') {
-                Some((name, value)) => (name, Some(value)),
-                None => (word.text.as_str(), None),
-            };
-            let mut name = if let Some(long) = raw_name.strip_prefix("--") {
-                format!("--{}", long.replace('_', "-"))
-            } else {
-                raw_name.to_owned()
-            };
-            let mut inline = inline.map(|value| (value.to_owned(), raw_name.chars().count() + 1));
-            if inline.is_none()
-                && let Some((short, digits)) = split_attached_short(&name)
-            {
-                inline = Some((digits.to_owned(), short.len()));
-                name = short.to_owned();
-            }
-            if let Some((message, takes_value)) = unmodelled_form(&name, raw_name) {
-                self.error(word.location, Some(Subject::flag(raw_name)), message);
-                if takes_value
-                    && inline.is_none()
-                    && words.get(i).is_some_and(|w| !looks_like_flag(&w.text))
-                {
-                    i += 1;
-                }
-                continue;
-            }
-            let negated = name
-                .strip_prefix("--no-")
-                .map(|rest| format!("--{rest}"))
-                .and_then(|positive| match lookup(&positive) {
-                    Some((canonical, FlagKind::Bool(field))) => Some((canonical, field)),
-                    _ => None,
-                });
-            if let Some((canonical, field)) = negated {
-                self.switch(word, inline.is_some(), canonical, field, false);
-                continue;
-            }
-            let Some((canonical, kind)) = lookup(&name) else {
-                let takes_value = inline.is_none()
-                    && !name.starts_with("--no-")
-                    && !KNOWN_SWITCHES.contains(&name.as_str())
-                    && words
-                        .get(i)
-                        .is_some_and(|next| !looks_like_flag(&next.text));
-                let value = match inline {
-                    Some((value, _)) => Some(value),
-                    None if takes_value => {
-                        i += 1;
-                        Some(words[i - 1].text.clone())
-                    }
-                    None => None,
-                };
-                self.config.unknown_flags.push(UnknownFlag {
-                    flag: name,
-                    value,
-                    location: word.location,
-                });
-                continue;
-            };
-            if let FlagKind::Reject(message) = kind {
-                self.error(
-                    word.location,
-                    Some(Subject::flag(canonical)),
-                    message.to_owned(),
-                );
-                if inline.is_none() && words.get(i).is_some_and(|w| !looks_like_flag(&w.text)) {
-                    i += 1;
-                }
-                continue;
-            }
-            if let FlagKind::Bool(field) = kind {
-                self.switch(word, inline.is_some(), canonical, field, true);
-                continue;
-            }
-            // Value flags: inline `=value` (its text starts after the `=`) or the next word.
-            let value_word = match inline {
-                Some((value, offset)) => {
-                    let chars: Vec<Location> = (0..value.chars().count())
-                        .map(|k| word.location_of_char(offset + k))
-                        .collect();
-                    Some(OwnedValue::new(value, word.location, chars))
-                }
-                None => match words.get(i) {
-                    Some(next) if !looks_like_flag(&next.text) => {
-                        i += 1;
-                        Some(OwnedValue::from_word(next))
-                    }
-                    _ => None,
-                },
-            };
-            let Some(value) = value_word else {
-                self.error(
-                    word.location,
-                    Some(Subject::flag(canonical)),
-                    format!("{canonical} expects a value"),
-                );
-                continue;
-            };
-            self.note_repeat(canonical, word.location);
-            if kind == FlagKind::ServedModelName {
-                let mut names = vec![Located::new(value.text, value.location)];
-                while let Some(next) = words.get(i).filter(|w| !looks_like_flag(&w.text)) {
-                    names.push(Located::new(next.text.clone(), next.location));
-                    i += 1;
-                }
-                self.config.served_model_names = names;
-                continue;
-            }
-            if kind == FlagKind::CaptureSizes {
-                let mut texts = vec![value];
-                while let Some(next) = words.get(i).filter(|w| !looks_like_flag(&w.text)) {
-                    texts.push(OwnedValue::from_word(next));
-                    i += 1;
-                }
-                self.capture_sizes(canonical, word.location, &texts);
-                continue;
-            }
-            self.value(canonical, kind, word.location, &value);
+            i += self.flag(word, &words[i..]);
         }
+    }
+
+    /// Reads the flag `word`, taking its value from `rest` (the words after it) where it has
+    /// one; returns how many words of `rest` it took.
+    fn flag(&mut self, word: &Word, rest: &[Word]) -> usize {
+        let spelt = FlagWord::new(word);
+        let next_is_value = rest.first().is_some_and(|w| !looks_like_flag(&w.text));
+        if let Some((message, takes_value)) = unmodelled_form(&spelt.name, spelt.raw_name) {
+            self.error(word.location, Some(Subject::flag(spelt.raw_name)), message);
+            return usize::from(takes_value && spelt.inline.is_none() && next_is_value);
+        }
+        let negated = spelt
+            .name
+            .strip_prefix("--no-")
+            .map(|rest| format!("--{rest}"))
+            .and_then(|positive| match lookup(&positive) {
+                Some((canonical, FlagKind::Bool(field))) => Some((canonical, field)),
+                _ => None,
+            });
+        if let Some((canonical, field)) = negated {
+            self.switch(word, spelt.inline.is_some(), canonical, field, false);
+            return 0;
+        }
+        let Some((canonical, kind)) = lookup(&spelt.name) else {
+            return self.unknown_flag(word, spelt, rest);
+        };
+        if let FlagKind::Reject(message) = kind {
+            self.error(
+                word.location,
+                Some(Subject::flag(canonical)),
+                message.to_owned(),
+            );
+            return usize::from(spelt.inline.is_none() && next_is_value);
+        }
+        if let FlagKind::Bool(field) = kind {
+            self.switch(word, spelt.inline.is_some(), canonical, field, true);
+            return 0;
+        }
+        self.value_flag(word, spelt.inline, canonical, kind, rest)
+    }
+
+    /// Keeps a flag this model does not interpret, with its value: the inline one, else the next
+    /// word unless the flag is a known switch; returns how many words of `rest` it took.
+    fn unknown_flag(&mut self, word: &Word, spelt: FlagWord<'_>, rest: &[Word]) -> usize {
+        let name = spelt.name;
+        let takes_value = spelt.inline.is_none()
+            && !name.starts_with("--no-")
+            && !KNOWN_SWITCHES.contains(&name.as_str())
+            && rest
+                .first()
+                .is_some_and(|next| !looks_like_flag(&next.text));
+        let value = match spelt.inline {
+            Some((value, _)) => Some(value),
+            None if takes_value => Some(rest[0].text.clone()),
+            None => None,
+        };
+        self.config.unknown_flags.push(UnknownFlag {
+            flag: name,
+            value,
+            location: word.location,
+        });
+        usize::from(takes_value)
+    }
+
+    /// Reads a flag that takes a value: inline `=value` (its text starts after the `=`) or the
+    /// next word, and for the flags that take several, every following word that is not a flag;
+    /// returns how many words of `rest` it took.
+    fn value_flag(
+        &mut self,
+        word: &Word,
+        inline: Option<(String, usize)>,
+        canonical: &'static str,
+        kind: FlagKind,
+        rest: &[Word],
+    ) -> usize {
+        let mut used = 0;
+        let value_word = match inline {
+            Some((value, offset)) => {
+                let chars: Vec<Location> = (0..value.chars().count())
+                    .map(|k| word.location_of_char(offset + k))
+                    .collect();
+                Some(OwnedValue::new(value, word.location, chars))
+            }
+            None => match rest.first() {
+                Some(next) if !looks_like_flag(&next.text) => {
+                    used += 1;
+                    Some(OwnedValue::from_word(next))
+                }
+                _ => None,
+            },
+        };
+        let Some(value) = value_word else {
+            self.error(
+                word.location,
+                Some(Subject::flag(canonical)),
+                format!("{canonical} expects a value"),
+            );
+            return used;
+        };
+        self.note_repeat(canonical, word.location);
+        let more = rest[used..]
+            .iter()
+            .take_while(|w| !looks_like_flag(&w.text));
+        if kind == FlagKind::ServedModelName {
+            let mut names = vec![Located::new(value.text, value.location)];
+            for next in more {
+                names.push(Located::new(next.text.clone(), next.location));
+                used += 1;
+            }
+            self.config.served_model_names = names;
+            return used;
+        }
+        if kind == FlagKind::CaptureSizes {
+            let mut texts = vec![value];
+            for next in more {
+                texts.push(OwnedValue::from_word(next));
+                used += 1;
+            }
+            self.capture_sizes(canonical, word.location, &texts);
+            return used;
+        }
+        self.value(canonical, kind, word.location, &value);
+        used
     }
 
     fn note_repeat(&mut self, canonical: &'static str, location: Location) {
@@ -641,6 +683,7 @@ impl Parser {
         }
     }
 
+    /// Reads the value of a flag that takes one (`at` is the flag's location).
     fn value(&mut self, canonical: &'static str, kind: FlagKind, at: Location, value: &OwnedValue) {
         let subject = Some(Subject::flag(canonical));
         let text = value.text.as_str();
@@ -653,48 +696,8 @@ impl Parser {
                     self.config.model = Some(Located::new(value.text.clone(), location));
                 }
             }
-            FlagKind::Size(field) => {
-                let Some(size) = parse_python_int(text)
-                    .and_then(|v| u32::try_from(v).ok())
-                    .filter(|&v| v >= 1)
-                else {
-                    self.error(
-                        location,
-                        subject,
-                        format!("{canonical} expects a positive integer, got '{}'", truncate(text)),
-                    );
-                    return;
-                };
-                let located = Some(Located::new(size, location));
-                match field {
-                    SizeField::Dp => self.config.data_parallel_size = located,
-                    SizeField::DpLocal => self.config.data_parallel_size_local = located,
-                    SizeField::Tp => self.config.tensor_parallel_size = located,
-                    SizeField::Pp => self.config.pipeline_parallel_size = located,
-                    SizeField::Pcp => self.config.prefill_context_parallel_size = located,
-                    SizeField::Dcp => self.config.decode_context_parallel_size = located,
-                    SizeField::MaxNumSeqs => self.config.max_num_seqs = located,
-                    SizeField::MaxNumBatchedTokens => self.config.max_num_batched_tokens = located,
-                    SizeField::BlockSize => self.config.block_size = located,
-                }
-            }
-            FlagKind::Count(field) => {
-                let Some(count) = parse_python_int(text).and_then(|v| u32::try_from(v).ok()) else {
-                    self.error(
-                        location,
-                        subject,
-                        format!("{canonical} expects a non-negative integer, got '{}'", truncate(text)),
-                    );
-                    return;
-                };
-                let located = Some(Located::new(count, location));
-                match field {
-                    CountField::DboDecode => self.config.dbo_decode_token_threshold = located,
-                    CountField::DboPrefill => self.config.dbo_prefill_token_threshold = located,
-                    CountField::UbatchSize => self.config.ubatch_size = located,
-                    CountField::DpStartRank => self.config.data_parallel_start_rank = located,
-                }
-            }
+            FlagKind::Size(field) => self.size(canonical, field, location, text),
+            FlagKind::Count(field) => self.count(canonical, field, location, text),
             FlagKind::MaxModelLen => match parse_human_int(text) {
                 Some(len) => self.config.max_model_len = Some(Located::new(len, location)),
                 None => self.error(
@@ -744,39 +747,8 @@ impl Parser {
                     ),
                 }
             }
-            FlagKind::AdditionalConfig => {
-                self.config.additional_config = Some(at);
-                let Some((json, positions)) = self.json(canonical, value) else {
-                    return;
-                };
-                let locate = |path: &str| value.key_location(&positions, path);
-                let (afd, findings) = parse_afd_block(&json, &locate);
-                self.config.afd = afd;
-                self.config.parse_findings.extend(findings);
-            }
-            FlagKind::CompilationConfig => {
-                if parse_python_int(text).is_some() {
-                    self.error(
-                        location,
-                        subject,
-                        format!(
-                            "an optimization level ({canonical} {}) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager",
-                            text.trim()
-                        ),
-                    );
-                    return;
-                }
-                let Some((json, positions)) = self.json(canonical, value) else {
-                    return;
-                };
-                let locate = |path: &str| value.key_location(&positions, path);
-                let (compilation, key_errors) = parse_compilation_config(&json, &locate);
-                for error in key_errors {
-                    let subject = Subject::compilation_key(&error.key);
-                    self.error(error.location, Some(subject), error.message);
-                }
-                self.config.compilation = compilation;
-            }
+            FlagKind::AdditionalConfig => self.additional_config(canonical, at, value),
+            FlagKind::CompilationConfig => self.compilation_config(canonical, value),
             FlagKind::ServedModelName
             | FlagKind::CaptureSizes
             | FlagKind::Bool(_)
@@ -784,6 +756,104 @@ impl Parser {
                 unreachable!("{canonical} is handled before value parsing")
             }
         }
+    }
+
+    /// A size flag: a positive integer (parallel sizes, batch limits, the KV block size).
+    fn size(&mut self, canonical: &'static str, field: SizeField, location: Location, text: &str) {
+        let Some(size) = parse_python_int(text)
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|&v| v >= 1)
+        else {
+            self.error(
+                location,
+                Some(Subject::flag(canonical)),
+                format!(
+                    "{canonical} expects a positive integer, got '{}'",
+                    truncate(text)
+                ),
+            );
+            return;
+        };
+        let located = Some(Located::new(size, location));
+        match field {
+            SizeField::Dp => self.config.data_parallel_size = located,
+            SizeField::DpLocal => self.config.data_parallel_size_local = located,
+            SizeField::Tp => self.config.tensor_parallel_size = located,
+            SizeField::Pp => self.config.pipeline_parallel_size = located,
+            SizeField::Pcp => self.config.prefill_context_parallel_size = located,
+            SizeField::Dcp => self.config.decode_context_parallel_size = located,
+            SizeField::MaxNumSeqs => self.config.max_num_seqs = located,
+            SizeField::MaxNumBatchedTokens => self.config.max_num_batched_tokens = located,
+            SizeField::BlockSize => self.config.block_size = located,
+        }
+    }
+
+    /// A count flag: a non-negative integer (DBO thresholds, the ubatch size, the DP start rank).
+    fn count(
+        &mut self,
+        canonical: &'static str,
+        field: CountField,
+        location: Location,
+        text: &str,
+    ) {
+        let Some(count) = parse_python_int(text).and_then(|v| u32::try_from(v).ok()) else {
+            self.error(
+                location,
+                Some(Subject::flag(canonical)),
+                format!(
+                    "{canonical} expects a non-negative integer, got '{}'",
+                    truncate(text)
+                ),
+            );
+            return;
+        };
+        let located = Some(Located::new(count, location));
+        match field {
+            CountField::DboDecode => self.config.dbo_decode_token_threshold = located,
+            CountField::DboPrefill => self.config.dbo_prefill_token_threshold = located,
+            CountField::UbatchSize => self.config.ubatch_size = located,
+            CountField::DpStartRank => self.config.data_parallel_start_rank = located,
+        }
+    }
+
+    /// `--additional-config`: JSON whose `afd` block is parsed with the plugin's aliases and
+    /// coercions (`afd_config.rs`).
+    fn additional_config(&mut self, canonical: &'static str, at: Location, value: &OwnedValue) {
+        self.config.additional_config = Some(at);
+        let Some((json, positions)) = self.json(canonical, value) else {
+            return;
+        };
+        let locate = |path: &str| value.key_location(&positions, path);
+        let (afd, findings) = parse_afd_block(&json, &locate);
+        self.config.afd = afd;
+        self.config.parse_findings.extend(findings);
+    }
+
+    /// `--compilation-config`: a JSON object of graph keys (`compilation.rs`); an optimisation
+    /// level is not modelled.
+    fn compilation_config(&mut self, canonical: &'static str, value: &OwnedValue) {
+        let text = value.text.as_str();
+        if parse_python_int(text).is_some() {
+            self.error(
+                value.location,
+                Some(Subject::flag(canonical)),
+                format!(
+                    "an optimization level ({canonical} {}) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager",
+                    text.trim()
+                ),
+            );
+            return;
+        }
+        let Some((json, positions)) = self.json(canonical, value) else {
+            return;
+        };
+        let locate = |path: &str| value.key_location(&positions, path);
+        let (compilation, key_errors) = parse_compilation_config(&json, &locate);
+        for error in key_errors {
+            let subject = Subject::compilation_key(&error.key);
+            self.error(error.location, Some(subject), error.message);
+        }
+        self.config.compilation = compilation;
     }
 
     fn capture_sizes(&mut self, canonical: &'static str, at: Location, values: &[OwnedValue]) {
