@@ -314,110 +314,144 @@ impl Lexer {
                 break;
             }
             if in_default_quoted {
-                // Inside `"${X:-…}"`: double-quote rules, `'` is literal, `"` opens a nested section.
-                match ch {
-                    '"' => {
-                        has_quotes = true;
-                        self.double_quoted(&mut pieces)?;
-                    }
-                    '\\' | '$' | '`' => self.double_quoted_char(&mut pieces)?,
-                    _ => {
-                        let at = self.here();
-                        self.bump();
-                        pieces.push(Piece::Char {
-                            ch,
-                            at,
-                            quoted: true,
-                        });
-                    }
-                }
+                self.default_quoted_char(ch, &mut pieces, &mut has_quotes)?;
                 continue;
             }
             if context == Context::Plain && is_delimiter(ch) {
                 break;
             }
-            let at = self.here();
-            match ch {
-                '\\' => {
-                    self.bump();
-                    match self.bump() {
-                        Some('\n') => {}
-                        Some(escaped) => pieces.push(Piece::Char {
-                            ch: escaped,
-                            at,
-                            quoted: true,
-                        }),
-                        None => return Err(RecipeError::at(at, "backslash at end of input")),
-                    }
-                }
-                '\'' => {
-                    has_quotes = true;
-                    let open = self.here();
-                    self.bump();
-                    loop {
-                        let at = self.here();
-                        match self.bump() {
-                            Some('\'') => break,
-                            Some(c) => pieces.push(Piece::Char {
-                                ch: c,
-                                at,
-                                quoted: true,
-                            }),
-                            None => {
-                                return Err(RecipeError::at(
-                                    open,
-                                    "unterminated single quote: no closing `'` before the end of input",
-                                ));
-                            }
-                        }
-                    }
-                }
-                '"' => {
-                    has_quotes = true;
-                    self.double_quoted(&mut pieces)?;
-                }
-                '$' => self.dollar(&mut pieces, false)?,
-                '`' => return self.error("command substitution with backticks is not modelled: the parser never runs commands"),
-                '[' if pieces.is_empty() && self.is_standalone_bracket() => {
-                    // `[` / `[[` as a word (the test command) is literal; the command check rejects it.
-                    while self.peek() == Some('[') {
-                        let at = self.here();
-                        self.bump();
-                        pieces.push(Piece::Char {
-                            ch: '[',
-                            at,
-                            quoted: false,
-                        });
-                    }
-                }
-                '*' | '?' | '[' => {
-                    return self.error(format!(
-                        "unquoted `{ch}` would be a filename pattern (globbing is not modelled); quote the word"
-                    ));
-                }
-                '{' | '}' => {
-                    return self.error(format!(
-                        "unquoted `{ch}` (brace expansion or a command group) is not modelled; quote the word"
-                    ));
-                }
-                '~' if pieces.is_empty() => {
-                    return self.error("tilde expansion `~` is not modelled; write the path out or quote it");
-                }
-                _ => {
-                    self.bump();
-                    pieces.push(Piece::Char {
-                        ch,
-                        at,
-                        quoted: false,
-                    });
-                }
-            }
+            self.unquoted_char(ch, &mut pieces, &mut has_quotes)?;
         }
         Ok(RawWord {
             pieces,
             start,
             has_quotes,
         })
+    }
+
+    /// One character of a word outside quotes (`\\`, quotes and `$` start their own readers);
+    /// patterns, brace groups, tilde and backticks are refused.
+    fn unquoted_char(
+        &mut self,
+        ch: char,
+        pieces: &mut Vec<Piece>,
+        has_quotes: &mut bool,
+    ) -> Result<(), RecipeError> {
+        let at = self.here();
+        match ch {
+            '\\' => self.escaped(pieces)?,
+            '\'' => {
+                *has_quotes = true;
+                self.single_quoted(pieces)?;
+            }
+            '"' => {
+                *has_quotes = true;
+                self.double_quoted(pieces)?;
+            }
+            '$' => self.dollar(pieces, false)?,
+            '`' => return self.error("command substitution with backticks is not modelled: the parser never runs commands"),
+            '[' if pieces.is_empty() && self.is_standalone_bracket() => {
+                // `[` / `[[` as a word (the test command) is literal; the command check rejects it.
+                while self.peek() == Some('[') {
+                    let at = self.here();
+                    self.bump();
+                    pieces.push(Piece::Char {
+                        ch: '[',
+                        at,
+                        quoted: false,
+                    });
+                }
+            }
+            '*' | '?' | '[' => {
+                return self.error(format!(
+                    "unquoted `{ch}` would be a filename pattern (globbing is not modelled); quote the word"
+                ));
+            }
+            '{' | '}' => {
+                return self.error(format!(
+                    "unquoted `{ch}` (brace expansion or a command group) is not modelled; quote the word"
+                ));
+            }
+            '~' if pieces.is_empty() => {
+                return self.error("tilde expansion `~` is not modelled; write the path out or quote it");
+            }
+            _ => {
+                self.bump();
+                pieces.push(Piece::Char {
+                    ch,
+                    at,
+                    quoted: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One character of the default of `"${X:-…}"`: double-quote rules, `'` is literal, `"` opens
+    /// a nested section.
+    fn default_quoted_char(
+        &mut self,
+        ch: char,
+        pieces: &mut Vec<Piece>,
+        has_quotes: &mut bool,
+    ) -> Result<(), RecipeError> {
+        match ch {
+            '"' => {
+                *has_quotes = true;
+                self.double_quoted(pieces)
+            }
+            '\\' | '$' | '`' => self.double_quoted_char(pieces),
+            _ => {
+                let at = self.here();
+                self.bump();
+                pieces.push(Piece::Char {
+                    ch,
+                    at,
+                    quoted: true,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// At `\\` outside quotes: the next character, literal and quoted; a line continuation is
+    /// dropped.
+    fn escaped(&mut self, pieces: &mut Vec<Piece>) -> Result<(), RecipeError> {
+        let at = self.here();
+        self.bump();
+        match self.bump() {
+            Some('\n') => {}
+            Some(escaped) => pieces.push(Piece::Char {
+                ch: escaped,
+                at,
+                quoted: true,
+            }),
+            None => return Err(RecipeError::at(at, "backslash at end of input")),
+        }
+        Ok(())
+    }
+
+    /// At `'`: reads through the closing quote, every character literal.
+    fn single_quoted(&mut self, pieces: &mut Vec<Piece>) -> Result<(), RecipeError> {
+        let open = self.here();
+        self.bump();
+        loop {
+            let at = self.here();
+            match self.bump() {
+                Some('\'') => return Ok(()),
+                Some(c) => pieces.push(Piece::Char {
+                    ch: c,
+                    at,
+                    quoted: true,
+                }),
+                None => {
+                    return Err(RecipeError::at(
+                        open,
+                        "unterminated single quote: no closing `'` before the end of input",
+                    ));
+                }
+            }
+        }
     }
 
     /// At `"`: reads through the closing quote.
@@ -498,68 +532,7 @@ impl Lexer {
                     format!("{what} not modelled: the parser never runs commands"),
                 ))
             }
-            Some('{') => {
-                self.bump();
-                let name = self.name();
-                if name.is_empty() {
-                    let found = self
-                        .peek()
-                        .map_or_else(|| "end of input".to_owned(), |c| format!("`{c}`"));
-                    return Err(RecipeError::at(
-                        at,
-                        format!(
-                            "parameter expansion `${{{}…` is not modelled: only ${{NAME}} and ${{NAME:-default}} are",
-                            found.trim_matches('`')
-                        ),
-                    ));
-                }
-                match (self.peek(), self.peek_at(1)) {
-                    (Some('}'), _) => {
-                        self.bump();
-                        pieces.push(Piece::Param {
-                            name,
-                            default: None,
-                            quoted,
-                            at,
-                        });
-                        Ok(())
-                    }
-                    (Some(':'), Some('-')) => {
-                        self.bump();
-                        self.bump();
-                        if self.depth >= MAX_NESTING {
-                            return Err(RecipeError::at(
-                                at,
-                                format!(
-                                    "`${{…:-…}}` expansions nested deeper than {MAX_NESTING} are not modelled"
-                                ),
-                            ));
-                        }
-                        self.depth += 1;
-                        let default = self.word(Context::Default { quoted });
-                        self.depth -= 1;
-                        let default = default?;
-                        self.bump(); // the closing `}`
-                        pieces.push(Piece::Param {
-                            name,
-                            default: Some(default.pieces),
-                            quoted,
-                            at,
-                        });
-                        Ok(())
-                    }
-                    (found, _) => {
-                        let found =
-                            found.map_or_else(|| "end of input".to_owned(), |c| format!("`{c}`"));
-                        Err(RecipeError::at(
-                            at,
-                            format!(
-                                "parameter expansion operator {found} in ${{{name}…}} is not modelled: only ${{{name}}} and ${{{name}:-default}} are"
-                            ),
-                        ))
-                    }
-                }
-            }
+            Some('{') => self.braced_param(at, quoted, pieces),
             Some(c) if is_name_char(c, true) => {
                 let name = self.name();
                 pieces.push(Piece::Param {
@@ -589,6 +562,83 @@ impl Lexer {
                 Ok(())
             }
         }
+    }
+
+    /// After `$` at `at`, at `{`: `${NAME}` or `${NAME:-default}`; other operators and special
+    /// names are refused.
+    fn braced_param(
+        &mut self,
+        at: Location,
+        quoted: bool,
+        pieces: &mut Vec<Piece>,
+    ) -> Result<(), RecipeError> {
+        self.bump();
+        let name = self.name();
+        if name.is_empty() {
+            let found = self
+                .peek()
+                .map_or_else(|| "end of input".to_owned(), |c| format!("`{c}`"));
+            return Err(RecipeError::at(
+                at,
+                format!(
+                    "parameter expansion `${{{}…` is not modelled: only ${{NAME}} and ${{NAME:-default}} are",
+                    found.trim_matches('`')
+                ),
+            ));
+        }
+        match (self.peek(), self.peek_at(1)) {
+            (Some('}'), _) => {
+                self.bump();
+                pieces.push(Piece::Param {
+                    name,
+                    default: None,
+                    quoted,
+                    at,
+                });
+                Ok(())
+            }
+            (Some(':'), Some('-')) => self.param_default(at, name, quoted, pieces),
+            (found, _) => {
+                let found = found.map_or_else(|| "end of input".to_owned(), |c| format!("`{c}`"));
+                Err(RecipeError::at(
+                    at,
+                    format!(
+                        "parameter expansion operator {found} in ${{{name}…}} is not modelled: only ${{{name}}} and ${{{name}:-default}} are"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// After `${NAME` at `:-`: reads the default up to the closing `}` (nesting bounded by
+    /// `MAX_NESTING`).
+    fn param_default(
+        &mut self,
+        at: Location,
+        name: String,
+        quoted: bool,
+        pieces: &mut Vec<Piece>,
+    ) -> Result<(), RecipeError> {
+        self.bump();
+        self.bump();
+        if self.depth >= MAX_NESTING {
+            return Err(RecipeError::at(
+                at,
+                format!("`${{…:-…}}` expansions nested deeper than {MAX_NESTING} are not modelled"),
+            ));
+        }
+        self.depth += 1;
+        let default = self.word(Context::Default { quoted });
+        self.depth -= 1;
+        let default = default?;
+        self.bump(); // the closing `}`
+        pieces.push(Piece::Param {
+            name,
+            default: Some(default.pieces),
+            quoted,
+            at,
+        });
+        Ok(())
     }
 
     /// At `[`: the word is `[` or `[[` alone.
