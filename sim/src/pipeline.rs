@@ -148,6 +148,13 @@ pub struct Sweep {
     fhost: Vec<u64>,
     to_ffn: Vec<u64>,
     to_attention: [Vec<u64>; 2],
+    snapshots: Snapshots,
+}
+
+/// What the periodic shortcut compares across a layer (`pipeline/shortcut.rs`): device times and
+/// host timelines before and after it, and busy times before and after.
+#[derive(Clone, Debug, Default)]
+struct Snapshots {
     previous_device: Vec<u64>,
     device: Vec<u64>,
     previous_host: Vec<u64>,
@@ -287,32 +294,35 @@ pub fn run_step(
 ) {
     let a_n = layout.attention_ranks;
     let f_n = layout.ffn_ranks;
-    let stages = costs.stages;
     let shortcut = shortcut && sink.is_none();
-    let host = &costs.host;
-    let attention_eager = !costs.attention_graph;
-    let forward_start = start + host.step;
+    let forward_start = start + costs.host.step;
     timing.forward_start = forward_start;
     timing.shortcut_layers = 0;
     reset(&mut timing.attention_busy, a_n, 0);
     reset(&mut timing.ffn_busy, f_n, 0);
     reset(&mut timing.link_busy, f_n, 0);
-    reset(&mut sweep.stream, a_n, forward_start);
-    reset(&mut sweep.host, a_n, forward_start);
-    reset(&mut sweep.to_ffn, a_n, 0);
-    for s in 0..2 {
-        reset(&mut sweep.to_attention[s], a_n, 0);
-    }
-    reset(&mut sweep.fstream, f_n, 0);
-    reset(&mut sweep.fhost, f_n, 0);
-
-    let [to_attention_0, to_attention_1] = &mut sweep.to_attention;
+    let Sweep {
+        stream,
+        host,
+        fstream,
+        fhost,
+        to_ffn,
+        to_attention: [to_attention_0, to_attention_1],
+        snapshots,
+    } = sweep;
+    reset(stream, a_n, forward_start);
+    reset(host, a_n, forward_start);
+    reset(to_ffn, a_n, 0);
+    reset(to_attention_0, a_n, 0);
+    reset(to_attention_1, a_n, 0);
+    reset(fstream, f_n, 0);
+    reset(fhost, f_n, 0);
     let mut lanes = Lanes {
-        stream: &mut sweep.stream,
-        host: &mut sweep.host,
-        fstream: &mut sweep.fstream,
-        fhost: &mut sweep.fhost,
-        to_ffn: &mut sweep.to_ffn,
+        stream,
+        host,
+        fstream,
+        fhost,
+        to_ffn,
         to_attention: [to_attention_0, to_attention_1],
         port_free: &mut state.port_free,
         attention_busy: &mut timing.attention_busy,
@@ -321,18 +331,39 @@ pub fn run_step(
         attention_host_won: false,
         ffn_host_won: false,
     };
-
-    // Control payload: Attention rank r < F sends to FFN rank r before layer 0 (§3.4), issued by the
-    // host outside any graph. The FFN host, synchronised on its previous step (§6.2), starts the
-    // step once the payload has arrived.
+    begin_forward(layout, costs, &state.ffn_ready, &mut lanes, &mut sink);
+    let skipped = sweep_layers(layout, costs, &mut lanes, snapshots, shortcut, &mut sink);
+    if costs.stages == 2 {
+        last_receives(layout, costs, &mut lanes, &mut sink);
+    }
+    let end = lm_heads(layout, costs, &mut lanes, forward_start, &mut sink);
     for f in 0..f_n {
+        // The FFN host synchronises on its stream after the step (§6.2).
+        state.ffn_ready[f] = lanes.fstream[f].max(lanes.fhost[f]);
+    }
+    timing.shortcut_layers = skipped;
+    timing.end = end;
+}
+
+/// The step's start before layer 0: Attention rank r < F sends the control payload to FFN rank r
+/// (§3.4), issued by the host outside any graph; the FFN host, synchronised on its previous step
+/// (§6.2), starts once the payload has arrived; graph launches follow.
+fn begin_forward(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    ffn_ready: &[u64],
+    lanes: &mut Lanes<'_>,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    for (f, &ready) in ffn_ready[..layout.ffn_ranks].iter().enumerate() {
         let a = f;
         lanes.host[a] += 2 * host.p2p;
         let begin = lanes.stream[a].max(lanes.host[a]);
         let end = begin + costs.control;
         lanes.stream[a] = end;
         record(
-            &mut sink,
+            sink,
             Track::Attention(a),
             SpanKind::Control,
             0,
@@ -340,7 +371,6 @@ pub fn run_step(
             begin,
             end,
         );
-        let ready = state.ffn_ready[f];
         let started = ready.max(end) + host.ffn_loop;
         lanes.fstream[f] = ready;
         lanes.fhost[f] = if costs.ffn_graph {
@@ -354,7 +384,19 @@ pub fn run_step(
             *h += host.graph_launch;
         }
     }
+}
 
+/// Every layer in order, jumping over runs of layers the periodic shortcut proves to repeat when
+/// `shortcut` is on; returns how many layers it jumped over.
+fn sweep_layers(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    snapshots: &mut Snapshots,
+    shortcut: bool,
+    sink: &mut Option<&mut SpanSink>,
+) -> u32 {
+    let stages = costs.stages;
     let mut skipped = 0u32;
     let mut layer = 0;
     while layer < layout.layers {
@@ -367,86 +409,141 @@ pub fn run_step(
             0
         };
         if run > 0 {
-            snapshot_device(&lanes, stages, &mut sweep.previous_device);
-            snapshot_hosts(&lanes, &mut sweep.previous_host);
-            snapshot_busy(&lanes, &mut sweep.busy_before);
+            snapshot_device(lanes, stages, &mut snapshots.previous_device);
+            snapshot_hosts(lanes, &mut snapshots.previous_host);
+            snapshot_busy(lanes, &mut snapshots.busy_before);
         }
-        for s in 0..stages {
-            attention_stage(layout, costs, &mut lanes, layer, s, &mut sink);
-            ffn_stage(layout, costs, &mut lanes, layer, s, &mut sink);
-            if stages == 1 {
-                for a in 0..a_n {
-                    recv_on_attention(
-                        &mut lanes,
-                        a,
-                        0,
-                        attention_eager,
-                        host.p2p,
-                        costs.recv_busy[0][a],
-                        &costs.recv_extra[0][a],
-                        layer,
-                        &mut sink,
-                    );
-                }
-            }
-        }
-        if run > 0 {
-            snapshot_device(&lanes, stages, &mut sweep.device);
-            if let Some(lambda) = uniform_delta(&sweep.previous_device, &sweep.device)
-                && lambda > 0
-                && hosts_never_overtake(&lanes, &sweep.previous_host, a_n, lambda)
-            {
-                let k = run as u64;
-                advance(&mut lanes, stages, lambda * k);
-                for (i, h) in lanes
-                    .host
-                    .iter_mut()
-                    .chain(lanes.fhost.iter_mut())
-                    .enumerate()
-                {
-                    let step = *h - sweep.previous_host[i];
-                    *h += step * k;
-                }
-                snapshot_busy(&lanes, &mut sweep.busy_now);
-                add_busy(&mut lanes, &sweep.busy_before, &sweep.busy_now, k);
-                skipped += run as u32;
-                layer += run;
-            }
+        layer_stages(layout, costs, lanes, layer, sink);
+        if run > 0 && skip_periodic(layout, stages, lanes, snapshots, run) {
+            skipped += run as u32;
+            layer += run;
         }
         layer += 1;
     }
-    if stages == 2 {
-        for s in 0..2 {
-            for a in 0..a_n {
+    skipped
+}
+
+/// Every stage of one layer on both sides; without DBO each Attention rank receives the layer's
+/// output right after it.
+#[inline]
+fn layer_stages(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let attention_eager = !costs.attention_graph;
+    for s in 0..costs.stages {
+        attention_stage(layout, costs, lanes, layer, s, sink);
+        ffn_stage(layout, costs, lanes, layer, s, sink);
+        if costs.stages == 1 {
+            for a in 0..layout.attention_ranks {
                 recv_on_attention(
-                    &mut lanes,
+                    lanes,
                     a,
-                    s,
+                    0,
                     attention_eager,
-                    host.p2p,
-                    costs.recv_busy[s][a],
-                    &costs.recv_extra[s][a],
-                    layout.layers - 1,
-                    &mut sink,
+                    costs.host.p2p,
+                    costs.recv_busy[0][a],
+                    &costs.recv_extra[0][a],
+                    layer,
+                    sink,
                 );
             }
         }
     }
+}
+
+/// After a layer that began a run of `run` same-cost layers: when every device time advanced by
+/// the same λ > 0 and no host overtook its stream, advances every timeline and busy time by the
+/// `run` layers at once and returns true; else leaves the sweep as it is.
+fn skip_periodic(
+    layout: &PipelineLayout,
+    stages: usize,
+    lanes: &mut Lanes<'_>,
+    snapshots: &mut Snapshots,
+    run: usize,
+) -> bool {
+    snapshot_device(lanes, stages, &mut snapshots.device);
+    let Some(lambda) = uniform_delta(&snapshots.previous_device, &snapshots.device) else {
+        return false;
+    };
+    if lambda == 0
+        || !hosts_never_overtake(
+            lanes,
+            &snapshots.previous_host,
+            layout.attention_ranks,
+            lambda,
+        )
+    {
+        return false;
+    }
+    let k = run as u64;
+    advance(lanes, stages, lambda * k);
+    for (i, h) in lanes
+        .host
+        .iter_mut()
+        .chain(lanes.fhost.iter_mut())
+        .enumerate()
+    {
+        let step = *h - snapshots.previous_host[i];
+        *h += step * k;
+    }
+    snapshot_busy(lanes, &mut snapshots.busy_now);
+    add_busy(lanes, &snapshots.busy_before, &snapshots.busy_now, k);
+    true
+}
+
+/// With DBO, each Attention rank receives both stages of the last layer after the sweep.
+fn last_receives(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let attention_eager = !costs.attention_graph;
+    for s in 0..2 {
+        for a in 0..layout.attention_ranks {
+            recv_on_attention(
+                lanes,
+                a,
+                s,
+                attention_eager,
+                costs.host.p2p,
+                costs.recv_busy[s][a],
+                &costs.recv_extra[s][a],
+                layout.layers - 1,
+                sink,
+            );
+        }
+    }
+}
+
+/// The LM head on every Attention rank of an engine that samples, and when the step ends: when
+/// every Attention rank has its sampled tokens (or, without LM head, its last receive).
+fn lm_heads(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    forward_start: u64,
+    sink: &mut Option<&mut SpanSink>,
+) -> u64 {
     let mut end = forward_start;
-    for a in 0..a_n {
+    for a in 0..layout.attention_ranks {
         // A forward pass without LM head ends when its last receive has completed.
         let Some(&lm_head) = costs.lm_head.get(layout.engine_of(a)) else {
             end = end.max(lanes.stream[a]);
             continue;
         };
-        if attention_eager {
-            lanes.host[a] += host.attention_compute;
+        if !costs.attention_graph {
+            lanes.host[a] += costs.host.attention_compute;
         }
         let begin = lanes.stream[a].max(lanes.host[a]);
         let finish = begin + lm_head;
         lanes.attention_busy[a] += finish - begin;
         record(
-            &mut sink,
+            sink,
             Track::Attention(a),
             SpanKind::LmHead,
             layout.layers,
@@ -456,18 +553,30 @@ pub fn run_step(
         );
         end = end.max(finish);
     }
-    for f in 0..f_n {
-        // The FFN host synchronises on its stream after the step (§6.2).
-        state.ffn_ready[f] = lanes.fstream[f].max(lanes.fhost[f]);
-    }
-    timing.shortcut_layers = skipped;
-    timing.end = end;
+    end
 }
 
 /// Attention side of one (layer, stage): `R_s(L-1)` (with DBO), `A_s(L)`, the TP all-reduce and
 /// `S_s(L)` on every Attention rank, in the §3.6 issue order.
 #[inline]
 fn attention_stage(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    attention_compute(layout, costs, lanes, layer, s, sink);
+    if layout.attention_tp > 1 {
+        attention_all_reduce(layout, costs, lanes, layer, s, sink);
+    }
+    attention_sends(layout, costs, lanes, layer, s, sink);
+}
+
+/// `R_s(L-1)` (with DBO, after the first layer) and `A_s(L)` on every Attention rank.
+#[inline]
+fn attention_compute(
     layout: &PipelineLayout,
     costs: &StepCosts,
     lanes: &mut Lanes<'_>,
@@ -506,34 +615,63 @@ fn attention_stage(
             end,
         );
     }
-    if layout.attention_tp > 1 {
-        let reduce = &costs.attention_all_reduce[s];
-        for (e, &duration) in reduce.iter().enumerate() {
-            let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
-            let mut begin = 0;
-            for a in ranks.clone() {
-                if eager {
-                    lanes.host[a] += host.collective;
-                }
-                lanes.attention_host_won |= lanes.host[a] > lanes.stream[a];
-                begin = max3(begin, lanes.stream[a], lanes.host[a]);
+}
+
+/// The TP all-reduce after `A_s(L)`: each engine's ranks start it together, once all of them
+/// have issued it and finished what came before.
+#[inline]
+fn attention_all_reduce(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.attention_graph;
+    let reduce = &costs.attention_all_reduce[s];
+    for (e, &duration) in reduce.iter().enumerate() {
+        let ranks = e * layout.attention_tp..(e + 1) * layout.attention_tp;
+        let mut begin = 0;
+        for a in ranks.clone() {
+            if eager {
+                lanes.host[a] += host.collective;
             }
-            let end = begin + duration;
-            for a in ranks {
-                lanes.attention_busy[a] += duration;
-                lanes.stream[a] = end;
-                record(
-                    sink,
-                    Track::Attention(a),
-                    SpanKind::AttentionAllReduce,
-                    layer,
-                    s,
-                    begin,
-                    end,
-                );
-            }
+            lanes.attention_host_won |= lanes.host[a] > lanes.stream[a];
+            begin = max3(begin, lanes.stream[a], lanes.host[a]);
+        }
+        let end = begin + duration;
+        for a in ranks {
+            lanes.attention_busy[a] += duration;
+            lanes.stream[a] = end;
+            record(
+                sink,
+                Track::Attention(a),
+                SpanKind::AttentionAllReduce,
+                layer,
+                s,
+                begin,
+                end,
+            );
         }
     }
+}
+
+/// `S_s(L)` on every Attention rank: each send through its FFN rank's inbound port (fan-in),
+/// buffered, so it holds the stream until its data has left the port.
+#[inline]
+fn attention_sends(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.attention_graph;
+    let a_n = layout.attention_ranks;
     let occupancy = &costs.send_occupancy[s];
     let latency = &costs.send_latency[s];
     let busy = &costs.send_busy[s];
@@ -588,12 +726,27 @@ fn ffn_stage(
     s: usize,
     sink: &mut Option<&mut SpanSink>,
 ) {
+    ffn_receive(layout, costs, lanes, layer, s, sink);
+    ffn_experts(layout, costs, lanes, layer, s, sink);
+    ffn_send_back(layout, costs, lanes, layer, s, sink);
+}
+
+/// Each FFN rank receives from its subgroup peers in order, then runs the compute before the
+/// FFN collective (`ffn_pre`).
+#[inline]
+fn ffn_receive(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
     let host = &costs.host;
     let eager = !costs.ffn_graph;
     let f_n = layout.ffn_ranks;
     let slot = layer * costs.stages + s;
     let pre = &costs.ffn_pre[slot * f_n..(slot + 1) * f_n];
-    let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
     for (f, (block, &pre)) in layout.blocks.iter().zip(pre).enumerate() {
         for &a in block {
             let arrival = lanes.to_ffn[a];
@@ -628,6 +781,24 @@ fn ffn_stage(
             );
         }
     }
+}
+
+/// The FFN ranks' coupled part (§3.7): the all-to-all dispatch, the compute after it
+/// (`ffn_post`), then the all-to-all combine or the TP all-reduce.
+#[inline]
+fn ffn_experts(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.ffn_graph;
+    let f_n = layout.ffn_ranks;
+    let slot = layer * costs.stages + s;
+    let post = &costs.ffn_post[slot * f_n..(slot + 1) * f_n];
     let collective = layout.collective(layer);
     if collective == FfnCollective::AllToAll {
         ffn_group(
@@ -684,6 +855,21 @@ fn ffn_stage(
             }
         }
     }
+}
+
+/// Each FFN rank sends every subgroup peer its rows back, in subgroup order.
+#[inline]
+fn ffn_send_back(
+    layout: &PipelineLayout,
+    costs: &StepCosts,
+    lanes: &mut Lanes<'_>,
+    layer: usize,
+    s: usize,
+    sink: &mut Option<&mut SpanSink>,
+) {
+    let host = &costs.host;
+    let eager = !costs.ffn_graph;
+    let f_n = layout.ffn_ranks;
     let back = &costs.send_back[s];
     let busy = &costs.send_back_busy[s];
     for f in 0..f_n {
