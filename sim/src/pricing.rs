@@ -131,18 +131,39 @@ pub fn price_step(
 ) {
     let StepInputs {
         layout,
-        expert_parallel,
         shape,
-        ffn,
         scope,
+        ..
     } = step;
     let stages = shape.stages;
     let engines = layout.engines();
-    let a_n = layout.attention_ranks;
-    let f_n = layout.ffn_ranks;
     costs.stages = stages;
     costs.attention_graph = shape.graph;
     costs.ffn_graph = shape.ffn_graph;
+    price_attention_side(cost, step, costs);
+    let collectives = price_ffn_parts(cost, step, scratch);
+    fill_ffn_layers(cost, step, scratch, collectives, routed, costs);
+    costs.lm_head.clear();
+    if let StepScope::Serving { .. } = scope {
+        for e in 0..engines {
+            costs
+                .lm_head
+                .push(lm_head_ns(cost, shape.sampled[e], !shape.graph));
+        }
+    }
+    // Control payload: an 8-byte size then ~135–210 bytes of JSON, each a dependent hand-off
+    // (afd-spec §3.4).
+    let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
+    costs.control =
+        cost.transfer_bytes(8).total().as_ns() + cost.transfer_bytes(json).total().as_ns();
+    costs.host = host_costs(cost, scope);
+}
+
+/// The Attention side of `step` and its hand-offs: each engine's attention block and TP
+/// all-reduce per stage, and per Attention rank the send's port occupancy, latency and stream
+/// time, the send back, and the receive's stream time and wait curve.
+fn price_attention_side(cost: &CostModel, step: StepInputs<'_>, costs: &mut StepCosts) {
+    let StepInputs { layout, shape, .. } = step;
     for s in 0..2 {
         costs.attention_compute[s].clear();
         costs.attention_all_reduce[s].clear();
@@ -154,8 +175,8 @@ pub fn price_step(
         costs.recv_busy[s].clear();
         costs.recv_extra[s].clear();
     }
-    for s in 0..stages {
-        for e in 0..engines {
+    for s in 0..shape.stages {
+        for e in 0..layout.engines() {
             let work = &shape.work[s][e];
             costs.attention_compute[s].push(attention_block_ns(cost, work, !shape.graph));
             costs.attention_all_reduce[s].push(
@@ -163,7 +184,7 @@ pub fn price_step(
                     .as_ns(),
             );
         }
-        for a in 0..a_n {
+        for a in 0..layout.attention_ranks {
             let rows = shape.rows(s, layout.engine_of(a));
             let senders = layout.blocks[layout.subgroup_of[a]].len() as u32;
             let transfer = cost.transfer_rows(rows);
@@ -180,7 +201,28 @@ pub fn price_step(
             costs.recv_extra[s].push(cost.handoff_wait_extra(rows));
         }
     }
+}
 
+/// The FFN collectives of one stage, ns: the TP all-reduce and the all-to-all over the busiest
+/// FFN rank's rows.
+#[derive(Clone, Copy, Debug)]
+struct StageCollectives {
+    reduce: [u64; 2],
+    a2a: [u64; 2],
+}
+
+/// The parts of an FFN layer that depend on a stage's rows only, per stage and FFN rank, into
+/// `scratch` (dense MLP, router with dispatch, shared experts, composition), and the stage's
+/// collectives.
+fn price_ffn_parts(
+    cost: &CostModel,
+    step: StepInputs<'_>,
+    scratch: &mut PriceScratch,
+) -> StageCollectives {
+    let StepInputs {
+        layout, shape, ffn, ..
+    } = step;
+    let f_n = layout.ffn_ranks;
     scratch.reset(f_n);
     let rows_f = &ffn.rows;
     let PriceScratch {
@@ -189,22 +231,10 @@ pub fn price_step(
         shared,
         composition,
     } = scratch;
-    let layers = layout.layers;
-    let slots = layers * stages;
-    costs.ffn_pre.clear();
-    costs.ffn_pre.resize(slots * f_n, 0);
-    costs.ffn_post.clear();
-    costs.ffn_post.resize(slots * f_n, 0);
-    costs.ffn_collective_1.clear();
-    costs.ffn_collective_1.resize(slots, 0);
-    costs.ffn_collective_2.clear();
-    costs.ffn_collective_2.resize(slots, 0);
     let ffn_tp = layout.ffn_tp as u32;
-    // Per-stage constants: dense MLP, router, dispatch, shared experts, composition and the
-    // collectives depend on rows only.
     let mut reduce = [0u64; 2];
     let mut a2a = [0u64; 2];
-    for s in 0..stages {
+    for s in 0..shape.stages {
         for f in 0..f_n {
             let parts = ffn_parts(cost, rows_f[s][f], !shape.ffn_graph);
             dense[s][f] = parts.dense;
@@ -216,6 +246,44 @@ pub fn price_step(
         reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
         a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
     }
+    StageCollectives { reduce, a2a }
+}
+
+/// The FFN side of every (layer, stage) slot: compute before and after the collective per FFN
+/// rank, and the collectives, from the per-stage parts and the routed-expert times `routed`.
+fn fill_ffn_layers(
+    cost: &CostModel,
+    step: StepInputs<'_>,
+    scratch: &PriceScratch,
+    collectives: StageCollectives,
+    routed: &[SimDuration],
+    costs: &mut StepCosts,
+) {
+    let StepInputs {
+        layout,
+        expert_parallel,
+        shape,
+        ..
+    } = step;
+    let PriceScratch {
+        dense,
+        router,
+        shared,
+        composition,
+    } = scratch;
+    let StageCollectives { reduce, a2a } = collectives;
+    let stages = shape.stages;
+    let f_n = layout.ffn_ranks;
+    let layers = layout.layers;
+    let slots = layers * stages;
+    costs.ffn_pre.clear();
+    costs.ffn_pre.resize(slots * f_n, 0);
+    costs.ffn_post.clear();
+    costs.ffn_post.resize(slots * f_n, 0);
+    costs.ffn_collective_1.clear();
+    costs.ffn_collective_1.resize(slots, 0);
+    costs.ffn_collective_2.clear();
+    costs.ffn_collective_2.resize(slots, 0);
     let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
     if moe_layers > 0 {
         assert_eq!(
@@ -267,20 +335,6 @@ pub fn price_step(
             moe += 1;
         }
     }
-    costs.lm_head.clear();
-    if let StepScope::Serving { .. } = scope {
-        for e in 0..engines {
-            costs
-                .lm_head
-                .push(lm_head_ns(cost, shape.sampled[e], !shape.graph));
-        }
-    }
-    // Control payload: an 8-byte size then ~135–210 bytes of JSON, each a dependent hand-off
-    // (afd-spec §3.4).
-    let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
-    costs.control =
-        cost.transfer_bytes(8).total().as_ns() + cost.transfer_bytes(json).total().as_ns();
-    costs.host = host_costs(cost, scope);
 }
 
 /// Device time of one engine's attention block for one ubatch: projections, decode attention over
