@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use afd_traces::timeline::ChromeTrace;
 
-use crate::cluster::{Regime, StepRecord};
+use crate::cluster::{ClusterTotals, Regime, RunSummary, StepRecord};
 use crate::engine::RunResult;
-use crate::model::cost::OpClass;
+use crate::model::cost::{CostModel, OpClass};
 use crate::model::workload::Workload;
 use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
 use crate::rng::Seed;
@@ -32,6 +32,49 @@ pub struct ReportContext<'a> {
 /// Builds the prediction report of a run.
 pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictReport {
     let config = context.config;
+    let benchmark = bench_summary(result);
+    let gpus = f64::from(config.gpus());
+    let summary = &result.summary;
+    let totals = &summary.totals;
+    let span_ns = result.end.as_ns().max(1) as f64;
+    let cost = &summary.cost;
+    PredictReport {
+        format: REPORT_FORMAT.to_owned(),
+        schema_version: REPORT_SCHEMA_VERSION,
+        seed: context.seed.0,
+        event_log_hash: format!("{:016x}", result.event_log_hash),
+        outcome: result.outcome.as_str().to_owned(),
+        events: result.events,
+        model: summary.model().name.clone(),
+        deployment: deployment_summary(config, summary),
+        workload: WorkloadSummary {
+            num_prompts: context.workload.requests.len() as u64,
+            request_rate: context.workload.request_rate,
+            burstiness: context.workload.burstiness,
+            max_concurrency: context.workload.max_concurrency,
+            dataset: context.dataset.to_owned(),
+        },
+        per_gpu: PerGpu {
+            output_tokens_per_s_per_gpu: benchmark.output_throughput / gpus,
+            total_tokens_per_s_per_gpu: benchmark.total_token_throughput / gpus,
+        },
+        benchmark,
+        utilisation: Utilisation {
+            attention: totals.attention_busy_ns as f64
+                / (span_ns * f64::from(config.attention_ranks())),
+            ffn: totals.ffn_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
+            links: totals.link_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
+        },
+        steps: step_summary(totals),
+        calibration: cost.calibration_name().map(str::to_owned),
+        costs: cost_sources(cost),
+        afd_link: cost.afd_link().map(|afd| afd.link.describe()),
+    }
+}
+
+/// The `vllm bench serve` fields of a run: counts, throughputs over the benchmark's duration
+/// (from its start to the last completion, as vLLM measures), and latency statistics.
+fn bench_summary(result: &RunResult) -> BenchSummary {
     let m = &result.metrics;
     // vLLM measures from the benchmark start to the last completion.
     let duration = if m.completed > 0 {
@@ -45,7 +88,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
     let [mean_tpot_ms, median_tpot_ms, std_tpot_ms, p99_tpot_ms] = m.tpot.summary_ms();
     let [mean_itl_ms, median_itl_ms, std_itl_ms, p99_itl_ms] = m.itl.summary_ms();
     let [mean_e2el_ms, median_e2el_ms, std_e2el_ms, p99_e2el_ms] = m.e2el.summary_ms();
-    let benchmark = BenchSummary {
+    BenchSummary {
         completed: m.completed,
         failed: m.failed,
         duration,
@@ -70,11 +113,37 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
         median_e2el_ms,
         std_e2el_ms,
         p99_e2el_ms,
-    };
-    let gpus = f64::from(config.gpus());
-    let summary = &result.summary;
-    let totals = &summary.totals;
-    let span_ns = result.end.as_ns().max(1) as f64;
+    }
+}
+
+/// The deployment as the run served it: layout, limits, DBO, graphs and the KV cache's size.
+fn deployment_summary(config: &ServingConfig, summary: &RunSummary) -> DeploymentSummary {
+    DeploymentSummary {
+        attention_dp: config.attention.dp,
+        attention_tp: config.attention.tp,
+        ffn_dp: config.ffn.dp,
+        ffn_tp: config.ffn.tp,
+        expert_parallel: config.ffn.expert_parallel,
+        attention_ranks: config.attention_ranks(),
+        ffn_ranks: config.ffn_ranks(),
+        gpus: config.gpus(),
+        gpu: config.gpu.as_str().to_owned(),
+        rules: config.rules.as_str().to_owned(),
+        max_num_seqs: config.max_num_seqs,
+        max_num_batched_tokens: config.max_num_batched_tokens,
+        dbo: config.dbo.is_some(),
+        dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
+        dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
+        cudagraph_mode: config.graph.name().to_owned(),
+        cudagraph_capture_sizes: config.graph.capture_sizes().to_vec(),
+        gpu_memory_utilization: config.gpu_memory_utilization,
+        block_size: summary.kv_block_size,
+        kv_blocks_per_engine: summary.kv_blocks_per_engine,
+    }
+}
+
+/// The run's steps: counts by kind, bounding-resource shares, overlap, padding, preemptions.
+fn step_summary(totals: &ClusterTotals) -> StepSummary {
     let share = |n: u64| {
         if totals.steps > 0 {
             n as f64 / totals.steps as f64
@@ -84,96 +153,44 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
     };
     let mean = |sum: f64, n: u64| if n > 0 { sum / n as f64 } else { 0.0 };
     let rows = totals.real_rows + totals.padded_rows;
-    let (mode, sizes) = (
-        config.graph.name().to_owned(),
-        config.graph.capture_sizes().to_vec(),
-    );
-    let cost = &summary.cost;
-    PredictReport {
-        format: REPORT_FORMAT.to_owned(),
-        schema_version: REPORT_SCHEMA_VERSION,
-        seed: context.seed.0,
-        event_log_hash: format!("{:016x}", result.event_log_hash),
-        outcome: result.outcome.as_str().to_owned(),
-        events: result.events,
-        model: summary.model().name.clone(),
-        deployment: DeploymentSummary {
-            attention_dp: config.attention.dp,
-            attention_tp: config.attention.tp,
-            ffn_dp: config.ffn.dp,
-            ffn_tp: config.ffn.tp,
-            expert_parallel: config.ffn.expert_parallel,
-            attention_ranks: config.attention_ranks(),
-            ffn_ranks: config.ffn_ranks(),
-            gpus: config.gpus(),
-            gpu: config.gpu.as_str().to_owned(),
-            rules: config.rules.as_str().to_owned(),
-            max_num_seqs: config.max_num_seqs,
-            max_num_batched_tokens: config.max_num_batched_tokens,
-            dbo: config.dbo.is_some(),
-            dbo_decode_token_threshold: config.dbo.map(|d| d.decode_threshold),
-            dbo_prefill_token_threshold: config.dbo.map(|d| d.prefill_threshold),
-            cudagraph_mode: mode,
-            cudagraph_capture_sizes: sizes,
-            gpu_memory_utilization: config.gpu_memory_utilization,
-            block_size: summary.kv_block_size,
-            kv_blocks_per_engine: summary.kv_blocks_per_engine,
+    StepSummary {
+        total: totals.steps,
+        graph: totals.graph_steps,
+        eager: totals.eager_steps,
+        ffn_graph: totals.ffn_graph_steps,
+        dbo: totals.dbo_steps,
+        dbo_hazards: totals.dbo_hazards,
+        attention_bound_share: share(totals.regime_attention),
+        ffn_bound_share: share(totals.regime_ffn),
+        transfer_bound_share: share(totals.regime_transfer),
+        dbo_overlap: mean(totals.overlap_sum_dbo, totals.dbo_steps),
+        single_stage_overlap: mean(totals.overlap_sum_single, totals.steps - totals.dbo_steps),
+        padded_row_share: if rows > 0 {
+            totals.padded_rows as f64 / rows as f64
+        } else {
+            0.0
         },
-        workload: WorkloadSummary {
-            num_prompts: context.workload.requests.len() as u64,
-            request_rate: context.workload.request_rate,
-            burstiness: context.workload.burstiness,
-            max_concurrency: context.workload.max_concurrency,
-            dataset: context.dataset.to_owned(),
-        },
-        per_gpu: PerGpu {
-            output_tokens_per_s_per_gpu: benchmark.output_throughput / gpus,
-            total_tokens_per_s_per_gpu: benchmark.total_token_throughput / gpus,
-        },
-        benchmark,
-        utilisation: Utilisation {
-            attention: totals.attention_busy_ns as f64
-                / (span_ns * f64::from(config.attention_ranks())),
-            ffn: totals.ffn_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
-            links: totals.link_busy_ns as f64 / (span_ns * f64::from(config.ffn_ranks())),
-        },
-        steps: StepSummary {
-            total: totals.steps,
-            graph: totals.graph_steps,
-            eager: totals.eager_steps,
-            ffn_graph: totals.ffn_graph_steps,
-            dbo: totals.dbo_steps,
-            dbo_hazards: totals.dbo_hazards,
-            attention_bound_share: share(totals.regime_attention),
-            ffn_bound_share: share(totals.regime_ffn),
-            transfer_bound_share: share(totals.regime_transfer),
-            dbo_overlap: mean(totals.overlap_sum_dbo, totals.dbo_steps),
-            single_stage_overlap: mean(totals.overlap_sum_single, totals.steps - totals.dbo_steps),
-            padded_row_share: if rows > 0 {
-                totals.padded_rows as f64 / rows as f64
-            } else {
-                0.0
-            },
-            preemptions: totals.preemptions,
-            oversized_messages: totals.oversized_messages,
-            shortcut_layers: totals.shortcut_layers,
-        },
-        calibration: cost.calibration_name().map(str::to_owned),
-        costs: OpClass::ALL
-            .iter()
-            .map(|&class| {
-                let usage = cost.usage(class);
-                CostSource {
-                    op: class.as_str().to_owned(),
-                    source: cost.source_of(class).to_owned(),
-                    calibrated_queries: usage.calibrated,
-                    roofline_queries: usage.roofline,
-                    out_of_range: usage.out_of_range,
-                }
-            })
-            .collect(),
-        afd_link: cost.afd_link().map(|afd| afd.link.describe()),
+        preemptions: totals.preemptions,
+        oversized_messages: totals.oversized_messages,
+        shortcut_layers: totals.shortcut_layers,
     }
+}
+
+/// Where each operation class was priced from, and how often, in [`OpClass::ALL`] order.
+fn cost_sources(cost: &CostModel) -> Vec<CostSource> {
+    OpClass::ALL
+        .iter()
+        .map(|&class| {
+            let usage = cost.usage(class);
+            CostSource {
+                op: class.as_str().to_owned(),
+                source: cost.source_of(class).to_owned(),
+                calibrated_queries: usage.calibrated,
+                roofline_queries: usage.roofline,
+                out_of_range: usage.out_of_range,
+            }
+        })
+        .collect()
 }
 
 /// Per-request rows for `--requests-csv`, in workload order.
