@@ -232,108 +232,14 @@ impl Cluster {
         config.validate()?;
         let colocated = config.placement == Placement::Colocated;
         let model = cost.model().clone();
-        let a_n = config.attention_ranks() as usize;
-        let f_n = config.ffn_ranks() as usize;
-        // A colocated deployment has no rank mapping: each GPU is its own "subgroup".
-        let (subgroup_of, blocks): (Vec<usize>, Vec<Vec<usize>>) = if colocated {
-            ((0..a_n).collect(), (0..f_n).map(|f| vec![f]).collect())
-        } else {
-            let topology = config.topology()?;
-            (
-                (0..a_n as u32)
-                    .map(|a| topology.subgroup_of_attention(a) as usize)
-                    .collect(),
-                (0..f_n as u32)
-                    .map(|f| topology.attention_block(f).map(|a| a as usize).collect())
-                    .collect(),
-            )
-        };
-        let moe_collective = if f_n == 1 {
-            FfnCollective::None
-        } else if config.ffn.expert_parallel && config.ffn.dp > 1 {
-            FfnCollective::AllToAll
-        } else if config.ffn.tp > 1 {
-            FfnCollective::AllReduce
-        } else {
-            FfnCollective::None
-        };
-        let layout = PipelineLayout {
-            attention_ranks: a_n,
-            attention_tp: config.attention.tp as usize,
-            ffn_ranks: f_n,
-            ffn_tp: config.ffn.tp as usize,
-            layers: model.layers() as usize,
-            subgroup_of,
-            blocks,
-            dense: (0..model.layers())
-                .map(|l| model.is_dense_layer(l))
-                .collect(),
-            moe_collective,
-        };
-
-        crate::memory::plan(config, &model, cost.spec().memory_bytes)?;
-        let (blocks_per_engine, weights) = kv_capacity(config, &model, cost.spec().memory_bytes);
-        let spec = cost.spec();
-        if blocks_per_engine == 0 {
-            const GIB: f64 = (1u64 << 30) as f64;
-            return Err(ClusterError::NoKvCache {
-                memory_gib: spec.memory_bytes as f64 / GIB,
-                utilization: config.gpu_memory_utilization,
-                weights_gib: weights as f64 / GIB,
-                reserve_gib: config.kv_reserve_bytes as f64 / GIB,
-            });
-        }
-        let limits = SchedulerLimits {
-            max_num_seqs: config.max_num_seqs,
-            max_num_batched_tokens: config.max_num_batched_tokens,
-        };
-        let kv = kv_layout(config, &model);
+        let layout = pipeline_layout(config, &model)?;
+        let engines = engine_schedulers(config, &model, &cost)?;
         let engine_count = config.attention.dp as usize;
-        let engines = (0..engine_count)
-            .map(|_| EngineScheduler::new(limits, KvCache::with_layout(&kv, blocks_per_engine)))
-            .collect();
-        let routing = if model.has_moe() {
-            let (experts, top_k) = (model.routed_experts(), model.experts_per_token());
-            if top_k > experts || experts == 0 {
-                return Err(ClusterError::Experts {
-                    model: model.name.clone(),
-                    experts,
-                    top_k,
-                });
-            }
-            let ranks = if config.ffn.expert_parallel {
-                config.ffn_ranks()
-            } else {
-                1
-            };
-            Some(RoutingPools::new(
-                ExpertSampler::new(options.popularity, experts, top_k),
-                ranks,
-                ROUTING_POOL_SIZE,
-                stream(seed, RngStream::RoutingPools),
-                stream(seed, RngStream::RoutingPicks),
-                loads,
-            ))
-        } else {
-            None
-        };
+        let routing = routing_pools(config, &model, options, seed, loads)?;
         let max_model_len = config
             .max_model_len
             .unwrap_or(model.max_position_embeddings());
-        // What a remembered step assumed besides its own inputs (`cluster/memo.rs`).
-        let memo_context = xxhash_rust::xxh3::xxh3_64(
-            format!(
-                "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}",
-                config.placement,
-                config.attention,
-                config.ffn,
-                config.gpu,
-                config.rules,
-                cost.layout(),
-                cost.calibration_name().unwrap_or("roofline"),
-            )
-            .as_bytes(),
-        );
+        let memo_context = memo_context(config, &layout, &cost, seed, options, &model);
         Ok(Cluster {
             config: config.clone(),
             state: PipelineState::new(&layout),
@@ -798,6 +704,142 @@ impl Cluster {
     pub fn model(&self) -> &ModelArch {
         self.cost.model()
     }
+}
+
+/// The pipeline's fixed shape for `config`: ranks, TP widths, each Attention rank's FFN subgroup
+/// (afd-spec §2), dense layers, and how the FFN ranks exchange a MoE layer's tokens (§3.7).
+fn pipeline_layout(
+    config: &ServingConfig,
+    model: &ModelArch,
+) -> Result<PipelineLayout, ClusterError> {
+    let colocated = config.placement == Placement::Colocated;
+    let a_n = config.attention_ranks() as usize;
+    let f_n = config.ffn_ranks() as usize;
+    // A colocated deployment has no rank mapping: each GPU is its own "subgroup".
+    let (subgroup_of, blocks): (Vec<usize>, Vec<Vec<usize>>) = if colocated {
+        ((0..a_n).collect(), (0..f_n).map(|f| vec![f]).collect())
+    } else {
+        let topology = config.topology()?;
+        (
+            (0..a_n as u32)
+                .map(|a| topology.subgroup_of_attention(a) as usize)
+                .collect(),
+            (0..f_n as u32)
+                .map(|f| topology.attention_block(f).map(|a| a as usize).collect())
+                .collect(),
+        )
+    };
+    let moe_collective = if f_n == 1 {
+        FfnCollective::None
+    } else if config.ffn.expert_parallel && config.ffn.dp > 1 {
+        FfnCollective::AllToAll
+    } else if config.ffn.tp > 1 {
+        FfnCollective::AllReduce
+    } else {
+        FfnCollective::None
+    };
+    Ok(PipelineLayout {
+        attention_ranks: a_n,
+        attention_tp: config.attention.tp as usize,
+        ffn_ranks: f_n,
+        ffn_tp: config.ffn.tp as usize,
+        layers: model.layers() as usize,
+        subgroup_of,
+        blocks,
+        dense: (0..model.layers())
+            .map(|l| model.is_dense_layer(l))
+            .collect(),
+        moe_collective,
+    })
+}
+
+/// One scheduler per Attention engine, with the KV cache the memory plan leaves it; an error
+/// when a role does not fit or no KV block is left.
+fn engine_schedulers(
+    config: &ServingConfig,
+    model: &ModelArch,
+    cost: &CostModel,
+) -> Result<Vec<EngineScheduler>, ClusterError> {
+    crate::memory::plan(config, model, cost.spec().memory_bytes)?;
+    let (blocks_per_engine, weights) = kv_capacity(config, model, cost.spec().memory_bytes);
+    let spec = cost.spec();
+    if blocks_per_engine == 0 {
+        const GIB: f64 = (1u64 << 30) as f64;
+        return Err(ClusterError::NoKvCache {
+            memory_gib: spec.memory_bytes as f64 / GIB,
+            utilization: config.gpu_memory_utilization,
+            weights_gib: weights as f64 / GIB,
+            reserve_gib: config.kv_reserve_bytes as f64 / GIB,
+        });
+    }
+    let limits = SchedulerLimits {
+        max_num_seqs: config.max_num_seqs,
+        max_num_batched_tokens: config.max_num_batched_tokens,
+    };
+    let kv = kv_layout(config, model);
+    Ok((0..config.attention.dp as usize)
+        .map(|_| EngineScheduler::new(limits, KvCache::with_layout(&kv, blocks_per_engine)))
+        .collect())
+}
+
+/// The sampled routings of a MoE model (`None` without MoE layers): one pool family per EP rank
+/// (one for all without expert parallelism), drawn from the seed's routing streams.
+fn routing_pools(
+    config: &ServingConfig,
+    model: &ModelArch,
+    options: ModelOptions,
+    seed: Seed,
+    loads: LoadsCache,
+) -> Result<Option<RoutingPools>, ClusterError> {
+    if !model.has_moe() {
+        return Ok(None);
+    }
+    let (experts, top_k) = (model.routed_experts(), model.experts_per_token());
+    if top_k > experts || experts == 0 {
+        return Err(ClusterError::Experts {
+            model: model.name.clone(),
+            experts,
+            top_k,
+        });
+    }
+    let ranks = if config.ffn.expert_parallel {
+        config.ffn_ranks()
+    } else {
+        1
+    };
+    Ok(Some(RoutingPools::new(
+        ExpertSampler::new(options.popularity, experts, top_k),
+        ranks,
+        ROUTING_POOL_SIZE,
+        stream(seed, RngStream::RoutingPools),
+        stream(seed, RngStream::RoutingPicks),
+        loads,
+    )))
+}
+
+/// What a remembered step assumed besides its own inputs (`cluster/memo.rs`): a digest of the
+/// layout, the deployment, the cost model, the seed, the options and the model.
+fn memo_context(
+    config: &ServingConfig,
+    layout: &PipelineLayout,
+    cost: &CostModel,
+    seed: Seed,
+    options: ModelOptions,
+    model: &ModelArch,
+) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(
+        format!(
+            "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}",
+            config.placement,
+            config.attention,
+            config.ffn,
+            config.gpu,
+            config.rules,
+            cost.layout(),
+            cost.calibration_name().unwrap_or("roofline"),
+        )
+        .as_bytes(),
+    )
 }
 
 /// KV blocks per Attention engine of `config` serving `model` on GPUs of `memory_bytes`, and the
