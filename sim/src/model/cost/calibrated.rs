@@ -44,6 +44,9 @@ pub(super) struct Calibrated {
 }
 
 impl Calibrated {
+    /// The tables of `profile` that price `model` (in the profile's order; for most operations a
+    /// later table replaces an earlier one), made interpolable; `kernels` takes the kernel counts
+    /// the tables measured.
     pub(super) fn from_profile(
         model: &ModelArch,
         layout: CostLayout,
@@ -67,110 +70,150 @@ impl Calibrated {
             if !model_matches(table, model) {
                 continue;
             }
-            let curve = |axis: &'static str| curve_of(index, table, axis);
-            let grid = |x: &'static str, y: &'static str| grid_of(index, table, x, y);
-            let graph = table.variant.get("graph").map(String::as_str);
-            let count = |key: &str| table.variant.get(key).and_then(|v| v.parse::<u32>().ok());
-            match table.op.as_str() {
-                "p2p.one_way" => match graph {
-                    Some("true") => out.p2p_graph = Some(curve("bytes")?),
-                    _ => out.p2p_eager = Some(curve("bytes")?),
-                },
-                "p2p.ping_pong" => {
-                    if graph == Some("true") {
-                        out.p2p_ping_pong = Some(curve("bytes")?);
-                    }
-                }
-                "p2p.handoff" => {
-                    let work_us = table
-                        .points
-                        .first()
-                        .and_then(|p| p.derived.get("work_us").copied())
-                        .filter(|w| w.is_finite() && *w >= 0.0);
-                    if let (Some("true"), Some(work_us)) = (graph, work_us)
-                        && !out.handoff.iter().any(|(w, _)| *w == work_us)
-                    {
-                        out.handoff.push((work_us, curve("bytes")?));
-                        out.handoff.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    }
-                }
-                "p2p.fan_in" => {
-                    if let Some(n) = count("senders") {
-                        out.fan_in.push((n, curve("bytes")?));
-                    }
-                }
-                "nccl.all_reduce" => {
-                    if let Some(n) = count("ranks") {
-                        out.all_reduce.push((n, curve("bytes")?));
-                    }
-                }
-                "nccl.all_to_all" => {
-                    if let Some(n) = count("ranks") {
-                        out.all_to_all.push((n, curve("bytes")?));
-                    }
-                }
-                "moe.router" => out.router = Some(curve("tokens")?),
-                "moe.dispatch" => out.dispatch = Some(curve("tokens")?),
-                "moe.routed_experts" => {
-                    let local = count("experts_local");
-                    if local.is_none() || local == experts_local || out.routed.is_none() {
-                        out.routed = Some(grid("active_experts", "tokens_per_expert")?);
-                    }
-                }
-                "moe.layer" => {
-                    // The composition overhead is taken from the uniform-routing table when there
-                    // is one; it prices the layer's kernels following one another, not routing.
-                    let routing = table.variant.get("routing").cloned();
-                    let better = out.composition.is_none()
-                        || (routing.as_deref() == Some("uniform")
-                            && out.composition_routing.as_deref() != Some("uniform"));
-                    if better && let Some(composition) = composition_of(index, table)? {
-                        out.composition = Some(composition);
-                        out.composition_routing = routing;
-                    }
-                }
-                "moe.shared_experts" => out.shared = Some(curve("tokens")?),
-                "mlp.dense" => out.dense = Some(curve("tokens")?),
-                "attention.proj" => out.proj = Some(curve("tokens")?),
-                "attention.mla_decode" => out.mla_decode = Some(grid("batch", "context")?),
-                "attention.prefill" => out.prefill = Some(grid("tokens", "context")?),
-                "launch.eager" => out.launch_eager = Some(curve("kernels")?),
-                "launch.graph" => out.launch_graph = Some(curve("kernels")?),
-                "host.step" => out.host_step = Some(curve("requests")?),
-                "attention.lm_head" => out.lm_head = Some(curve("tokens")?),
-                _ => continue,
+            let known = out.add_transfer_table(index, table)?
+                || out.add_compute_table(index, table, experts_local)?;
+            if !known {
+                continue;
             }
-            if let Some(class) = class_of_op(&table.op) {
-                let host: Vec<f64> = table
-                    .points
-                    .iter()
-                    .filter_map(|p| p.derived.get("host_us").copied())
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .collect();
-                if let Some(median) = median(host) {
-                    out.host_us[class.index()] = Some(median);
-                }
-            }
-            if let Some(n) = table
-                .points
-                .first()
-                .and_then(|p| p.derived.get("kernels"))
-                .filter(|n| n.is_finite() && **n >= 1.0 && **n <= 1e4)
-            {
-                let n = *n as u32;
-                match table.op.as_str() {
-                    "attention.proj" => kernels.attention_proj = n,
-                    "attention.mla_decode" => kernels.attention_decode = n,
-                    "moe.router" => kernels.router = n,
-                    "moe.dispatch" => kernels.dispatch = n,
-                    "moe.routed_experts" => kernels.routed = n,
-                    "moe.shared_experts" => kernels.shared = n,
-                    "mlp.dense" => kernels.dense = n,
-                    _ => {}
-                }
-            }
+            out.add_host_us(table);
+            measured_kernels(table, kernels);
         }
         Ok(out)
+    }
+
+    /// Takes a hand-off or collective table (`p2p.*`, `nccl.*`); false for any other operation.
+    fn add_transfer_table(&mut self, index: usize, table: &CostTable) -> Result<bool, CostError> {
+        let curve = |axis: &'static str| curve_of(index, table, axis);
+        let graph = table.variant.get("graph").map(String::as_str);
+        let count = |key: &str| table.variant.get(key).and_then(|v| v.parse::<u32>().ok());
+        match table.op.as_str() {
+            "p2p.one_way" => match graph {
+                Some("true") => self.p2p_graph = Some(curve("bytes")?),
+                _ => self.p2p_eager = Some(curve("bytes")?),
+            },
+            "p2p.ping_pong" => {
+                if graph == Some("true") {
+                    self.p2p_ping_pong = Some(curve("bytes")?);
+                }
+            }
+            "p2p.handoff" => {
+                let work_us = table
+                    .points
+                    .first()
+                    .and_then(|p| p.derived.get("work_us").copied())
+                    .filter(|w| w.is_finite() && *w >= 0.0);
+                if let (Some("true"), Some(work_us)) = (graph, work_us)
+                    && !self.handoff.iter().any(|(w, _)| *w == work_us)
+                {
+                    self.handoff.push((work_us, curve("bytes")?));
+                    self.handoff.sort_by(|a, b| a.0.total_cmp(&b.0));
+                }
+            }
+            "p2p.fan_in" => {
+                if let Some(n) = count("senders") {
+                    self.fan_in.push((n, curve("bytes")?));
+                }
+            }
+            "nccl.all_reduce" => {
+                if let Some(n) = count("ranks") {
+                    self.all_reduce.push((n, curve("bytes")?));
+                }
+            }
+            "nccl.all_to_all" => {
+                if let Some(n) = count("ranks") {
+                    self.all_to_all.push((n, curve("bytes")?));
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Takes a compute, launch or host table (`moe.*`, `mlp.dense`, `attention.*`, `launch.*`,
+    /// `host.step`); false for any other operation. A routed-experts table measured at another
+    /// local expert count is taken only when no other is; the MoE composition prefers a
+    /// uniform-routing table.
+    fn add_compute_table(
+        &mut self,
+        index: usize,
+        table: &CostTable,
+        experts_local: Option<u32>,
+    ) -> Result<bool, CostError> {
+        let curve = |axis: &'static str| curve_of(index, table, axis);
+        let grid = |x: &'static str, y: &'static str| grid_of(index, table, x, y);
+        let count = |key: &str| table.variant.get(key).and_then(|v| v.parse::<u32>().ok());
+        match table.op.as_str() {
+            "moe.router" => self.router = Some(curve("tokens")?),
+            "moe.dispatch" => self.dispatch = Some(curve("tokens")?),
+            "moe.routed_experts" => {
+                let local = count("experts_local");
+                if local.is_none() || local == experts_local || self.routed.is_none() {
+                    self.routed = Some(grid("active_experts", "tokens_per_expert")?);
+                }
+            }
+            "moe.layer" => {
+                // The composition overhead is taken from the uniform-routing table when there
+                // is one; it prices the layer's kernels following one another, not routing.
+                let routing = table.variant.get("routing").cloned();
+                let better = self.composition.is_none()
+                    || (routing.as_deref() == Some("uniform")
+                        && self.composition_routing.as_deref() != Some("uniform"));
+                if better && let Some(composition) = composition_of(index, table)? {
+                    self.composition = Some(composition);
+                    self.composition_routing = routing;
+                }
+            }
+            "moe.shared_experts" => self.shared = Some(curve("tokens")?),
+            "mlp.dense" => self.dense = Some(curve("tokens")?),
+            "attention.proj" => self.proj = Some(curve("tokens")?),
+            "attention.mla_decode" => self.mla_decode = Some(grid("batch", "context")?),
+            "attention.prefill" => self.prefill = Some(grid("tokens", "context")?),
+            "launch.eager" => self.launch_eager = Some(curve("kernels")?),
+            "launch.graph" => self.launch_graph = Some(curve("kernels")?),
+            "host.step" => self.host_step = Some(curve("requests")?),
+            "attention.lm_head" => self.lm_head = Some(curve("tokens")?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The median `derived.host_us` of `table`'s points, as its operation class's host issue
+    /// time, when it has any.
+    fn add_host_us(&mut self, table: &CostTable) {
+        if let Some(class) = class_of_op(&table.op) {
+            let host: Vec<f64> = table
+                .points
+                .iter()
+                .filter_map(|p| p.derived.get("host_us").copied())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .collect();
+            if let Some(median) = median(host) {
+                self.host_us[class.index()] = Some(median);
+            }
+        }
+    }
+}
+
+/// The kernel count `table` measured (its first point's `derived.kernels`), in place of the
+/// default of its operation.
+fn measured_kernels(table: &CostTable, kernels: &mut KernelCounts) {
+    if let Some(n) = table
+        .points
+        .first()
+        .and_then(|p| p.derived.get("kernels"))
+        .filter(|n| n.is_finite() && **n >= 1.0 && **n <= 1e4)
+    {
+        let n = *n as u32;
+        match table.op.as_str() {
+            "attention.proj" => kernels.attention_proj = n,
+            "attention.mla_decode" => kernels.attention_decode = n,
+            "moe.router" => kernels.router = n,
+            "moe.dispatch" => kernels.dispatch = n,
+            "moe.routed_experts" => kernels.routed = n,
+            "moe.shared_experts" => kernels.shared = n,
+            "mlp.dense" => kernels.dense = n,
+            _ => {}
+        }
     }
 }
 
