@@ -5,11 +5,14 @@
 //! streams the returned tokens. Costs, scheduling, routing and the layer pipeline are exactly the
 //! discrete-event simulator's.
 
-use crate::cluster::{Cluster, ClusterError, ModelOptions, Rejection};
+use crate::cluster::Cluster;
 use crate::model::cost::CostModel;
 use crate::model::router::STATS_PERIOD_MS;
 use crate::model::routing::LoadsCache;
-use crate::model::scheduler::RequestId;
+
+/// What the live API's signatures name, so its callers need no internal module.
+pub use crate::cluster::{ClusterError, ModelOptions, Rejection};
+pub use crate::model::scheduler::RequestId;
 use crate::rng::Seed;
 use crate::serving::ServingConfig;
 use crate::time::{SimDuration, SimTime};
