@@ -6,3 +6,4 @@ mod golden;
 mod parsers;
 mod scenarios;
 mod support;
+mod topology;
