@@ -23,8 +23,6 @@ pub struct RunOptions {
     pub seed: u64,
     /// Stateful sequences to run at most.
     pub cases: u32,
-    /// Generated shapes per rank-mapping property.
-    pub property_cases: u32,
     /// Longest stateful sequence.
     pub max_steps: usize,
     /// The whole run's budget; the stateful phase gets what the others leave.
@@ -44,7 +42,6 @@ impl Default for RunOptions {
             settings: Settings::default(),
             seed: 0,
             cases: 32,
-            property_cases: 256,
             max_steps: 12,
             time_budget: Duration::from_secs(300),
             ready_timeout: Duration::from_secs(60),
@@ -252,18 +249,6 @@ pub async fn run(
     progress("static invariants");
     let phase = Instant::now();
     collector.add(checks::deployment::check(&target), phase.elapsed());
-    let mapping_ids: Vec<&str> = catalog::OWN
-        .iter()
-        .filter(|i| i.kind == Kind::Static && i.id.starts_with("mapping."))
-        .map(|i| i.id)
-        .collect();
-    if selection.any(&mapping_ids) && !target.plain {
-        let phase = Instant::now();
-        collector.add(
-            checks::mapping::properties(options.seed, options.property_cases),
-            phase.elapsed(),
-        );
-    }
     let deployment_errors: Vec<String> = target
         .check_deployment()
         .map(|report| {

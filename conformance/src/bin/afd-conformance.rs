@@ -187,9 +187,6 @@ struct RunArgs {
     /// Longest stateful sequence.
     #[arg(long, default_value_t = 12)]
     max_steps: usize,
-    /// Generated shapes per rank-mapping property.
-    #[arg(long, default_value_t = 256)]
-    property_cases: u32,
     /// Objective for the median inter-token latency (ms); timing.itl is skipped without it.
     #[arg(long)]
     max_itl_ms: Option<f64>,
@@ -506,7 +503,6 @@ async fn run_command(args: RunArgs) -> Result<u8> {
         },
         seed,
         cases: args.cases,
-        property_cases: args.property_cases,
         max_steps: args.max_steps,
         time_budget: args.time_budget,
         ready_timeout: args.ready_timeout,

@@ -13,6 +13,17 @@ fn catalog_has_at_least_thirty_invariants_with_unique_ids() {
 }
 
 #[test]
+fn no_invariant_takes_a_retired_id() {
+    for invariant in catalog() {
+        assert!(
+            !RETIRED.contains(&invariant.id),
+            "{} is retired",
+            invariant.id
+        );
+    }
+}
+
+#[test]
 fn every_deployment_rule_is_a_static_invariant() {
     for rule in deployment_rules::rules() {
         let invariant = find(rule.id).expect("every rule is in the catalog");

@@ -19,11 +19,6 @@ fn every_own_invariant_is_judged_by_a_phase() {
     ] {
         judged.extend(ids.iter().copied());
     }
-    judged.extend(
-        checks::mapping::properties(1, 4)
-            .into_iter()
-            .map(|(id, _)| id),
-    );
     let own: BTreeSet<&str> = catalog::OWN.iter().map(|i| i.id).collect();
     assert_eq!(judged, own);
 }
@@ -43,7 +38,7 @@ fn only_selects_ids_areas_kinds_and_prefixes() {
     let kind = select(&["stateful"]).expect("valid");
     assert!(kind.has("stateful.drain") && !kind.has("api.health"));
     let area = select(&["deployment"]).expect("valid");
-    assert!(area.has("afd.port-range") && !area.has("mapping.ports"));
+    assert!(area.has("afd.port-range") && !area.has("mapping.engine-labels"));
     assert_eq!(
         select(&["routing.nope"]).expect_err("unknown"),
         "'routing.nope' names no invariant, area or kind (see `afd-conformance list`)"

@@ -113,7 +113,6 @@ pub(crate) fn options(pair: &Pair, seed: u64) -> RunOptions {
         },
         seed,
         cases: 4,
-        property_cases: 16,
         max_steps: 6,
         time_budget: Duration::from_secs(60),
         ready_timeout: Duration::from_secs(10),
