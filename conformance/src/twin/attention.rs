@@ -1,16 +1,17 @@
 //! The Attention twin's HTTP API: OpenAI completions and chat completions (plain and SSE), `/v1/models`,
 //! `/health`, `/metrics`, `/version`, with vLLM's error shapes, `X-Request-Id` echo, `X-data-parallel-rank`
-//! pinning and DP routing by `4·waiting + running` (afd-spec §7.2, §7.4).
+//! pinning and DP routing by afd-sim's load balancer, `4·waiting + running` (afd-spec §7.2, §7.4).
 //!
 //! Handlers validate, route and hand requests to the engine loop ([`crate::twin::engine`]); they turn the
 //! tokens it delivers into text with the request's [`Generator`]. Faults that act on responses are applied
 //! here.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use afd_sim::model::router::DpRouter;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -56,6 +57,8 @@ pub struct AttentionState {
     /// `--enable-request-id-headers`: echo `X-Request-Id` on responses; vLLM does only then
     /// (vllm/entrypoints/openai/cli_args.py:288, the recorded transcript 16-completion-request-id).
     pub request_id_headers: bool,
+    /// afd-sim's DP load balancer (afd-spec §7.2), the one the simulator routes with.
+    router: Mutex<DpRouter>,
     next_id: AtomicU64,
     accepted: AtomicU64,
 }
@@ -75,6 +78,7 @@ impl AttentionState {
         twin_seed: u64,
         frozen: Arc<AtomicBool>,
     ) -> AttentionState {
+        let router = Mutex::new(DpRouter::new(metrics.n_engines()));
         AttentionState {
             model_names,
             model_root,
@@ -87,6 +91,7 @@ impl AttentionState {
             engine_alive: AtomicBool::new(true),
             started_unix_s: unix_now(),
             request_id_headers: false,
+            router,
             next_id: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
         }
@@ -263,14 +268,14 @@ fn route(state: &AttentionState, pinned: Option<u32>) -> u32 {
                 best
             }
             None => {
-                // Lowest score, ties to the first engine in scan order (afd-spec §7.2).
-                let mut best = 0;
-                for (i, e) in engines.iter().enumerate() {
-                    if e.score() < engines[best].score() {
-                        best = i;
-                    }
-                }
-                best
+                // afd-sim's balancer: lowest score, ties to the first engine in scan order (afd-spec
+                // §7.2). The twin knows its engines' counts at once, so it publishes them before every
+                // choice and routes as the one API-server client it is.
+                let counts: Vec<(u64, u64)> =
+                    engines.iter().map(|e| (e.waiting, e.running)).collect();
+                let mut router = state.router.lock().unwrap_or_else(PoisonError::into_inner);
+                router.publish(&counts);
+                router.route(0) as usize
             }
         };
         engines[engine].waiting += 1;

@@ -94,7 +94,8 @@ impl EngineMetrics {
         }
     }
 
-    /// `4·waiting + running`, the internal DP load balancer's score (afd-spec §7.2).
+    /// `4·waiting + running`, the internal DP load balancer's score (afd-spec §7.2); the balancer itself
+    /// is afd-sim's `DpRouter`, and `misroute-to-wrong-engine` picks by the opposite of this score.
     pub fn score(&self) -> u64 {
         4 * self.waiting + self.running
     }
