@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use afd_sim::cluster::Rejection;
+pub use afd_sim::live::Rejection;
 
 pub mod sim;
 

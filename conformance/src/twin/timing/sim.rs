@@ -14,14 +14,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use afd_sim::cluster::{ClusterError, ModelOptions};
 use afd_sim::deployment::{Deployment, RoleConfig};
-use afd_sim::live::{LiveEngine, LiveRequest};
+use afd_sim::live::{
+    ClusterError, LiveEngine, LiveRequest, ModelOptions, RequestId as SimRequestId,
+};
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::profiles::{ProfileError, builtin, default_cost_model};
-use afd_sim::model::scheduler::RequestId as SimRequestId;
 use afd_sim::rng::Seed;
 use afd_sim::serving::{ServingConfig, ServingConfigError};
 use afd_sim::time::SimTime;
