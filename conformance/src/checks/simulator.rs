@@ -3,28 +3,39 @@
 //! deployment serving the same requests, within `--max-sim-deviation`.
 //!
 //! Only an afd-twin has a prediction to meet: it times tokens with the simulator's live engine and states
-//! on `/metrics` how ([`TimingInfo`]: priced model, GPU, seed, time scale). The prediction is
-//! `afd_sim::engine::run` on the deployment as launched (the twin's own [`serving_config`]) with the
-//! load's requests: their scheduled arrivals, the prompt lengths the server counted, `max_tokens` outputs
-//! (`ignore_eos`), the load's concurrency cap. Real time is simulated time times the scale, so arrivals
-//! and measured latencies are divided by it. Means, not percentiles: a short load has too few samples for
-//! a tail, and the mean is what `afd-sim predict` and afd-twin agree on (docs/twin.md). The client's and
-//! the twin's own costs (HTTP, JSON, the loopback) count against the tolerance; they weigh most on short
-//! requests and small time scales. Against a real vLLM pair this check is indeterminate: its timing is a
-//! measurement to compare with `afd-sim predict`, not an invariant.
+//! on `/metrics` how ([`TwinTiming`]: priced model, GPU, seed, time scale). The prediction asks
+//! `afd-sim`'s public API what `afd-sim predict --model MODEL --gpu GPU --seed SEED` would: the model the
+//! twin names ([`priced_model`]), the deployment as launched on that GPU
+//! (`ServingConfig::from_deployment`), the default cost model `afd-sim predict` prices with
+//! (`profiles::default_cost_model`), and `afd_sim::engine::run` with the load's requests: their scheduled
+//! arrivals, the prompt lengths the server counted, `max_tokens` outputs (`ignore_eos`), the load's
+//! concurrency cap. Nothing here reads the twin's own code. Real time is simulated time times the scale,
+//! so arrivals and measured latencies are divided by it. Means, not percentiles: a short load has too few
+//! samples for a tail, and the mean is what `afd-sim predict` and afd-twin agree on (docs/twin.md). The
+//! client's and the twin's own costs (HTTP, JSON, the loopback) count against the tolerance; they weigh
+//! most on short requests and small time scales. Against a real vLLM pair this check is indeterminate:
+//! its timing is a measurement to compare with `afd-sim predict`, not an invariant.
 
+use std::path::Path;
+
+use afd_sim::deployment::Deployment;
 use afd_sim::engine::{RunOptions, run};
+use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::CostModel;
+use afd_sim::model::hardware::GpuKind;
+use afd_sim::model::profiles::default_cost_model;
 use afd_sim::model::workload::{RequestSpec as SimRequest, Workload};
 use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_sim::time::SimTime;
+use afd_traces::input::{InputKind, read_text};
+use afd_traces::model_config::ModelConfig;
 
 use crate::bench::stats::{Metric, mean, samples_ms};
 use crate::bench::{BenchResult, random_requests};
 use crate::checks::Session;
+use crate::prometheus::Scrape;
 use crate::report::Outcome;
-use crate::twin::timing::sim::{SimPricing, TIMING_INFO_METRIC, TimingInfo, serving_config};
 
 /// The invariant this module judges.
 pub const ID: &str = "timing.simulator";
@@ -39,6 +50,100 @@ pub struct Latencies {
     pub tpot_ms: Option<f64>,
 }
 
+/// The `/metrics` series in which an afd-twin states how it times tokens (docs/twin.md; not a vLLM
+/// metric).
+pub const TWIN_TIMING_METRIC: &str = "afd_twin_timing_info";
+
+/// How an afd-twin says it times tokens: what `afd-sim` needs, besides the deployment, to predict the
+/// latencies a client of that twin measures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TwinTiming {
+    /// The priced model's name: a shipped model, or the folder whose `config.json` the twin read.
+    pub model: String,
+    pub gpu: GpuKind,
+    /// The live engine's seed (`--seed` of the serve words).
+    pub seed: u64,
+    /// Real seconds per simulated second (`--time-scale`).
+    pub time_scale: f64,
+}
+
+impl TwinTiming {
+    /// The twin's timing as its `/metrics` states it: `None` when the scrape has no such series (the
+    /// server is not an afd-twin), an error naming the label that does not read.
+    pub fn from_scrape(scrape: &Scrape) -> Option<Result<TwinTiming, String>> {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.name == TWIN_TIMING_METRIC)?;
+        let label = |key: &str| {
+            sample
+                .label(key)
+                .ok_or_else(|| format!("{TWIN_TIMING_METRIC} has no {key} label"))
+        };
+        let read = || -> Result<TwinTiming, String> {
+            let gpu_text = label("gpu")?;
+            let gpu = GpuKind::parse(gpu_text).ok_or_else(|| {
+                format!("{TWIN_TIMING_METRIC} gpu=\"{gpu_text}\" is no GPU afd-sim knows")
+            })?;
+            let seed_text = label("seed")?;
+            let seed = seed_text.parse().map_err(|_| {
+                format!("{TWIN_TIMING_METRIC} seed=\"{seed_text}\" is not an unsigned integer")
+            })?;
+            let scale_text = label("time_scale")?;
+            let time_scale = scale_text
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .ok_or_else(|| {
+                    format!("{TWIN_TIMING_METRIC} time_scale=\"{scale_text}\" is not a finite number >= 0")
+                })?;
+            Ok(TwinTiming {
+                model: label("model")?.to_owned(),
+                gpu,
+                seed,
+                time_scale,
+            })
+        };
+        Some(read())
+    }
+}
+
+/// The model a twin prices, taken as `afd-sim predict --model` takes one: the `config.json` of the
+/// deployment's model folder `served` when the twin names that folder (it read that file), else the
+/// shipped model of that name. An error says why neither applies.
+pub fn priced_model(served: &str, named: &str) -> Result<ModelArch, String> {
+    let path = Path::new(served);
+    if path.file_name().and_then(|n| n.to_str()) == Some(named)
+        && let Ok(text) = read_text(&path.join("config.json"), InputKind::MODEL_CONFIG)
+        && let Ok(config) = ModelConfig::from_json(&text)
+    {
+        return Ok(ModelArch::from_config(named, config));
+    }
+    match ModelArch::builtin(named) {
+        Some(Ok(model)) => Ok(model),
+        Some(Err(err)) => Err(format!(
+            "the shipped config of {named} does not read: {err}"
+        )),
+        None => Err(format!(
+            "the twin prices {named}, which is neither a shipped model nor the config.json of the deployment's model folder {served} here"
+        )),
+    }
+}
+
+/// What afd-sim simulates for `deployment` on `gpu` serving `model`: its timing view and the cost model
+/// `afd-sim predict` prices with by default (the GPU's built-in profile, else its datasheet roofline).
+pub fn simulated(
+    deployment: &Deployment,
+    model: &ModelArch,
+    gpu: GpuKind,
+) -> Result<(ServingConfig, CostModel), String> {
+    let config = ServingConfig::from_deployment(deployment, gpu)
+        .map_err(|err| format!("afd-sim cannot model the deployment: {err}"))?;
+    let cost = default_cost_model(model, gpu, config.cost_layout())
+        .map_err(|err| format!("afd-sim cannot price the deployment: {err}"))?;
+    Ok((config, cost))
+}
+
 /// The check, run after the open-loop load (it sends the load itself when routing did not).
 pub async fn check(session: &Session) -> Outcome {
     let Some(max_deviation) = session.settings.max_sim_deviation else {
@@ -51,10 +156,10 @@ pub async fn check(session: &Session) -> Outcome {
         Ok(scrape) => scrape,
         Err(err) => return Outcome::indeterminate(err),
     };
-    let timing = match TimingInfo::from_scrape(&scrape) {
+    let timing = match TwinTiming::from_scrape(&scrape) {
         None => {
             return Outcome::indeterminate(format!(
-                "the pair is not an afd-twin (/metrics has no {TIMING_INFO_METRIC}); afd-sim's prediction is a twin's timing, a real pair's is a measurement"
+                "the pair is not an afd-twin (/metrics has no {TWIN_TIMING_METRIC}); afd-sim's prediction is a twin's timing, a real pair's is a measurement"
             ));
         }
         Some(Err(err)) => return Outcome::indeterminate(format!("/metrics: {err}")),
@@ -70,24 +175,11 @@ pub async fn check(session: &Session) -> Outcome {
             "no deployment given (--recipe or --attention-args/--ffn-args): nothing to simulate",
         );
     };
-    let pricing = SimPricing::new(deployment.attention.model().unwrap_or(""), timing.gpu);
-    if pricing.model.name != timing.model {
-        return Outcome::indeterminate(format!(
-            "the twin prices {}, but the deployment's model resolves to {} here ({})",
-            timing.model, pricing.model.name, pricing.model_source
-        ));
-    }
-    let config = match serving_config(deployment, &pricing) {
-        Ok(config) => config,
-        Err(err) => {
-            return Outcome::indeterminate(format!("afd-sim cannot model the deployment: {err}"));
-        }
-    };
-    let cost = match pricing.cost(&config) {
-        Ok(cost) => cost,
-        Err(err) => {
-            return Outcome::indeterminate(format!("afd-sim cannot price the deployment: {err}"));
-        }
+    let simulated = priced_model(deployment.attention.model().unwrap_or(""), &timing.model)
+        .and_then(|model| simulated(deployment, &model, timing.gpu));
+    let (config, cost) = match simulated {
+        Ok(simulated) => simulated,
+        Err(err) => return Outcome::indeterminate(err),
     };
     let load = match session.open_loop().await {
         Ok(load) => load,

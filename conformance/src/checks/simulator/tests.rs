@@ -98,15 +98,17 @@ fn the_seed_deployment_has_a_deterministic_prediction() {
     let text = std::fs::read_to_string(path).expect("the seed recipe is readable");
     let deployment = Deployment::from_recipe(&text, &RecipeOptions::default(), RuleSet::Latest)
         .expect("the seed recipe parses");
-    let pricing = SimPricing::new(
+    let model = priced_model(
         deployment.attention.model().expect("a model"),
-        GpuKind::H200,
-    );
-    assert_eq!(pricing.model.name, "deepseek-v2-lite");
-    let config = serving_config(&deployment, &pricing).expect("the seed is modelled");
+        "deepseek-v2-lite",
+    )
+    .expect("a shipped model");
+    assert_eq!(model.name, "deepseek-v2-lite");
+    let simulate = || simulated(&deployment, &model, GpuKind::H200).expect("the seed is modelled");
+    let (config, cost) = simulate();
     let workload = workload(&load(16), 1.0).expect("every request succeeded");
-    let first = predict(&config, cost(&pricing, &config), &workload, 0).expect("predicted");
-    let again = predict(&config, cost(&pricing, &config), &workload, 0).expect("predicted");
+    let first = predict(&config, cost, &workload, 0).expect("predicted");
+    let again = predict(&config, simulate().1, &workload, 0).expect("predicted");
     assert_eq!(first, again);
     assert_eq!(first.n, 16);
     assert!(
@@ -115,12 +117,8 @@ fn the_seed_deployment_has_a_deterministic_prediction() {
     );
     // Arrivals twice as dense in simulated time (a time scale of 2) can only queue more.
     let denser = workload_at(&load(16), 2.0);
-    let busier = predict(&config, cost(&pricing, &config), &denser, 0).expect("predicted");
+    let busier = predict(&config, simulate().1, &denser, 0).expect("predicted");
     assert!(busier.ttft_ms >= first.ttft_ms, "{busier:?} vs {first:?}");
-}
-
-fn cost(pricing: &SimPricing, config: &ServingConfig) -> CostModel {
-    pricing.cost(config).expect("the seed deployment is priced")
 }
 
 fn workload_at(load: &BenchResult, time_scale: f64) -> Workload {
@@ -180,4 +178,70 @@ fn judged_by_the_worst_mean_against_the_tolerance() {
             "fail: mean TTFT differs from afd-sim's prediction by -37.5 %, more than --max-sim-deviation 0.25 | mean TTFT 5.000 ms, afd-sim 8.000 ms (-37.5 %), mean TPOT not compared (no request of more than one token); 8 requests"
         ],
     );
+}
+
+#[test]
+fn the_twin_timing_reads_from_a_strict_scrape() {
+    let text = "vllm:num_requests_running{engine=\"0\"} 0.0\n# HELP afd_twin_timing_info How afd-twin times tokens.\n# TYPE afd_twin_timing_info gauge\nafd_twin_timing_info{gpu=\"h100\",model=\"deepseek \\\"v2\\\" lite\",seed=\"7\",time_scale=\"0.25\"} 1.0\n";
+    let scrape = Scrape::parse(text).expect("a valid exposition");
+    let expected = TwinTiming {
+        model: "deepseek \"v2\" lite".to_owned(),
+        gpu: GpuKind::H100,
+        seed: 7,
+        time_scale: 0.25,
+    };
+    assert_eq!(TwinTiming::from_scrape(&scrape), Some(Ok(expected)));
+    let vllm = Scrape::parse("vllm:num_requests_running{engine=\"0\"} 0.0").expect("valid");
+    assert_eq!(TwinTiming::from_scrape(&vllm), None);
+}
+
+#[track_caller]
+fn check_twin_timing(labels: &str, expect: expect_test::Expect) {
+    let scrape = Scrape::parse(&format!("{TWIN_TIMING_METRIC}{{{labels}}} 1")).expect("valid");
+    let read = TwinTiming::from_scrape(&scrape).expect("the series is there");
+    expect.assert_eq(&read.expect_err("a label does not read"));
+}
+
+#[test]
+fn a_twin_timing_that_does_not_read_names_its_label() {
+    check_twin_timing(
+        r#"gpu="h200",seed="0",time_scale="1""#,
+        expect!["afd_twin_timing_info has no model label"],
+    );
+    check_twin_timing(
+        r#"gpu="tpu",model="m",seed="0",time_scale="1""#,
+        expect![[r#"afd_twin_timing_info gpu="tpu" is no GPU afd-sim knows"#]],
+    );
+    check_twin_timing(
+        r#"gpu="h200",model="m",seed="-1",time_scale="1""#,
+        expect![[r#"afd_twin_timing_info seed="-1" is not an unsigned integer"#]],
+    );
+    check_twin_timing(
+        r#"gpu="h200",model="m",seed="0",time_scale="-2""#,
+        expect![[r#"afd_twin_timing_info time_scale="-2" is not a finite number >= 0"#]],
+    );
+}
+
+#[test]
+fn the_priced_model_is_a_shipped_name_or_the_named_folders_config() {
+    let shipped =
+        priced_model("/path/model_weights/DeepSeek-V2-Lite", "deepseek-v2-lite").expect("shipped");
+    assert_eq!(shipped, ModelArch::deepseek_v2_lite());
+    let folder = tempfile::tempdir().expect("temp dir");
+    let served = folder.path().join("Tiny-MoE");
+    std::fs::create_dir(&served).expect("model folder");
+    let config = afd_traces::model_config::builtin_model("qwen3-30b-a3b").expect("shipped");
+    std::fs::write(served.join("config.json"), config).expect("config.json");
+    let served = served.to_str().expect("UTF-8");
+    let read = priced_model(served, "Tiny-MoE").expect("the folder's config");
+    assert_eq!(read.name, "Tiny-MoE");
+    assert_eq!(
+        read.config,
+        ModelArch::builtin("qwen3-30b-a3b")
+            .expect("shipped")
+            .expect("valid")
+            .config
+    );
+    let err = priced_model(served, "Other-Model").expect_err("neither");
+    assert!(err.contains("neither a shipped model"), "{err}");
 }

@@ -5,10 +5,10 @@
 //! twin's router (and its routing faults) chose, so the simulator's own DP balancer never runs. It maps
 //! the twin's request ids to the simulator's and back, and converts between the twin's `Duration`s and
 //! `SimTime`. [`SimPricing`] picks what the steps are priced with: the model behind the served path and
-//! the GPU, by the same defaults as `afd-sim predict`; [`serving_config`] is the simulated pair, and
-//! [`TimingInfo`] the `/metrics` series through which the twin tells a client how it times tokens (the
-//! conformance suite's `timing.simulator` check predicts from both). Nothing here sleeps or reads a
-//! clock.
+//! the GPU, by the same defaults as `afd-sim predict`; the simulated pair is the deployment's
+//! `ServingConfig` on that GPU, and [`TimingInfo`] the `/metrics` series through which the twin tells a
+//! client how it times tokens (the conformance suite's `timing.simulator` check reads it and asks
+//! `afd-sim` for the same prediction). Nothing here sleeps or reads a clock.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +29,6 @@ use afd_sim::topology::Role;
 use afd_traces::input::InputKind;
 use afd_traces::model_config::ModelConfig;
 
-use crate::prometheus::Scrape;
 use crate::twin::launch::LaunchedRole;
 use crate::twin::metrics::escape_label;
 use crate::twin::timing::{Rejection, RequestId, StepOutcome, StepSource, TimedRequest};
@@ -135,23 +134,8 @@ fn resolve_model(model: &str) -> (ModelArch, ModelSource) {
     )
 }
 
-/// The configuration the simulator runs for `deployment` priced by `pricing`: the deployment's serving
-/// settings on the priced GPU, with the context length the twin enforces (`--max-model-len`, else the
-/// priced model's).
-pub fn serving_config(
-    deployment: &Deployment,
-    pricing: &SimPricing,
-) -> Result<ServingConfig, ServingConfigError> {
-    let mut config = ServingConfig::from_deployment(deployment, pricing.gpu)?;
-    config.max_model_len = Some(
-        config
-            .max_model_len
-            .unwrap_or(pricing.model.max_position_embeddings()),
-    );
-    Ok(config)
-}
-
-/// The `/metrics` series carrying [`TimingInfo`] (not a vLLM metric).
+/// The `/metrics` series carrying [`TimingInfo`] (not a vLLM metric; afd-conformance reads it by this
+/// name).
 pub const TIMING_INFO_METRIC: &str = "afd_twin_timing_info";
 
 /// How the Attention twin times tokens: what `afd-sim` needs, besides the deployment, to predict the
@@ -180,45 +164,6 @@ impl TimingInfo {
             self.seed,
             self.time_scale
         )
-    }
-
-    /// The twin's timing as its `/metrics` states it: `None` when the scrape has no such series (the
-    /// server is not an afd-twin), an error naming the label that does not read.
-    pub fn from_scrape(scrape: &Scrape) -> Option<Result<TimingInfo, String>> {
-        let sample = scrape
-            .samples
-            .iter()
-            .find(|s| s.name == TIMING_INFO_METRIC)?;
-        let label = |key: &str| {
-            sample
-                .label(key)
-                .ok_or_else(|| format!("{TIMING_INFO_METRIC} has no {key} label"))
-        };
-        let read = || -> Result<TimingInfo, String> {
-            let gpu_text = label("gpu")?;
-            let gpu = GpuKind::parse(gpu_text).ok_or_else(|| {
-                format!("{TIMING_INFO_METRIC} gpu=\"{gpu_text}\" is no GPU afd-sim knows")
-            })?;
-            let seed_text = label("seed")?;
-            let seed = seed_text.parse().map_err(|_| {
-                format!("{TIMING_INFO_METRIC} seed=\"{seed_text}\" is not an unsigned integer")
-            })?;
-            let scale_text = label("time_scale")?;
-            let time_scale = scale_text
-                .parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .ok_or_else(|| {
-                    format!("{TIMING_INFO_METRIC} time_scale=\"{scale_text}\" is not a finite number >= 0")
-                })?;
-            Ok(TimingInfo {
-                model: label("model")?.to_owned(),
-                gpu,
-                seed,
-                time_scale,
-            })
-        };
-        Some(read())
     }
 }
 
@@ -277,7 +222,7 @@ impl SimSource {
             Role::Ffn => (peer, local.config.clone()),
         };
         let deployment = Deployment::new(attention, ffn, local.rules);
-        let config = serving_config(&deployment, pricing)?;
+        let config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
         let engine = LiveEngine::new(
             &config,
             pricing.cost(&config)?,

@@ -212,44 +212,23 @@ fn timing_info(model: &str) -> TimingInfo {
 }
 
 #[test]
-fn the_timing_info_reads_back_from_a_strict_scrape() {
+fn the_timing_info_reads_back_as_the_conformance_suite_reads_it() {
+    use crate::checks::simulator::{TWIN_TIMING_METRIC, TwinTiming};
+    use crate::prometheus::Scrape;
+
+    assert_eq!(TIMING_INFO_METRIC, TWIN_TIMING_METRIC);
     let info = timing_info("deepseek \"v2\" lite");
     let text = format!(
         "vllm:num_requests_running{{engine=\"0\"}} 0.0\n{}",
         info.render()
     );
     let scrape = Scrape::parse(&text).expect("the rendering is a valid exposition");
-    assert_eq!(TimingInfo::from_scrape(&scrape), Some(Ok(info)));
-    let vllm = Scrape::parse("vllm:num_requests_running{engine=\"0\"} 0.0").expect("valid");
-    assert_eq!(TimingInfo::from_scrape(&vllm), None);
-}
-
-#[track_caller]
-fn check_timing_info(labels: &str, expect: expect_test::Expect) {
-    let scrape = Scrape::parse(&format!("{TIMING_INFO_METRIC}{{{labels}}} 1")).expect("valid");
-    let read = TimingInfo::from_scrape(&scrape).expect("the series is there");
-    expect.assert_eq(&read.expect_err("a label does not read"));
-}
-
-#[test]
-fn a_timing_info_that_does_not_read_names_its_label() {
-    check_timing_info(
-        r#"gpu="h200",seed="0",time_scale="1""#,
-        expect_test::expect!["afd_twin_timing_info has no model label"],
-    );
-    check_timing_info(
-        r#"gpu="tpu",model="m",seed="0",time_scale="1""#,
-        expect_test::expect![[r#"afd_twin_timing_info gpu="tpu" is no GPU afd-sim knows"#]],
-    );
-    check_timing_info(
-        r#"gpu="h200",model="m",seed="-1",time_scale="1""#,
-        expect_test::expect![[r#"afd_twin_timing_info seed="-1" is not an unsigned integer"#]],
-    );
-    check_timing_info(
-        r#"gpu="h200",model="m",seed="0",time_scale="-2""#,
-        expect_test::expect![[
-            r#"afd_twin_timing_info time_scale="-2" is not a finite number >= 0"#
-        ]],
+    let read = TwinTiming::from_scrape(&scrape)
+        .expect("the series is there")
+        .expect("every label reads");
+    assert_eq!(
+        (read.model, read.gpu, read.seed, read.time_scale),
+        (info.model, info.gpu, info.seed, info.time_scale)
     );
 }
 
