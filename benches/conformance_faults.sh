@@ -13,7 +13,7 @@ OUT=${OUT_DIR:-target/conformance-faults}
 RECIPES=sim/tests/fixtures/recipes
 mkdir -p "$OUT"
 
-cargo build --release -q -p afd-conformance --bins
+cargo build --release -q -p afd-conformance -p afd-twin --bins
 BIN=target/release
 source benches/conformance_pair.sh
 

@@ -15,7 +15,7 @@ if [ ${#SEEDS[@]} -eq 0 ]; then SEEDS=(1 2 3 4 5 6 7 8 9 10); fi
 OUT=${OUT_DIR:-target/conformance-seeds}
 mkdir -p "$OUT"
 
-cargo build --release -q -p afd-conformance --bins
+cargo build --release -q -p afd-conformance -p afd-twin --bins
 BIN=target/release
 source benches/conformance_pair.sh
 

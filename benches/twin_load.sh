@@ -14,7 +14,7 @@ CONCURRENCY=${2:-1000}
 OUT=${3:-target/twin-load}
 mkdir -p "$OUT"
 
-cargo build --release -q -p afd-conformance --bin afd-twin
+cargo build --release -q -p afd-twin
 TWIN=target/release/afd-twin
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

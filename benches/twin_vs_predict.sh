@@ -26,7 +26,7 @@ TIME_SCALE=${TIME_SCALE:-1}
 RECIPE=sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
 mkdir -p "$OUT"
 
-cargo build --release -q -p afd-conformance --bin afd-twin -p afd-sim-cli --bin afd-sim
+cargo build --release -q -p afd-twin -p afd-sim-cli --bin afd-sim
 TWIN=$PWD/target/release/afd-twin
 SIM=$PWD/target/release/afd-sim
 

@@ -1,15 +1,17 @@
-//! `afd-conformance`: the invariant catalog and live checks for an Attention+FFN pair, `afd-twin` (a
-//! GPU-free stand-in for the pair) and `bench`, a `vllm bench serve`-style load generator both use.
+//! `afd-conformance`: the invariant catalog and live checks for an Attention+FFN pair, and `bench`, a
+//! `vllm bench serve`-style load generator (the suite's load, and `afd-twin bench`'s).
 //!
 //! - [`catalog`]: every invariant with its id, statement, source, kind and how it can be indeterminate.
 //! - [`run`]: one run of the suite against a target ([`target`]), producing a [`report::Report`].
 //! - [`checks`]: the phases of a run; [`stateful`] with [`model`]: random sequences against the reference
 //!   model.
 //! - [`client`], [`sse`], [`prometheus`]: the wire the suite reads (HTTP/1.1, event streams, `/metrics`).
-//! - [`up`]: a twin pair started from a recipe, for rehearsal and for the suite's own tests.
-//! - [`twin`], [`bench`]: the twin and the load generator.
+//! - [`up`]: a pair of `afd-twin` processes started from a recipe, for rehearsal and for the suite's own
+//!   tests.
+//! - [`bench`]: the load generator.
 //!
-//! The library prints nothing; the binaries do.
+//! The twin itself is the crate `afd-twin` (conformance/twin/), which this crate never links: the suite
+//! meets a twin only over the wire, as it meets vLLM. The library prints nothing; the binaries do.
 
 pub mod bench;
 pub mod catalog;
@@ -23,7 +25,6 @@ pub mod sse;
 pub mod stateful;
 pub mod target;
 pub mod transcript;
-pub mod twin;
 pub mod up;
 
 /// FNV-1a over `bytes`: a fixed hash that names random streams and seeds (stable across platforms and

@@ -57,7 +57,7 @@ pub enum UpError {
     #[error("recipe {path}: {message}")]
     Recipe { path: PathBuf, message: String },
     #[error(
-        "cannot start {bin}: {source} (build it with `cargo build -p afd-conformance --bin afd-twin` or pass --twin-bin)"
+        "cannot start {bin}: {source} (build it with `cargo build -p afd-twin` or pass --twin-bin)"
     )]
     Spawn {
         bin: PathBuf,

@@ -32,15 +32,6 @@ fn bad_rates_are_refused_naming_the_flag() {
 }
 
 #[test]
-fn prompts_have_exactly_the_asked_token_count() {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    for len in [1, 2, 64, 1024] {
-        let prompt = random_prompt(&mut rng, len);
-        assert_eq!(crate::twin::text::count_tokens(&prompt), len);
-    }
-}
-
-#[test]
 fn percentiles_follow_numpy_linear_interpolation() {
     let sorted = [1.0, 2.0, 3.0, 4.0];
     assert_eq!(percentile(&sorted, 50.0), 2.5);

@@ -700,7 +700,7 @@ async fn up_command(args: UpArgs) -> Result<u8> {
     let twin_bin = match args.twin_bin.clone().or_else(twin_next_to_current_exe) {
         Some(path) => path,
         None => bail!(
-            "no afd-twin next to this executable; build it (cargo build -p afd-conformance --bin afd-twin) or pass --twin-bin"
+            "no afd-twin next to this executable; build it (cargo build -p afd-twin) or pass --twin-bin"
         ),
     };
     let mut attention_faults = Vec::new();

@@ -1,18 +1,13 @@
-//! Integration tests of `afd-conformance`, in one binary (STYLE.md §7): `afd-twin` as real processes on
-//! 127.0.0.1 with ephemeral ports driven by a real HTTP client; and the conformance suite run end to end
-//! against small servers of its own (well-behaved and misbehaving) and against twin pairs, with the JUnit
-//! schema shape of its reports.
+//! Integration tests of `afd-conformance`, in one binary (STYLE.md §7): the conformance suite run end to
+//! end against small servers of its own (well-behaved and misbehaving) and against pairs of `afd-twin`
+//! processes (built by [`twin_bin`]), with the JUnit schema shape of its reports. The twin's own tests
+//! are in conformance/twin/tests/it/.
 
 mod cli;
 mod fake;
 mod fake_pair;
-mod faults;
 mod junit_schema;
-mod pair;
 mod record;
-mod refusals;
 mod suite;
 mod suite_faults;
-mod support;
-mod timing;
-mod transcripts;
+mod twin_bin;

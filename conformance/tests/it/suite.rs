@@ -14,6 +14,7 @@ use afd_conformance::up::{Pair, UpOptions};
 use afd_sim::topology::RuleSet;
 
 use crate::junit_schema;
+use crate::twin_bin::twin_bin;
 
 /// The seed recipe (2A2F, each role DP1 x TP2, both on HTTP port 18305).
 pub(crate) const SEED: &str = "2a2f_graph_dbo_dp1tp2.sh";
@@ -72,7 +73,7 @@ pub(crate) async fn start_with(
     };
     let options = UpOptions {
         recipe: recipe(recipe_name, logs.path()),
-        twin_bin: PathBuf::from(env!("CARGO_BIN_EXE_afd-twin")),
+        twin_bin: twin_bin(),
         log_dir: logs.path().to_path_buf(),
         rules: RuleSet::Latest,
         twin_args: defaults

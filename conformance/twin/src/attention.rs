@@ -2,7 +2,7 @@
 //! `/health`, `/metrics`, `/version`, with vLLM's error shapes, `X-Request-Id` echo, `X-data-parallel-rank`
 //! pinning and DP routing by afd-sim's load balancer, `4·waiting + running` (afd-spec §7.2, §7.4).
 //!
-//! Handlers validate, route and hand requests to the engine loop ([`crate::twin::engine`]); they turn the
+//! Handlers validate, route and hand requests to the engine loop ([`crate::engine`]); they turn the
 //! tokens it delivers into text with the request's [`Generator`]. Faults that act on responses are applied
 //! here.
 
@@ -23,15 +23,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::twin::engine::{Submission, TokenEvent};
-use crate::twin::faults::{Fault, FaultSet};
-use crate::twin::http::{DropConnection, DuplicateResponse};
-use crate::twin::metrics::Metrics;
-use crate::twin::openai::{
-    ApiError, Endpoint, FinishReason, GenerationRequest, ResponseHead, Usage,
-};
-use crate::twin::text::Generator;
-use crate::twin::timing::{RequestId, TimedRequest};
+use crate::engine::{Submission, TokenEvent};
+use crate::faults::{Fault, FaultSet};
+use crate::http::{DropConnection, DuplicateResponse};
+use crate::metrics::Metrics;
+use crate::openai::{ApiError, Endpoint, FinishReason, GenerationRequest, ResponseHead, Usage};
+use crate::text::Generator;
+use crate::timing::{RequestId, TimedRequest};
 
 /// The header vLLM reads a DP rank from (any case; afd-spec §7.2).
 pub const DP_RANK_HEADER: &str = "x-data-parallel-rank";
@@ -165,7 +163,7 @@ async fn models(State(state): State<Arc<AttentionState>>) -> Response {
                 "max_model_len": state.max_model_len,
                 // vllm/entrypoints/openai/engine/protocol.py:74 ModelPermission, with its defaults.
                 "permission": [{
-                    "id": format!("modelperm-{:016x}", crate::stable_hash(name.as_bytes()) ^ state.started_unix_s),
+                    "id": format!("modelperm-{:016x}", afd_conformance::stable_hash(name.as_bytes()) ^ state.started_unix_s),
                     "object": "model_permission",
                     "created": state.started_unix_s,
                     "allow_create_engine": false,
@@ -374,8 +372,8 @@ fn prepare(
         let salt = state.started_unix_s.to_le_bytes();
         format!(
             "{:016x}{:016x}",
-            crate::twin::text::fingerprint(&[&salt[..], &bytes[..]].concat()),
-            crate::twin::text::fingerprint(&[&bytes[..], &salt[..]].concat())
+            crate::text::fingerprint(&[&salt[..], &bytes[..]].concat()),
+            crate::text::fingerprint(&[&bytes[..], &salt[..]].concat())
         )
     });
     let prefix = match endpoint {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use afd_sim::topology::{Role, RuleSet};
 
 use super::PROTOCOL_VERSION;
-use crate::twin::launch::LaunchedRole;
+use crate::launch::LaunchedRole;
 
 /// What each twin tells the other about itself.
 #[derive(Clone, Debug, PartialEq, Eq)]

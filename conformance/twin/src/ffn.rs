@@ -21,13 +21,11 @@ use tokio::sync::watch;
 
 use afd_sim::topology::Topology;
 
-use crate::twin::attention::error_response;
-use crate::twin::faults::{Fault, FaultSet};
-use crate::twin::openai::{
-    ApiError, Endpoint, FinishReason, GenerationRequest, ResponseHead, Usage,
-};
-use crate::twin::rendezvous::{FfnEvent, FfnLink, LinkError};
-use crate::twin::text::Generator;
+use crate::attention::error_response;
+use crate::faults::{Fault, FaultSet};
+use crate::openai::{ApiError, Endpoint, FinishReason, GenerationRequest, ResponseHead, Usage};
+use crate::rendezvous::{FfnEvent, FfnLink, LinkError};
+use crate::text::Generator;
 
 /// What the FFN twin's HTTP port does (afd-spec §6.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,7 +148,7 @@ pub fn start_http(
         return Ok(Some(socket));
     }
     let listener = socket.listen(1024)?;
-    tokio::spawn(crate::twin::http::serve(
+    tokio::spawn(crate::http::serve(
         listener,
         router(plan, model_name, twin_seed),
         false,

@@ -87,7 +87,7 @@ fn score_is_four_waiting_plus_running() {
 
 #[test]
 fn the_timing_info_follows_vllm_series_only_when_given() {
-    let info = crate::twin::timing::sim::TimingInfo {
+    let info = crate::timing::sim::TimingInfo {
         model: "deepseek-v2-lite".to_owned(),
         gpu: afd_sim::model::hardware::GpuKind::H200,
         seed: 0,
@@ -101,6 +101,6 @@ fn the_timing_info_follows_vllm_series_only_when_given() {
     assert!(text.ends_with(
         "afd_twin_timing_info{gpu=\"h200\",model=\"deepseek-v2-lite\",seed=\"0\",time_scale=\"1\"} 1.0\n"
     ));
-    let scrape = crate::prometheus::Scrape::parse(&text).expect("a valid exposition");
+    let scrape = afd_conformance::prometheus::Scrape::parse(&text).expect("a valid exposition");
     assert_eq!(scrape.engine_labels().len(), 1, "not a vllm: series");
 }

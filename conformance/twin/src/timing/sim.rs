@@ -29,9 +29,9 @@ use afd_sim::topology::Role;
 use afd_traces::input::InputKind;
 use afd_traces::model_config::ModelConfig;
 
-use crate::twin::launch::LaunchedRole;
-use crate::twin::metrics::escape_label;
-use crate::twin::timing::{Rejection, RequestId, StepOutcome, StepSource, TimedRequest};
+use crate::launch::LaunchedRole;
+use crate::metrics::escape_label;
+use crate::timing::{Rejection, RequestId, StepOutcome, StepSource, TimedRequest};
 
 /// The model `afd-sim predict` prices by default, used when the served model is not recognised.
 pub const DEFAULT_MODEL: &str = "deepseek-v2-lite";

@@ -5,6 +5,10 @@
 //! meet the peer twin on the AFD rendezvous port(s), log the rank mapping, then serve (Attention: the
 //! OpenAI API with token timing from a [`timing::StepSource`]; FFN: steps driven by the Attention twin)
 //! until a signal or the peer goes away. Logging goes through `tracing`; the binary picks the output.
+//!
+//! Its own crate, apart from the conformance suite that checks it: afd-conformance meets a twin only
+//! over the wire, and never links this crate (`.ci/run`). The twin uses afd-conformance's load generator
+//! for `afd-twin bench`, and afd-sim's deployment model, live engine and DP router for everything else.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,17 +32,16 @@ pub mod metrics;
 pub mod openai;
 pub mod rank_log;
 pub mod rendezvous;
-
 pub mod text;
 pub mod timing;
 
-use crate::twin::faults::{Fault, FaultSet};
-use crate::twin::ffn::FfnHttp;
-use crate::twin::launch::{LaunchError, LaunchedRole};
-use crate::twin::metrics::{Metrics, MetricsSkew};
-use crate::twin::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
-use crate::twin::timing::StepSource as _;
-use crate::twin::timing::sim::{SimPricing, SimSource, SimSourceError, TimingInfo};
+use crate::faults::{Fault, FaultSet};
+use crate::ffn::FfnHttp;
+use crate::launch::{LaunchError, LaunchedRole};
+use crate::metrics::{Metrics, MetricsSkew};
+use crate::rendezvous::{PeerConfig, RendezvousError, RendezvousOptions};
+use crate::timing::StepSource as _;
+use crate::timing::sim::{SimPricing, SimSource, SimSourceError, TimingInfo};
 
 /// The plugin's world rendezvous timeout (afd-spec §2.3).
 pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);

@@ -23,7 +23,7 @@ use tokio::time::{Instant, timeout};
 
 use afd_sim::topology::{Role, Topology};
 
-use crate::twin::launch::judge_pair;
+use crate::launch::judge_pair;
 
 mod config;
 

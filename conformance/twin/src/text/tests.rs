@@ -36,3 +36,14 @@ proptest::proptest! {
         proptest::prop_assert!((1..=EOS_LENGTH_MAX).contains(&n));
     }
 }
+
+#[test]
+fn the_load_generators_prompts_count_at_their_drawn_length() {
+    use rand::SeedableRng as _;
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    for len in [1, 2, 64, 1024] {
+        let prompt = afd_conformance::bench::random_prompt(&mut rng, len);
+        assert_eq!(count_tokens(&prompt), len);
+    }
+}

@@ -11,10 +11,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::*;
-use crate::twin::metrics::{Metrics, MetricsSkew};
-use crate::twin::rendezvous::tests::{free_port, words};
-use crate::twin::rendezvous::{self, FfnEvent, PeerConfig, RendezvousOptions};
-use crate::twin::timing::sim::tests::dp2_source;
+use crate::metrics::{Metrics, MetricsSkew};
+use crate::rendezvous::tests::{free_port, words};
+use crate::rendezvous::{self, FfnEvent, PeerConfig, RendezvousOptions};
+use crate::timing::sim::tests::dp2_source;
 
 fn peer(role: Role, port: u16) -> PeerConfig {
     PeerConfig {

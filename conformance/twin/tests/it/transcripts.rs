@@ -18,7 +18,8 @@ use serde_json::Value;
 use crate::support::*;
 
 fn recordings() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/transcripts");
+    // The recordings sit with afd-conformance, whose `record` writes them.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/transcripts");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .map(|entries| {
             entries

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::twin::text::{count_tokens, fingerprint};
+use crate::text::{count_tokens, fingerprint};
 
 /// An HTTP error in vLLM's shape.
 #[derive(Clone, Debug, PartialEq, Eq)]

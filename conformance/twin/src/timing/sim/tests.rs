@@ -8,8 +8,8 @@ use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::{Role, RuleSet};
 
 use super::*;
-use crate::twin::launch::LaunchedRole;
-use crate::twin::rendezvous::tests::words;
+use crate::launch::LaunchedRole;
+use crate::rendezvous::tests::words;
 
 /// One role's words of a DP2 × TP1 Attention side with one eager FFN rank, plus `extra`.
 fn dp2_words(role: Role, extra: &[&str]) -> Vec<String> {
@@ -213,8 +213,8 @@ fn timing_info(model: &str) -> TimingInfo {
 
 #[test]
 fn the_timing_info_reads_back_as_the_conformance_suite_reads_it() {
-    use crate::checks::simulator::{TWIN_TIMING_METRIC, TwinTiming};
-    use crate::prometheus::Scrape;
+    use afd_conformance::checks::simulator::{TWIN_TIMING_METRIC, TwinTiming};
+    use afd_conformance::prometheus::Scrape;
 
     assert_eq!(TIMING_INFO_METRIC, TWIN_TIMING_METRIC);
     let info = timing_info("deepseek \"v2\" lite");

@@ -21,10 +21,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::error;
 
-use crate::twin::metrics::Metrics;
-use crate::twin::openai::FinishReason;
-use crate::twin::rendezvous::{AttentionLink, LinkError, StepMessage};
-use crate::twin::timing::{RequestId, SimClock, StepOutcome, StepSource, TimedRequest};
+use crate::metrics::Metrics;
+use crate::openai::FinishReason;
+use crate::rendezvous::{AttentionLink, LinkError, StepMessage};
+use crate::timing::{RequestId, SimClock, StepOutcome, StepSource, TimedRequest};
 
 /// A request as a handler hands it to the engine.
 #[derive(Debug)]

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use afd_conformance::bench::{self, BenchConfig};
-use afd_conformance::twin::launch::LaunchedRole;
-use afd_conformance::twin::timing::sim::{SimPricing, SimSource};
-use afd_conformance::twin::timing::{RequestId, StepSource as _, TimedRequest};
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::RuleSet;
+use afd_twin::launch::LaunchedRole;
+use afd_twin::timing::sim::{SimPricing, SimSource};
+use afd_twin::timing::{RequestId, StepSource as _, TimedRequest};
 
 use crate::support::*;
 

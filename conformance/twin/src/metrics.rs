@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use crate::twin::openai::FinishReason;
-use crate::twin::timing::sim::TimingInfo;
+use crate::openai::FinishReason;
+use crate::timing::sim::TimingInfo;
 
 /// `vllm:time_to_first_token_seconds` buckets (vLLM v1 `loggers.py`).
 pub const TTFT_BUCKETS_S: &[f64] = &[

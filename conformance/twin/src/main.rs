@@ -11,11 +11,11 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
-use afd_conformance::twin::faults::{CATALOG, Fault, FaultSet};
-use afd_conformance::twin::ffn::FfnHttp;
-use afd_conformance::twin::{self, TwinOptions};
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::topology::RuleSet;
+use afd_twin::TwinOptions;
+use afd_twin::faults::{CATALOG, Fault, FaultSet};
+use afd_twin::ffn::FfnHttp;
 
 const SERVE_AFTER_HELP: &str = "\
 Every other word is read as `vllm serve` reads it: the model path (positional), --data-parallel-size,
@@ -409,7 +409,7 @@ fn serve(args: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(twin::run(options, stop_signal())) {
+    match runtime.block_on(afd_twin::run(options, stop_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err}");
@@ -440,7 +440,7 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
     }
     Ok(TwinOptions {
         serve_args,
-        env: twin::launch::relevant_env(std::env::vars()),
+        env: afd_twin::launch::relevant_env(std::env::vars()),
         rules,
         time_scale: flags.time_scale,
         gpu,
