@@ -605,15 +605,23 @@ fn step_tables(
     }
     tables.mixed_decode_s = median(slopes).unwrap_or(0.0).max(0.0);
     let per_decode = tables.mixed_decode_s;
-    let mut points: Vec<(f64, f64, String)> = span_points(runs, decode_period_ns, frontend_s)
-        .into_iter()
-        .map(|(tokens, decodes, period, name)| (tokens, period - per_decode * decodes, name))
-        .collect();
+    let mut points: Vec<(f64, f64, String)> = Vec::new();
+    let mut piecewise = Vec::new();
+    for span in span_points(runs, decode_period_ns, frontend_s) {
+        // Under FULL_AND_PIECEWISE a burst's steps within the largest capture size replayed the
+        // piecewise graphs (a lone prompt chunked at 64 tokens): they belong to that table.
+        if mode == FULL_AND_PIECEWISE && span.tokens <= f64::from(span.max_capture) {
+            tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(span.max_capture);
+            piecewise.push((span.tokens, span.period_s, span.evidence));
+        } else {
+            let period = span.period_s - per_decode * span.decodes;
+            points.push((span.tokens, period, span.evidence));
+        }
+    }
     for i in graphless {
         let period = i.period_s - per_decode * f64::from(i.decoding);
         points.push((f64::from(i.tokens), period, i.evidence.clone()));
     }
-    let mut piecewise = Vec::new();
     for i in within {
         tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
         piecewise.push((f64::from(i.tokens), i.period_s, i.evidence.clone()));
@@ -1018,6 +1026,19 @@ fn unstreamed_period_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<f64>> {
     out
 }
 
+/// One burst's non-uniform steps as its span prices them.
+struct Span {
+    /// Mean scheduled tokens of the non-uniform steps.
+    tokens: f64,
+    /// Mean decodes beside the prefill in them.
+    decodes: f64,
+    /// Period of one such step.
+    period_s: f64,
+    /// The server's largest capture size.
+    max_capture: u32,
+    evidence: String,
+}
+
 /// Non-uniform step periods read from bursts' spans, one `(tokens, period, evidence)` per fixed-shape
 /// record with at least [`TABLE_MIN_STEPS`] non-uniform steps in its step log (no injected requests):
 /// its span (to the last token of a burst, to the first token of a lone prompt) less the front end and
@@ -1027,10 +1048,12 @@ fn span_points(
     runs: &[(&str, &VllmRun)],
     decode_period_ns: &[(u32, u64)],
     frontend_s: f64,
-) -> Vec<(f64, f64, f64, String)> {
+) -> Vec<Span> {
     fixed_records(runs)
         .iter()
         .filter_map(|(name, r, q)| {
+            let (_, run) = runs.iter().find(|(n, _)| n == name)?;
+            let (seqs, budget) = serve_limits(run)?;
             let non: Vec<_> = r.steps.iter().filter(|s| s.ctx_requests > 0).collect();
             let w = &r.workload;
             let computed: u64 = r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum();
@@ -1067,13 +1090,12 @@ fn span_points(
             };
             let tokens = mean(|s| s.ctx_tokens + s.gen_tokens);
             let decodes = mean(|s| s.gen_requests);
-            (period.is_finite() && period > 0.0).then(|| {
-                (
-                    tokens,
-                    decodes,
-                    period,
-                    format!("{name}:{}", r.workload.name),
-                )
+            (period.is_finite() && period > 0.0).then(|| Span {
+                tokens,
+                decodes,
+                period_s: period,
+                max_capture: max_capture(run, seqs, budget),
+                evidence: format!("{name}:{}", r.workload.name),
             })
         })
         .collect()

@@ -769,3 +769,50 @@ fn a_large_streamed_graph_burst_prices_decode_only_beside_an_unstreamed_pair() {
         profile.modes[0].decode_period_ns
     );
 }
+
+#[test]
+fn chunks_within_the_capture_size_price_the_piecewise_table_not_the_graphless_one() {
+    // vLLM's default mode at 64/64 (largest capture size 64, the budget): a lone prompt chunked at 64
+    // replays the piecewise graphs in every chunk (12 ms each); 8,192-token chunks run without
+    // graphs (80 ms).
+    let mut small = run(
+        &[
+            "/m",
+            "--max-num-seqs",
+            "64",
+            "--max-num-batched-tokens",
+            "64",
+        ],
+        vec![
+            burst("fx-d1", 1, 16, 0.003, 0.0),
+            chunked("fx-p256", 256, 64, 0.020 + 4.0 * 0.012),
+            chunked("fx-p1024", 1024, 64, 0.020 + 16.0 * 0.012),
+        ],
+    );
+    small.label = "small".into();
+    let large = run(
+        &["/m", "--max-num-batched-tokens", "8192"],
+        with_floor_records(vec![
+            chunked("fx-p8192", 8192, 8192, 0.020 + 0.080),
+            chunked("fx-p16384", 16384, 8192, 0.020 + 2.0 * 0.080),
+        ]),
+    );
+    let p = derive(&[small, large], &["s".into(), "l".into()]).unwrap();
+    let m = &p.modes[0];
+    assert_eq!(m.mode, FULL_AND_PIECEWISE);
+    assert_eq!(m.piecewise_max_tokens, 64);
+    assert_eq!(
+        m.piecewise_period_ns.len(),
+        1,
+        "{:?}",
+        m.piecewise_period_ns
+    );
+    assert_eq!(m.piecewise_period_ns[0].0, 64);
+    assert!(
+        m.nonuniform_period_ns
+            .iter()
+            .all(|&(tokens, _)| tokens > 64),
+        "{:?}",
+        m.nonuniform_period_ns
+    );
+}
