@@ -22,6 +22,7 @@
 //! the same bytes with reuse on or off, on any thread count and in any shard.
 
 pub mod candidate;
+pub mod capacity;
 pub mod evaluate;
 pub mod frontier;
 pub mod space;
@@ -143,6 +144,9 @@ pub fn fingerprint(plan: &Plan, inputs: &Inputs<'_>) -> String {
     // Only when given, so that sweeps without one keep their fingerprints.
     if let Some(between) = &inputs.cross_node_link {
         add(&format!("{between:?}"));
+    }
+    if let Some(search) = &inputs.capacity {
+        add(&format!("capacity {search:?}"));
     }
     format!("{:016x}", hash.digest())
 }

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Schema version written by this build; readers accept exactly this version.
-pub const SWEEP_SCHEMA_VERSION: u32 = 2;
+pub const SWEEP_SCHEMA_VERSION: u32 = 3;
 
 /// The `format` tag of the JSON summary.
 pub const SWEEP_FORMAT: &str = "afd-sim-sweep";
@@ -114,6 +114,17 @@ pub struct SweepRow {
     pub slo_stat: String,
     /// `pass` or `fail` (a run that did not complete every request fails).
     pub slo: String,
+    /// `rate` or `concurrency` when the sweep searched each candidate's capacity under the SLO
+    /// (the row's metrics are then those of the run at its capacity); empty at a fixed load.
+    pub capacity_by: String,
+    /// The highest request rate (requests/s) or concurrency at which the SLO held, with the next
+    /// step up (5 % more, or one more stream) failing it; 0 when even the lightest load failed.
+    pub capacity: Option<f64>,
+    /// Simulations the search ran for this candidate.
+    pub capacity_probes: Option<u32>,
+    /// Requests/s and output tokens/s per GPU served within the SLO at the capacity.
+    pub goodput_requests_per_s: Option<f64>,
+    pub goodput_tokens_per_s_per_gpu: Option<f64>,
     /// Rank by output tokens/s per GPU among the candidates that pass (1 = best).
     pub rank: Option<u64>,
     /// On the Pareto frontier of output tokens/s per GPU vs the TPOT (TTFT) statistic.

@@ -22,6 +22,7 @@ use crate::model::limits::{LimitSpans, LimitValues};
 use crate::model::routing::LoadsCache;
 use crate::model::workload::Workload;
 use crate::planner::candidate::Candidate;
+use crate::planner::capacity::{self, CapacitySearch};
 use crate::planner::frontier::{Slo, verdict};
 use crate::report::{ReportContext, build_report};
 use crate::serving::{Placement, ServingConfig};
@@ -46,6 +47,9 @@ pub struct Inputs<'a> {
     /// The routing pools' cache every candidate's run draws through (a pure cache; it changes no
     /// row, and is not part of the sweep's fingerprint).
     pub loads: LoadsCache,
+    /// Search each candidate's capacity under the SLO (`capacity.rs`) instead of running it once
+    /// at the workload's load; `workload` is then the base the probes rescale.
+    pub capacity: Option<CapacitySearch>,
 }
 
 /// The link between nodes and how many GPUs of a node share its NICs.
@@ -184,12 +188,36 @@ pub fn simulate(
     inputs: &Inputs<'_>,
     memo: &mut Option<StepMemo>,
 ) -> Evaluated {
+    match inputs.capacity {
+        Some(search) => capacity::search(candidate, index, candidates, sweep, inputs, search, memo),
+        None => simulate_with(
+            candidate,
+            index,
+            candidates,
+            sweep,
+            inputs,
+            inputs.workload,
+            memo,
+        ),
+    }
+}
+
+/// Simulates `candidate` under `workload` (the sweep's, or one load of a capacity search).
+pub fn simulate_with(
+    candidate: &Candidate,
+    index: u64,
+    candidates: u64,
+    sweep: &str,
+    inputs: &Inputs<'_>,
+    workload: &Workload,
+    memo: &mut Option<StepMemo>,
+) -> Evaluated {
     let config = &candidate.config;
     let mut row = config_row(candidate, index, candidates, sweep, inputs);
     let result = match run_sharing_memo(
         config,
         candidate_cost_model(candidate, inputs),
-        inputs.workload,
+        workload,
         &inputs.options,
         memo,
         &inputs.loads,
@@ -205,7 +233,7 @@ pub fn simulate(
         &result,
         &ReportContext {
             config,
-            workload: inputs.workload,
+            workload,
             seed: inputs.options.seed,
             dataset: inputs.dataset,
         },
@@ -348,6 +376,11 @@ fn config_row(
         tpot_slo_ms: inputs.slo.tpot_ms,
         slo_stat: inputs.slo.stat.as_str().to_owned(),
         slo: "fail".to_owned(),
+        capacity_by: String::new(),
+        capacity: None,
+        capacity_probes: None,
+        goodput_requests_per_s: None,
+        goodput_tokens_per_s_per_gpu: None,
         rank: None,
         frontier_tpot: None,
         frontier_ttft: None,

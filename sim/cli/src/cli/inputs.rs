@@ -76,15 +76,15 @@ pub(crate) struct WorkloadArgs {
     /// Lengths are drawn uniformly from len·(1−r) to len·(1+r) (random dataset; 0 ≤ r < 1).
     #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub(crate) random_range_ratio: f64,
-    /// Requests per second, or `inf` to send everything at once.
-    #[arg(long, default_value = "5", help_heading = "Workload")]
-    pub(crate) request_rate: String,
+    /// Requests per second, or `inf` to send everything at once [default: 5].
+    #[arg(long, help_heading = "Workload")]
+    pub(crate) request_rate: Option<String>,
     /// Gamma shape of inter-arrivals (1 = Poisson).
     #[arg(long, default_value_t = 1.0, help_heading = "Workload")]
     pub(crate) burstiness: f64,
-    /// Requests in flight at most, or `none`.
-    #[arg(long, default_value = "32", help_heading = "Workload")]
-    pub(crate) max_concurrency: String,
+    /// Requests in flight at most, or `none` [default: 32].
+    #[arg(long, help_heading = "Workload")]
+    pub(crate) max_concurrency: Option<String>,
     /// Replay a workload trace (Azure CSV, Mooncake JSONL, or a token-count CSV).
     #[arg(long, help_heading = "Workload")]
     pub(crate) trace: Option<PathBuf>,
@@ -114,10 +114,20 @@ impl HardwareArgs {
 }
 
 impl WorkloadArgs {
+    /// `--request-rate` as given, or its default.
+    pub(crate) fn request_rate(&self) -> &str {
+        self.request_rate.as_deref().unwrap_or("5")
+    }
+
+    /// `--max-concurrency` as given, or its default.
+    pub(crate) fn max_concurrency(&self) -> &str {
+        self.max_concurrency.as_deref().unwrap_or("32")
+    }
+
     /// The workload and the dataset name the report gives it.
     pub(crate) fn workload(&self, seed: Seed) -> anyhow::Result<(Workload, String)> {
-        let arrivals = parse_arrivals(&self.request_rate, self.burstiness)?;
-        let max_concurrency = parse_concurrency(&self.max_concurrency)?;
+        let arrivals = parse_arrivals(self.request_rate(), self.burstiness)?;
+        let max_concurrency = parse_concurrency(self.max_concurrency())?;
         match &self.trace {
             None => {
                 let dataset = RandomDataset {

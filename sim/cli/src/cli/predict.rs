@@ -255,9 +255,9 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
         let inputs = SaveResultInputs {
             model_id: &args.hardware.model,
             num_prompts: inputs.workload.requests.len(),
-            request_rate: &args.workload.request_rate,
+            request_rate: args.workload.request_rate(),
             burstiness: args.workload.burstiness,
-            max_concurrency: parse_concurrency(&args.workload.max_concurrency)?,
+            max_concurrency: parse_concurrency(args.workload.max_concurrency())?,
             percentiles: &percentiles,
             goodput: &goodput,
         };

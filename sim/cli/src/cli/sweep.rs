@@ -20,6 +20,7 @@ use afd_sim::engine::RunOptions;
 use afd_sim::model::cost::{CostLayout, CostModel};
 use afd_sim::model::link::Link;
 use afd_sim::planner::candidate::Context as PlanContext;
+use afd_sim::planner::capacity::{CapacityBy, CapacitySearch};
 use afd_sim::planner::evaluate::{CrossNodeLink, Inputs};
 use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
@@ -38,7 +39,9 @@ use crate::cli::profiles::load_profile;
 
 const AFTER_HELP: &str = "\
 Examples:
-  afd-sim sweep --gpus 16 --tpot-slo 50 --out results.csv --svg frontier.svg
+  afd-sim sweep --gpus 16 --tpot-slo 50 --ttft-slo 2000 --out capacity.csv --svg frontier.svg
+  afd-sim sweep --gpus 16 --tpot-slo 50 --capacity-by concurrency --out streams.csv
+  afd-sim sweep --gpus 16 --tpot-slo 50 --request-rate 5 --out fixed-rate.csv
   afd-sim sweep --gpus 16 --request-rate inf --max-concurrency 512 --out saturated.csv
   afd-sim sweep --gpus 8 --min-gpus 4 --dimensions 'dbo=off,2' --dimensions 'capture=auto' --out r.csv
   afd-sim sweep --gpus 16 --dimensions 'split=12:4,8:8;attention-tp=1' --json --out r.csv
@@ -62,6 +65,11 @@ The baseline is the same model served by vLLM DP x TP with expert parallelism on
 With --link, an AFD candidate whose Attention and FFN ranks sit on different nodes hands off over
 that network; `nics=1,2,4` runs each such candidate once per NIC count (the CSV's nics column),
 so the frontier says how many NICs per host a split needs.
+
+An objective (--tpot-slo, --ttft-slo) with no load searches each candidate's capacity: the highest
+request rate (or, with --capacity-by concurrency, streams) at which the objective holds, to 5 %;
+rows hold the run at that capacity and its goodput, and rank by it (docs/planner.md). Give
+--request-rate or --max-concurrency to run every candidate once at that load instead.
 
 Every point is judged by the deployment rules (as `afd-sim check` does) before it runs; each legal
 candidate is simulated in full (every request, every layer). The CSV has one row per candidate:
@@ -117,6 +125,12 @@ pub(crate) struct SweepArgs {
     /// Statistic the objectives and frontiers use: mean, median or p99.
     #[arg(long, default_value = "p99", help_heading = "Objective")]
     pub(crate) slo_stat: String,
+    /// Search each candidate's capacity under the objectives: the highest request rate (`rate`,
+    /// Poisson or --burstiness arrivals) or concurrency (`concurrency`, everything sent at once)
+    /// at which they hold. Default: `rate` when an objective is given and neither --request-rate
+    /// nor --max-concurrency is; otherwise each candidate runs once at the given load.
+    #[arg(long, value_name = "rate|concurrency", help_heading = "Objective")]
+    pub(crate) capacity_by: Option<String>,
 
     /// Seed of every random draw of every candidate's run (the same seed gives the same rows).
     #[arg(long, default_value_t = 0, help_heading = "Run and output")]
@@ -221,7 +235,11 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("calibration profile {}", loaded.name))?;
     }
     let seed = Seed(args.seed);
-    let (workload, dataset) = args.workload.workload(seed)?;
+    let capacity = capacity_search(args)?;
+    let (workload, dataset) = match capacity {
+        None => args.workload.workload(seed)?,
+        Some(search) => base_workload(args, search.by, seed)?,
+    };
     let budget = budget(args)?;
     let mut dimensions = Dimensions::default();
     for text in &args.dimensions {
@@ -320,6 +338,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         slo,
         cross_node_link,
         loads: Default::default(),
+        capacity,
     };
     let mut header = describe(&plan, &context, &inputs, shard);
     if args.dry_run {
@@ -409,6 +428,71 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         emit(&(header + "\n" + &render(&rows, &summary)))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The capacity search the flags ask for: `--capacity-by`, or by rate when an objective is given
+/// and the load is not; `None` runs each candidate once at the given load.
+fn capacity_search(args: &SweepArgs) -> anyhow::Result<Option<CapacitySearch>> {
+    let objective = args.ttft_slo.is_some() || args.tpot_slo.is_some();
+    let w = &args.workload;
+    let by = match &args.capacity_by {
+        Some(text) => CapacityBy::parse(text)
+            .with_context(|| format!("--capacity-by must be rate or concurrency, got {text:?}"))?,
+        None if objective && w.request_rate.is_none() && w.max_concurrency.is_none() => {
+            CapacityBy::Rate
+        }
+        None => return Ok(None),
+    };
+    if !objective {
+        bail!(
+            "--capacity-by {}: a capacity is the highest load that meets an objective; give --tpot-slo and/or --ttft-slo",
+            by.as_str()
+        );
+    }
+    let (flag, given) = match by {
+        CapacityBy::Rate => ("--request-rate", &w.request_rate),
+        CapacityBy::Concurrency => ("--max-concurrency", &w.max_concurrency),
+    };
+    if let Some(value) = given {
+        bail!(
+            "{flag} {value}: --capacity-by {} searches that load itself; leave {flag} out, or drop --capacity-by to run at {value}",
+            by.as_str()
+        );
+    }
+    Ok(Some(CapacitySearch::new(by)))
+}
+
+/// The workload a capacity search rescales: the flags' requests sent at 1 request/s (by rate; the
+/// search rescales their send times) or all at once (by concurrency; the search sets the
+/// streams), with no concurrency limit unless one was given for a rate search.
+fn base_workload(
+    args: &SweepArgs,
+    by: CapacityBy,
+    seed: Seed,
+) -> anyhow::Result<(afd_sim::model::workload::Workload, String)> {
+    let mut flags = args.workload.clone();
+    match by {
+        CapacityBy::Rate => {
+            flags.request_rate = Some("1".to_owned());
+            flags.max_concurrency = Some(
+                flags
+                    .max_concurrency
+                    .clone()
+                    .unwrap_or_else(|| "none".to_owned()),
+            );
+        }
+        CapacityBy::Concurrency => {
+            flags.request_rate = Some("inf".to_owned());
+            flags.max_concurrency = Some("none".to_owned());
+        }
+    }
+    let (workload, dataset) = flags.workload(seed)?;
+    if by == CapacityBy::Rate && workload.request_rate.is_none() {
+        bail!(
+            "--capacity-by rate: the trace's own arrivals have no rate to scale; give --capacity-by concurrency, or a trace without timestamps"
+        );
+    }
+    Ok((workload, dataset))
 }
 
 /// Runs `afd-sim sweep-merge`.
@@ -522,13 +606,34 @@ fn describe(plan: &Plan, context: &PlanContext<'_>, inputs: &Inputs<'_>, shard: 
         inputs.model.name,
         context.rules.as_str()
     );
-    let _ = writeln!(
-        out,
-        "Workload: {} requests ({}), request rate {rate}/s, concurrency {concurrency}, seed {}",
-        w.requests.len(),
-        inputs.dataset,
-        inputs.options.seed.0
-    );
+    match inputs.capacity {
+        None => {
+            let _ = writeln!(
+                out,
+                "Workload: {} requests ({}), request rate {rate}/s, concurrency {concurrency}, seed {}",
+                w.requests.len(),
+                inputs.dataset,
+                inputs.options.seed.0
+            );
+        }
+        Some(search) => {
+            let load = match search.by {
+                CapacityBy::Rate => format!(
+                    "the highest request rate (burstiness {}, concurrency {concurrency})",
+                    w.burstiness
+                ),
+                CapacityBy::Concurrency => "the highest concurrency (all sent at once)".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "Workload: {} requests ({}), seed {}; capacity: {load} that meets the objective, to {:.0} %",
+                w.requests.len(),
+                inputs.dataset,
+                inputs.options.seed.0,
+                (search.step - 1.0) * 100.0
+            );
+        }
+    }
     let colocated = plan
         .candidates
         .iter()
@@ -677,21 +782,50 @@ fn render(rows: &[SweepRow], summary: &SweepSummary) -> String {
         summary.simulated, failed, summary.passing, summary.disagreements
     );
     let by_candidate = |c: u64| rows.iter().find(|r| r.candidate == c);
+    // A capacity sweep's rows hold each candidate at its capacity.
+    let capacity_by = rows
+        .first()
+        .map(|r| r.capacity_by.as_str())
+        .filter(|by| !by.is_empty());
     let section = |out: &mut String, title: &str, list: Vec<&SweepRow>| {
         let _ = writeln!(out, "\n{title}");
         if list.is_empty() {
             let _ = writeln!(out, "  (none)");
             return;
         }
+        let capacity_rows = list.clone();
         let mut table_rows = vec![header_cells(stat)];
         table_rows.extend(list.into_iter().map(cells));
+        if let Some(by) = capacity_by {
+            // The load each row's metrics were measured at: its capacity.
+            let heading = match by {
+                "rate" => "capacity req/s",
+                _ => "capacity streams",
+            };
+            table_rows[0].insert(10, heading.to_owned());
+            for (row, line) in capacity_rows.iter().zip(table_rows.iter_mut().skip(1)) {
+                let value = row.capacity.map_or_else(
+                    || "-".to_owned(),
+                    |c| match by {
+                        "rate" => format!("{c:.2}"),
+                        _ => format!("{c:.0}"),
+                    },
+                );
+                line.insert(10, value);
+            }
+        }
         out.push_str(&table(&table_rows));
     };
     section(
         &mut out,
         &format!(
-            "Top {} by output tokens/s per GPU (meeting the objective):",
-            summary.top.len()
+            "Top {} by output tokens/s per GPU (meeting the objective{}):",
+            summary.top.len(),
+            if capacity_by.is_some() {
+                ", at each candidate's capacity: its goodput"
+            } else {
+                ""
+            }
         ),
         summary.top.iter().collect(),
     );

@@ -227,6 +227,38 @@ fn bad_sweep_flags_exit_2_naming_the_flag_and_write_nothing() {
             "--request-rate",
         ),
         (
+            &["--gpus", "8", "--capacity-by", "rate", "--out", out],
+            "give --tpot-slo and/or --ttft-slo",
+        ),
+        (
+            &[
+                "--gpus",
+                "8",
+                "--tpot-slo",
+                "50",
+                "--capacity-by",
+                "qps",
+                "--out",
+                out,
+            ],
+            "--capacity-by must be rate or concurrency",
+        ),
+        (
+            &[
+                "--gpus",
+                "8",
+                "--tpot-slo",
+                "50",
+                "--capacity-by",
+                "rate",
+                "--request-rate",
+                "5",
+                "--out",
+                out,
+            ],
+            "--request-rate 5: --capacity-by rate searches that load itself",
+        ),
+        (
             &[
                 "--gpus",
                 "8",
@@ -330,4 +362,40 @@ fn the_nics_dimension_needs_a_link_and_fills_the_nics_column() {
     let nics: Vec<Option<u32>> = rows.iter().map(|r| r.nics).collect();
     assert_eq!(nics, [Some(1), Some(4)]);
     assert!(rows.iter().all(|r| r.cross_node));
+}
+
+#[test]
+fn an_objective_without_a_load_searches_each_candidates_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("capacity.csv");
+    let mut args: Vec<&str> = vec!["sweep"];
+    // SMALL without its --request-rate: an objective and no load is a capacity sweep by rate.
+    let rate = SMALL.iter().position(|w| *w == "--request-rate").unwrap();
+    args.extend(
+        SMALL
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != rate && i != rate + 1)
+            .map(|(_, w)| *w),
+    );
+    args.extend(["--out", path(&csv), "--json"]);
+    let run = afd_sim(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows = afd_traces::sweep::read_sweep_csv(&text, "capacity.csv").unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r.capacity_by == "rate" && r.capacity_probes.is_some())
+    );
+    // Every candidate with a positive capacity passes at it, and its goodput is its run there.
+    for r in rows.iter().filter(|r| r.capacity.is_some_and(|c| c > 0.0)) {
+        assert_eq!(r.slo, "pass");
+        assert_eq!(
+            r.goodput_tokens_per_s_per_gpu,
+            r.output_tokens_per_s_per_gpu
+        );
+    }
+    assert!(rows.iter().any(|r| r.rank == Some(1)));
+    let summary = json(&run);
+    assert!(summary["passing"].as_u64().unwrap() > 0);
 }
