@@ -13,7 +13,7 @@ use rand::RngExt;
 use crate::closed_form::{ClosedFormTotals, DecodeStep};
 use crate::colocated::{ColocatedModel, weight_bytes_per_gpu};
 use crate::model::arch::{KvLayout, ModelArch};
-use crate::model::cost::{CostModel, OpClass};
+use crate::model::cost::{CostModel, OpClass, PriceBook, UsageCounts};
 use crate::model::kv_cache::{KvCache, capacity_blocks};
 use crate::model::limits::LimitSpans;
 use crate::model::router::DpRouter;
@@ -149,12 +149,15 @@ pub struct ClusterTotals {
 pub const NCCL_BUFFER_BYTES: u64 = 4 << 20;
 
 /// What a finished run's cluster leaves for its report and for the runs after it: totals, the cost
-/// model with its usage counts, the pipeline's shape, the KV cache's size, each request's
-/// preemptions, the limit spans and the step memo; the schedulers and scratch state are gone.
+/// model and the usage counts of its prices, the pipeline's shape, the KV cache's size, each
+/// request's preemptions, the limit spans and the step memo; the schedulers, the price memo and
+/// scratch state are gone.
 #[derive(Debug)]
 pub struct RunSummary {
     pub totals: ClusterTotals,
     pub cost: CostModel,
+    /// What the run asked `cost`, per operation class (the report's cost sources).
+    pub usage: UsageCounts,
     pub layout: PipelineLayout,
     /// Tokens of one KV block ([`Cluster::kv_block_size`]).
     pub kv_block_size: u32,
@@ -189,6 +192,8 @@ impl RunSummary {
 pub struct Cluster {
     config: ServingConfig,
     cost: CostModel,
+    /// What this run asked `cost`: usage counts and the price memo.
+    prices: PriceBook,
     layout: PipelineLayout,
     state: PipelineState,
     sweep: Sweep,
@@ -245,6 +250,7 @@ impl Cluster {
             state: PipelineState::new(&layout),
             layout,
             cost,
+            prices: PriceBook::new(),
             sweep: Sweep::new(),
             engines,
             batches: vec![EngineBatch::default(); engine_count],
@@ -279,6 +285,7 @@ impl Cluster {
             preemptions: self.requests.iter().map(|r| r.preemptions).collect(),
             totals: self.totals,
             cost: self.cost,
+            usage: *self.prices.usage(),
             layout: self.layout,
             memo: self.memo,
         }
@@ -299,6 +306,11 @@ impl Cluster {
 
     pub fn cost(&self) -> &CostModel {
         &self.cost
+    }
+
+    /// What the run has asked its cost model so far, per operation class.
+    pub fn usage(&self) -> &UsageCounts {
+        self.prices.usage()
     }
 
     pub fn layout(&self) -> &PipelineLayout {
@@ -452,19 +464,19 @@ impl Cluster {
             if step.generation != generation {
                 // Made by an earlier run: build the pools this run has not built yet.
                 if let Some(routing) = &mut self.routing {
-                    let cost = &self.cost;
+                    let (cost, book) = (&self.cost, &mut self.prices);
                     for &(real, padded) in &step.pools {
-                        routing.ensure(real, padded, |a, t| cost.routed_experts(a, t));
+                        routing.ensure(real, padded, |a, t| cost.routed_experts(book, a, t));
                     }
                 }
                 step.generation = generation;
             }
             let state = (!colocated).then_some(&mut self.state);
             step.replay(start_ns, &mut self.timing, state);
-            self.cost.add_usage(&step.usage);
+            self.prices.add_usage(&step.usage);
             step.accounted
         } else {
-            let before = memo.then(|| self.cost.usage_all());
+            let before = memo.then(|| *self.prices.usage());
             if let Some(routing) = &mut self.routing {
                 routing.seed_picks(digest);
             }
@@ -473,6 +485,7 @@ impl Cluster {
                     &self.shape,
                     scheduled,
                     &self.cost,
+                    &mut self.prices,
                     self.routing.as_mut(),
                     start_ns,
                     &mut self.timing,
@@ -495,7 +508,7 @@ impl Cluster {
                 // Routed experts are priced only while a routing pool is built, once per run; a
                 // step replayed later finds its pools built and prices none.
                 let routed = OpClass::MoeRoutedExperts.index();
-                let mut usage = self.cost.usage_since(&before);
+                let mut usage = self.prices.usage().since(&before);
                 usage.retain(|&(class, _)| class != routed);
                 let state = (!colocated).then_some(&self.state);
                 let pools = self.routing.as_ref().map_or(&[][..], |r| r.touched());
@@ -654,7 +667,7 @@ impl Cluster {
         let stages = self.shape.stages;
         let ep = self.config.ffn.expert_parallel;
         let moe_layers = layout.dense.iter().filter(|&&d| !d).count();
-        let cost = &self.cost;
+        let (cost, book) = (&self.cost, &mut self.prices);
         let ffn = &mut self.ffn_rows;
         ffn.fill(layout, &self.shape);
         let routed = &mut self.routed;
@@ -664,7 +677,7 @@ impl Cluster {
                 .routing
                 .as_mut()
                 .expect("MoE layers have routing pools");
-            let price = |active, tpe| cost.routed_experts(active, tpe);
+            let mut price = |active, tpe| cost.routed_experts(book, active, tpe);
             for s in 0..stages {
                 if ep {
                     let (mut real, mut total) = (0, 0);
@@ -672,13 +685,19 @@ impl Cluster {
                         real += ffn.real[s][g * layout.ffn_tp];
                         total += ffn.rows[s][g * layout.ffn_tp];
                     }
-                    routing.pick_many(real, total - real, moe_layers, price, routed);
+                    routing.pick_many(real, total - real, moe_layers, &mut price, routed);
                 } else {
                     // Every FFN rank routes its own rows over all experts: picks are rank-major
                     // here, as `routed_index` reads them.
                     for f in 0..layout.ffn_ranks {
                         let real = ffn.real[s][f];
-                        routing.pick_many(real, ffn.rows[s][f] - real, moe_layers, price, routed);
+                        routing.pick_many(
+                            real,
+                            ffn.rows[s][f] - real,
+                            moe_layers,
+                            &mut price,
+                            routed,
+                        );
                     }
                 }
             }
@@ -690,7 +709,14 @@ impl Cluster {
             ffn: &self.ffn_rows,
             scope: StepScope::Serving { scheduled },
         };
-        price_step(cost, step, &mut self.scratch, &self.routed, &mut self.costs);
+        price_step(
+            cost,
+            &mut self.prices,
+            step,
+            &mut self.scratch,
+            &self.routed,
+            &mut self.costs,
+        );
     }
 
     /// Internal consistency: KV accounting of every engine.

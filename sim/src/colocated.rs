@@ -23,7 +23,7 @@
 //! traffic; the all-to-all is priced by `CostModel::all_to_all_rows` like the FFN's in AFD.
 
 use crate::model::arch::ModelArch;
-use crate::model::cost::CostModel;
+use crate::model::cost::{CostModel, PriceBook};
 use crate::model::routing::RoutingPools;
 use crate::pipeline::{HostCosts, StepTiming, run_compute};
 use crate::pricing::{
@@ -126,17 +126,23 @@ impl ColocatedModel {
 
     /// Prices and runs one global step of `shape` starting at `start` (ns), writing its timing:
     /// `attention_busy` (attention and its TP all-reduce, LM head), `ffn_busy` (router, experts, dense
-    /// MLP and their reductions) and `link_busy` (all-to-alls), one entry per GPU.
+    /// MLP and their reductions) and `link_busy` (all-to-alls), one entry per GPU. `book` is the
+    /// run's price book for `cost`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the step, its pricing and its timing"
+    )]
     pub fn run_step(
         &mut self,
         shape: &StepShape,
         scheduled: u32,
         cost: &CostModel,
+        book: &mut PriceBook,
         routing: Option<&mut RoutingPools>,
         start: u64,
         timing: &mut StepTiming,
     ) {
-        self.price(shape, scheduled, cost, routing);
+        self.price(shape, scheduled, cost, book, routing);
         self.sweep(shape, start, timing);
         // With a real engine's profile the step costs what that engine's fixed-shape steps cost
         // (its host path overlapped with the kernels vLLM runs, `model/engine.rs`); the kernel
@@ -158,6 +164,7 @@ impl ColocatedModel {
         shape: &StepShape,
         scheduled: u32,
         cost: &CostModel,
+        book: &mut PriceBook,
         routing: Option<&mut RoutingPools>,
     ) {
         let tp = self.tp as u32;
@@ -181,14 +188,14 @@ impl ColocatedModel {
         for s in 0..shape.stages {
             for e in 0..self.dp {
                 let work = &shape.work[s][e];
-                prices.attention[s].push(attention_block_ns(cost, work, eager));
-                prices.attention_reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
-                let parts = ffn_parts(cost, work.rows, eager);
+                prices.attention[s].push(attention_block_ns(cost, book, work, eager));
+                prices.attention_reduce[s].push(cost.all_reduce_rows(book, work.rows, tp).as_ns());
+                let parts = ffn_parts(cost, book, work.rows, eager);
                 prices.router[s].push(parts.router);
                 prices.shared[s].push(parts.shared);
                 prices.dense[s].push(parts.dense);
                 prices.composition[s].push(parts.composition);
-                prices.reduce[s].push(cost.all_reduce_rows(work.rows, tp).as_ns());
+                prices.reduce[s].push(cost.all_reduce_rows(book, work.rows, tp).as_ns());
                 // Sequence-parallel MoE: each TP rank dispatches its slice of the engine's rows.
                 let per_gpu = if self.expert_parallel {
                     work.rows.div_ceil(tp)
@@ -201,7 +208,7 @@ impl ColocatedModel {
                 totals[s].1 += work.rows - real;
             }
             prices.all_to_all[s] = if self.expert_parallel {
-                cost.all_to_all_rows(max_rows_per_gpu[s], self.gpus as u32)
+                cost.all_to_all_rows(book, max_rows_per_gpu[s], self.gpus as u32)
                     .as_ns()
             } else {
                 0
@@ -211,10 +218,16 @@ impl ColocatedModel {
         prices.routed_launch = routed_launch_ns(cost, eager);
         if self.moe_layers > 0 {
             let routing = routing.expect("MoE layers have routing pools");
-            let price = |active, tpe| cost.routed_experts(active, tpe);
+            let mut price = |active, tpe| cost.routed_experts(book, active, tpe);
             for (s, &(real, padded)) in totals.iter().enumerate().take(shape.stages) {
                 if self.expert_parallel {
-                    routing.pick_many(real, padded, self.moe_layers, price, &mut prices.routed);
+                    routing.pick_many(
+                        real,
+                        padded,
+                        self.moe_layers,
+                        &mut price,
+                        &mut prices.routed,
+                    );
                 } else {
                     for e in 0..self.dp {
                         let work = &shape.work[s][e];
@@ -223,7 +236,7 @@ impl ColocatedModel {
                             real,
                             work.rows - real,
                             self.moe_layers,
-                            price,
+                            &mut price,
                             &mut prices.routed,
                         );
                     }
@@ -232,9 +245,9 @@ impl ColocatedModel {
         }
         prices.lm_head.clear();
         for &sampled in &shape.sampled {
-            prices.lm_head.push(lm_head_ns(cost, sampled, eager));
+            prices.lm_head.push(lm_head_ns(cost, book, sampled, eager));
         }
-        prices.host = host_costs(cost, StepScope::Serving { scheduled });
+        prices.host = host_costs(cost, book, StepScope::Serving { scheduled });
     }
 
     fn routed_at(&self, s: usize, moe: usize, gpu: usize) -> u64 {

@@ -18,7 +18,7 @@
 //!
 //! It does not decide when anything runs.
 
-use crate::model::cost::{CostModel, OpClass};
+use crate::model::cost::{CostModel, OpClass, PriceBook};
 use crate::pipeline::{FfnCollective, HostCosts, PipelineLayout, StepCosts};
 use crate::step::{AttentionWork, StepShape};
 use crate::time::SimDuration;
@@ -124,6 +124,7 @@ pub struct StepInputs<'a> {
 /// empty for a model without MoE layers.
 pub fn price_step(
     cost: &CostModel,
+    book: &mut PriceBook,
     step: StepInputs<'_>,
     scratch: &mut PriceScratch,
     routed: &[SimDuration],
@@ -140,29 +141,34 @@ pub fn price_step(
     costs.stages = stages;
     costs.attention_graph = shape.graph;
     costs.ffn_graph = shape.ffn_graph;
-    price_attention_side(cost, step, costs);
-    let collectives = price_ffn_parts(cost, step, scratch);
+    price_attention_side(cost, book, step, costs);
+    let collectives = price_ffn_parts(cost, book, step, scratch);
     fill_ffn_layers(cost, step, scratch, collectives, routed, costs);
     costs.lm_head.clear();
     if let StepScope::Serving { .. } = scope {
         for e in 0..engines {
             costs
                 .lm_head
-                .push(lm_head_ns(cost, shape.sampled[e], !shape.graph));
+                .push(lm_head_ns(cost, book, shape.sampled[e], !shape.graph));
         }
     }
     // Control payload: an 8-byte size then ~135–210 bytes of JSON, each a dependent hand-off
     // (afd-spec §3.4).
     let json = 135 + 68 * (stages as u64 - 1) + 3 * (engines as u64 - 1);
-    costs.control =
-        cost.transfer_bytes(8).total().as_ns() + cost.transfer_bytes(json).total().as_ns();
-    costs.host = host_costs(cost, scope);
+    costs.control = cost.transfer_bytes(book, 8).total().as_ns()
+        + cost.transfer_bytes(book, json).total().as_ns();
+    costs.host = host_costs(cost, book, scope);
 }
 
 /// The Attention side of `step` and its hand-offs: each engine's attention block and TP
 /// all-reduce per stage, and per Attention rank the send's port occupancy, latency and stream
 /// time, the send back, and the receive's stream time and wait curve.
-fn price_attention_side(cost: &CostModel, step: StepInputs<'_>, costs: &mut StepCosts) {
+fn price_attention_side(
+    cost: &CostModel,
+    book: &mut PriceBook,
+    step: StepInputs<'_>,
+    costs: &mut StepCosts,
+) {
     let StepInputs { layout, shape, .. } = step;
     for s in 0..2 {
         costs.attention_compute[s].clear();
@@ -178,27 +184,27 @@ fn price_attention_side(cost: &CostModel, step: StepInputs<'_>, costs: &mut Step
     for s in 0..shape.stages {
         for e in 0..layout.engines() {
             let work = &shape.work[s][e];
-            costs.attention_compute[s].push(attention_block_ns(cost, work, !shape.graph));
+            costs.attention_compute[s].push(attention_block_ns(cost, book, work, !shape.graph));
             costs.attention_all_reduce[s].push(
-                cost.all_reduce_rows(work.rows, layout.attention_tp as u32)
+                cost.all_reduce_rows(book, work.rows, layout.attention_tp as u32)
                     .as_ns(),
             );
         }
         for a in 0..layout.attention_ranks {
             let rows = shape.rows(s, layout.engine_of(a));
             let senders = layout.blocks[layout.subgroup_of[a]].len() as u32;
-            let transfer = cost.transfer_rows(rows);
+            let transfer = cost.transfer_rows(book, rows);
             // Without a measured NCCL kernel time, a send holds its stream until its data has
             // arrived and a receive whose data is there takes no time.
-            let nccl = cost.nccl_busy_rows(rows);
+            let nccl = cost.nccl_busy_rows(book, rows);
             let send_busy = nccl.unwrap_or(transfer.total()).as_ns();
-            costs.send_occupancy[s].push(cost.fan_in_occupancy(rows, senders).as_ns());
+            costs.send_occupancy[s].push(cost.fan_in_occupancy(book, rows, senders).as_ns());
             costs.send_latency[s].push(transfer.latency.as_ns());
             costs.send_busy[s].push(send_busy);
             costs.send_back[s].push(transfer.total().as_ns());
             costs.send_back_busy[s].push(send_busy);
             costs.recv_busy[s].push(nccl.unwrap_or_default().as_ns());
-            costs.recv_extra[s].push(cost.handoff_wait_extra(rows));
+            costs.recv_extra[s].push(cost.handoff_wait_extra(book, rows));
         }
     }
 }
@@ -216,6 +222,7 @@ struct StageCollectives {
 /// collectives.
 fn price_ffn_parts(
     cost: &CostModel,
+    book: &mut PriceBook,
     step: StepInputs<'_>,
     scratch: &mut PriceScratch,
 ) -> StageCollectives {
@@ -236,15 +243,15 @@ fn price_ffn_parts(
     let mut a2a = [0u64; 2];
     for s in 0..shape.stages {
         for f in 0..f_n {
-            let parts = ffn_parts(cost, rows_f[s][f], !shape.ffn_graph);
+            let parts = ffn_parts(cost, book, rows_f[s][f], !shape.ffn_graph);
             dense[s][f] = parts.dense;
             router[s][f] = parts.router;
             shared[s][f] = parts.shared;
             composition[s][f] = parts.composition;
         }
         let max_rows = rows_f[s].iter().copied().max().unwrap_or(1);
-        reduce[s] = cost.all_reduce_rows(max_rows, ffn_tp).as_ns();
-        a2a[s] = cost.all_to_all_rows(max_rows, f_n as u32).as_ns();
+        reduce[s] = cost.all_reduce_rows(book, max_rows, ffn_tp).as_ns();
+        a2a[s] = cost.all_to_all_rows(book, max_rows, f_n as u32).as_ns();
     }
     StageCollectives { reduce, a2a }
 }
@@ -340,16 +347,21 @@ fn fill_ffn_layers(
 /// Device time of one engine's attention block for one ubatch: projections, decode attention over
 /// its sequences' contexts and each prefill chunk, plus [`CostModel::eager_kernel_gap`] per kernel
 /// when `eager`.
-pub fn attention_block_ns(cost: &CostModel, work: &AttentionWork, eager: bool) -> u64 {
+pub fn attention_block_ns(
+    cost: &CostModel,
+    book: &mut PriceBook,
+    work: &AttentionWork,
+    eager: bool,
+) -> u64 {
     let kernels = cost.kernels();
-    let mut compute = cost.attention_proj(work.rows);
+    let mut compute = cost.attention_proj(book, work.rows);
     let mut launched = kernels.attention_proj;
     if work.decode_seqs > 0 {
-        compute += cost.attention_decode(work.decode_seqs, work.decode_context);
+        compute += cost.attention_decode(book, work.decode_seqs, work.decode_context);
         launched += kernels.attention_decode;
     }
     for &(tokens, context) in &work.prefill {
-        compute += cost.attention_prefill(tokens, context);
+        compute += cost.attention_prefill(book, tokens, context);
         launched += kernels.attention_prefill;
     }
     compute.as_ns() + launch_ns(cost, launched, eager)
@@ -367,14 +379,14 @@ pub struct FfnParts {
 }
 
 /// [`FfnParts`] of `rows` rows on one rank.
-pub fn ffn_parts(cost: &CostModel, rows: u32, eager: bool) -> FfnParts {
+pub fn ffn_parts(cost: &CostModel, book: &mut PriceBook, rows: u32, eager: bool) -> FfnParts {
     let kernels = cost.kernels();
     FfnParts {
-        dense: cost.dense_mlp(rows).as_ns() + launch_ns(cost, kernels.dense, eager),
-        router: cost.router(rows).as_ns() + launch_ns(cost, kernels.router, eager),
-        shared: (cost.moe_dispatch(rows) + cost.shared_experts(rows)).as_ns()
+        dense: cost.dense_mlp(book, rows).as_ns() + launch_ns(cost, kernels.dense, eager),
+        router: cost.router(book, rows).as_ns() + launch_ns(cost, kernels.router, eager),
+        shared: (cost.moe_dispatch(book, rows) + cost.shared_experts(book, rows)).as_ns()
             + launch_ns(cost, kernels.dispatch + kernels.shared, eager),
-        composition: cost.moe_composition_ns(rows),
+        composition: cost.moe_composition_ns(book, rows),
     }
 }
 
@@ -389,8 +401,8 @@ pub fn with_composition(parts_ns: u64, composition: i64) -> u64 {
 }
 
 /// LM head and sampling of `sampled` sequences, launch gaps included when `eager`.
-pub fn lm_head_ns(cost: &CostModel, sampled: u32, eager: bool) -> u64 {
-    cost.lm_head(sampled).as_ns() + launch_ns(cost, cost.kernels().lm_head, eager)
+pub fn lm_head_ns(cost: &CostModel, book: &mut PriceBook, sampled: u32, eager: bool) -> u64 {
+    cost.lm_head(book, sampled).as_ns() + launch_ns(cost, cost.kernels().lm_head, eager)
 }
 
 /// Device overhead of `kernels` kernels launched eagerly (zero inside a graph).
@@ -404,7 +416,7 @@ fn launch_ns(cost: &CostModel, kernels: u32, eager: bool) -> u64 {
 
 /// Host costs of a step: the scheduler's time before the forward (serving steps), the FFN loop,
 /// graph launches and each operation's eager issue time.
-pub fn host_costs(cost: &CostModel, scope: StepScope) -> HostCosts {
+pub fn host_costs(cost: &CostModel, book: &mut PriceBook, scope: StepScope) -> HostCosts {
     let kernels = cost.kernels();
     let moe_issue = [
         OpClass::MoeRouter,
@@ -419,21 +431,21 @@ pub fn host_costs(cost: &CostModel, scope: StepScope) -> HostCosts {
         kernels.routed,
         kernels.shared,
     ])
-    .map(|(&class, n)| cost.eager_host(class, n).as_ns())
+    .map(|(&class, n)| cost.eager_host(book, class, n).as_ns())
     .sum();
     HostCosts {
         step: match scope {
-            StepScope::Serving { scheduled } => cost.step_host(scheduled).as_ns(),
+            StepScope::Serving { scheduled } => cost.step_host(book, scheduled).as_ns(),
             StepScope::Forward => 0,
         },
-        ffn_loop: cost.ffn_loop_host().as_ns(),
-        graph_launch: cost.graph_launch().as_ns(),
-        attention_compute: (cost.eager_host(OpClass::AttentionProj, kernels.attention_proj)
-            + cost.eager_host(OpClass::AttentionMlaDecode, kernels.attention_decode))
+        ffn_loop: cost.ffn_loop_host(book).as_ns(),
+        graph_launch: cost.graph_launch(book).as_ns(),
+        attention_compute: (cost.eager_host(book, OpClass::AttentionProj, kernels.attention_proj)
+            + cost.eager_host(book, OpClass::AttentionMlaDecode, kernels.attention_decode))
         .as_ns(),
-        p2p: cost.eager_host(OpClass::P2p, kernels.p2p).as_ns(),
+        p2p: cost.eager_host(book, OpClass::P2p, kernels.p2p).as_ns(),
         collective: cost
-            .eager_host(OpClass::AllReduce, kernels.collective)
+            .eager_host(book, OpClass::AllReduce, kernels.collective)
             .as_ns(),
         ffn_compute: moe_issue,
         attention_kernels: u64::from(kernels.attention_proj + kernels.attention_decode),

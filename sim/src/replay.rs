@@ -15,7 +15,7 @@ use afd_traces::pipeline::{PipelineModel, PipelineRecord, PipelineResults};
 
 use crate::cluster::Regime;
 use crate::model::arch::ModelArch;
-use crate::model::cost::{CostModel, OpClass, median};
+use crate::model::cost::{CostModel, OpClass, PriceBook, UsageCounts, median};
 use crate::pipeline::{PipelineLayout, PipelineState, StepCosts, StepTiming, Sweep, run_step};
 use crate::pricing::{FfnRows, PriceScratch, StepInputs, StepScope, price_step, routed_index};
 use crate::step::{AttentionWork, StepShape};
@@ -82,6 +82,8 @@ pub struct Replay {
     pub gains: Vec<Gain>,
     /// Largest `|predicted − measured|` of a gain, percentage points.
     pub worst_gain_pp: f64,
+    /// What the replay asked the cost model, per operation class.
+    pub usage: UsageCounts,
 }
 
 /// Why a results file cannot be replayed; each variant names the field at fault.
@@ -121,10 +123,13 @@ pub fn replay(
             .collect(),
     );
     let mut run = StepRun::default();
+    let mut book = PriceBook::new();
     let mut steps = Vec::with_capacity(results.records.len());
     for (index, record) in results.records.iter().enumerate() {
         let routing = recorded_routing(index, record, &layout)?;
-        steps.push(replay_record(record, &routing, &layout, cost, &mut run));
+        steps.push(replay_record(
+            record, &routing, &layout, cost, &mut book, &mut run,
+        ));
     }
     let errors: Vec<f64> = steps.iter().map(|s| s.error.abs()).collect();
     let gains = gains(&steps);
@@ -135,6 +140,7 @@ pub fn replay(
         steps,
         gains,
         worst_gain_pp,
+        usage: *book.usage(),
     })
 }
 
@@ -157,6 +163,7 @@ fn replay_record(
     routing: &Routing,
     layout: &PipelineLayout,
     cost: &CostModel,
+    book: &mut PriceBook,
     run: &mut StepRun,
 ) -> ReplayedStep {
     let shape = shape_of(record);
@@ -166,7 +173,8 @@ fn replay_record(
     routed.resize(shape.stages * moe_layers, SimDuration::ZERO);
     for (s, layers) in routing.iter().enumerate() {
         for (moe, &(active, tpe)) in layers.iter().enumerate() {
-            routed[routed_index(true, moe_layers, 1, s, moe, 0)] = cost.routed_experts(active, tpe);
+            routed[routed_index(true, moe_layers, 1, s, moe, 0)] =
+                cost.routed_experts(book, active, tpe);
         }
     }
     run.ffn.fill(layout, &shape);
@@ -177,7 +185,14 @@ fn replay_record(
         ffn: &run.ffn,
         scope: StepScope::Forward,
     };
-    price_step(cost, step, &mut run.scratch, &run.routed, &mut run.costs);
+    price_step(
+        cost,
+        book,
+        step,
+        &mut run.scratch,
+        &run.routed,
+        &mut run.costs,
+    );
     let mut state = PipelineState::new(layout);
     run_step(
         layout,
@@ -205,7 +220,7 @@ fn replay_record(
     } else {
         Regime::Transfer
     };
-    let (bound_class, bound_share) = dominant_class(bound, record, routing, cost);
+    let (bound_class, bound_share) = dominant_class(bound, record, routing, cost, book);
     ReplayedStep {
         tokens: record.tokens,
         context: record.context,
@@ -352,6 +367,7 @@ fn dominant_class(
     record: &PipelineRecord,
     routing: &Routing,
     cost: &CostModel,
+    book: &mut PriceBook,
 ) -> (OpClass, f64) {
     let layers = f64::from(record.layers);
     let mut totals: Vec<(OpClass, f64)> = Vec::new();
@@ -365,40 +381,46 @@ fn dominant_class(
             Regime::Attention => {
                 add(
                     OpClass::AttentionProj,
-                    layers * us(cost.attention_proj(rows)),
+                    layers * us(cost.attention_proj(book, rows)),
                 );
                 let context = u64::from(rows) * u64::from(record.context);
                 add(
                     OpClass::AttentionMlaDecode,
-                    layers * us(cost.attention_decode(rows, context)),
+                    layers * us(cost.attention_decode(book, rows, context)),
                 );
-                add(OpClass::P2p, layers * us(cost.transfer_rows(rows).total()));
+                add(
+                    OpClass::P2p,
+                    layers * us(cost.transfer_rows(book, rows).total()),
+                );
             }
             Regime::Ffn => {
                 let moe_layers = routing[s].len() as f64;
                 let dense = layers - moe_layers;
-                add(OpClass::MlpDense, dense * us(cost.dense_mlp(rows)));
-                add(OpClass::MoeRouter, moe_layers * us(cost.router(rows)));
+                add(OpClass::MlpDense, dense * us(cost.dense_mlp(book, rows)));
+                add(OpClass::MoeRouter, moe_layers * us(cost.router(book, rows)));
                 add(
                     OpClass::MoeDispatch,
-                    moe_layers * us(cost.moe_dispatch(rows)),
+                    moe_layers * us(cost.moe_dispatch(book, rows)),
                 );
                 add(
                     OpClass::MoeSharedExperts,
-                    moe_layers * us(cost.shared_experts(rows)),
+                    moe_layers * us(cost.shared_experts(book, rows)),
                 );
                 add(
                     OpClass::MoeLayer,
-                    moe_layers * (cost.moe_composition_ns(rows) as f64 / 1e3).max(0.0),
+                    moe_layers * (cost.moe_composition_ns(book, rows) as f64 / 1e3).max(0.0),
                 );
                 for &(active, tpe) in &routing[s] {
                     add(
                         OpClass::MoeRoutedExperts,
-                        us(cost.routed_experts(active, tpe)),
+                        us(cost.routed_experts(book, active, tpe)),
                     );
                 }
             }
-            Regime::Transfer => add(OpClass::P2p, layers * us(cost.transfer_rows(rows).total())),
+            Regime::Transfer => add(
+                OpClass::P2p,
+                layers * us(cost.transfer_rows(book, rows).total()),
+            ),
         }
     }
     let total: f64 = totals.iter().map(|(_, t)| t).sum();

@@ -12,7 +12,7 @@ use afd_traces::timeline::ChromeTrace;
 
 use crate::cluster::{ClusterTotals, Regime, RunSummary, StepRecord};
 use crate::engine::RunResult;
-use crate::model::cost::{CostModel, OpClass};
+use crate::model::cost::{OpClass, UsageCounts};
 use crate::model::workload::Workload;
 use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
 use crate::rng::Seed;
@@ -67,7 +67,7 @@ pub fn build_report(result: &RunResult, context: &ReportContext<'_>) -> PredictR
         },
         steps: step_summary(totals),
         calibration: cost.calibration_name().map(str::to_owned),
-        costs: cost_sources(cost),
+        costs: cost_sources(&summary.usage),
         afd_link: cost.afd_link().map(|afd| afd.link.describe()),
     }
 }
@@ -177,17 +177,17 @@ fn step_summary(totals: &ClusterTotals) -> StepSummary {
 }
 
 /// Where each operation class was priced from, and how often, in [`OpClass::ALL`] order.
-fn cost_sources(cost: &CostModel) -> Vec<CostSource> {
+fn cost_sources(usage: &UsageCounts) -> Vec<CostSource> {
     OpClass::ALL
         .iter()
         .map(|&class| {
-            let usage = cost.usage(class);
+            let counts = usage.of(class);
             CostSource {
                 op: class.as_str().to_owned(),
-                source: cost.source_of(class).to_owned(),
-                calibrated_queries: usage.calibrated,
-                roofline_queries: usage.roofline,
-                out_of_range: usage.out_of_range,
+                source: usage.source_of(class).to_owned(),
+                calibrated_queries: counts.calibrated,
+                roofline_queries: counts.roofline,
+                out_of_range: counts.out_of_range,
             }
         })
         .collect()

@@ -2,9 +2,11 @@
 //! operation, otherwise from a roofline over the GPU's datasheet figures (`model/hardware.rs`).
 //!
 //! The cost model knows the model's shapes and the deployment's parallel layout, so callers ask in
-//! tokens and rows. It counts, per operation class, how many queries each source priced and how
-//! many calibrated queries fell outside the measured range (clamped). It never schedules anything:
-//! the step pipeline (`pipeline.rs`) decides when each operation runs.
+//! tokens and rows. It is an immutable value: every price is a pure function of the model and the
+//! query. What a run asked is counted where the price is asked for, in the caller's [`PriceBook`]
+//! (per operation class, how many queries each source priced and how many calibrated queries fell
+//! outside the measured range, clamped), which also memoises the prices. It never schedules
+//! anything: the step pipeline (`pipeline.rs`) decides when each operation runs.
 //!
 //! Every compute price is the device time of the operation inside a CUDA graph, launch gaps between
 //! its kernels included: a profile's `samples_us` are replays of back-to-back repetitions, so they
@@ -13,11 +15,9 @@
 //! issue costs are separate ([`CostModel::eager_host`]). Transfers are priced as dependent hand-offs
 //! (`p2p.ping_pong`, per leg): in a step each transfer waits for the one before it.
 
+mod book;
 mod calibrated;
 pub mod interp;
-mod memo;
-
-use std::cell::{Cell, RefCell};
 
 use afd_traces::calibration::CalibrationProfile;
 
@@ -26,10 +26,11 @@ use crate::model::cost::interp::{InterpError, Lookup};
 use crate::model::hardware::{Efficiency, GpuKind, GpuSpec};
 use crate::pipeline::WaitCurve;
 use crate::time::SimDuration;
+use book::{Keyed, PricedOp, Rows};
+pub use book::{PriceBook, UsageCounts};
 use calibrated::Calibrated;
 pub use calibrated::{eager_gap_fit, merge_profiles};
 pub(crate) use calibrated::{median, model_matches};
-use memo::{PriceMemo, Priced, PricedOp};
 
 /// The classes of operations the report attributes to a cost source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -150,9 +151,6 @@ impl ClassUsage {
     }
 }
 
-/// Usage counters of every class, in [`OpClass::ALL`] order.
-pub type UsageCounts = [ClassUsage; OpClass::ALL.len()];
-
 /// Why a calibration profile cannot price this model.
 #[derive(Debug, thiserror::Error)]
 pub enum CostError {
@@ -217,6 +215,10 @@ impl KernelCounts {
 }
 
 /// Prices operations for one deployment of one model on one GPU kind.
+///
+/// Immutable: no price depends on an earlier one, so a model is `Sync` and can be shared. Every
+/// method that prices takes the caller's [`PriceBook`], which counts the query and memoises the
+/// price; a book serves one model.
 #[derive(Debug)]
 pub struct CostModel {
     model: ModelArch,
@@ -225,11 +227,6 @@ pub struct CostModel {
     layout: CostLayout,
     kernels: KernelCounts,
     calibration: Option<Calibrated>,
-    usage: [Cell<ClassUsage>; OpClass::ALL.len()],
-    // Memo cache of hand-offs by row count; exact keys only.
-    memo_p2p: RefCell<Vec<Option<MemoTransfer>>>,
-    /// Prices by operation and integer arguments, with the usage each recorded.
-    memo: RefCell<PriceMemo>,
     /// The real engine's step floors (`model/engine.rs`), when an engine profile was given.
     engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
     /// The link A↔F hand-offs take when it is not the GPUs' own (another host, or `--link`).
@@ -244,9 +241,6 @@ pub struct AfdLink {
     pub ranks_on_host: u32,
 }
 
-/// A memoised transfer and the lookup that priced it (to count memo hits by source).
-type MemoTransfer = (TransferCost, Option<Lookup>);
-
 impl CostModel {
     /// A cost model that prices everything from the datasheet roofline.
     pub fn roofline(model: &ModelArch, gpu: GpuKind, layout: CostLayout) -> CostModel {
@@ -257,9 +251,6 @@ impl CostModel {
             layout,
             kernels: KernelCounts::defaults(),
             calibration: None,
-            usage: Default::default(),
-            memo_p2p: RefCell::new(Vec::new()),
-            memo: RefCell::new(PriceMemo::default()),
             engine: None,
             afd_link: None,
         }
@@ -270,8 +261,6 @@ impl CostModel {
     /// another link.
     pub fn with_afd_link(mut self, link: AfdLink) -> CostModel {
         self.afd_link = Some(link);
-        self.memo_p2p.get_mut().clear();
-        self.memo.get_mut().clear();
         self
     }
 
@@ -318,9 +307,6 @@ impl CostModel {
     /// Replaces the efficiency factors and launch costs (tests and what-if studies).
     pub fn with_efficiency(mut self, efficiency: Efficiency) -> CostModel {
         self.efficiency = efficiency;
-        // Prices made with the old factors no longer hold.
-        self.memo_p2p.get_mut().clear();
-        self.memo.get_mut().clear();
         self
     }
 
@@ -343,77 +329,6 @@ impl CostModel {
     /// Name of the calibration profile in use, if any.
     pub fn calibration_name(&self) -> Option<&str> {
         self.calibration.as_ref().map(|c| c.name.as_str())
-    }
-
-    /// Usage counters of one class so far.
-    pub fn usage(&self, class: OpClass) -> ClassUsage {
-        self.usage[class.index()].get()
-    }
-
-    /// Every class's usage counters so far, in [`OpClass::ALL`] order.
-    pub fn usage_all(&self) -> UsageCounts {
-        std::array::from_fn(|i| self.usage[i].get())
-    }
-
-    /// What the counters counted since the snapshot `before` (from [`CostModel::usage_all`]), per
-    /// class index.
-    pub fn usage_since(&self, before: &UsageCounts) -> Vec<(usize, ClassUsage)> {
-        before
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| {
-                let a = self.usage[i].get();
-                (a != *b).then(|| (i, a.since(*b)))
-            })
-            .collect()
-    }
-
-    /// Counts `delta` (from [`CostModel::usage_since`]) again: a memoised step replays the usage
-    /// its pricing recorded, so the report counts every step as if it had been priced.
-    pub fn add_usage(&self, delta: &[(usize, ClassUsage)]) {
-        for &(class, add) in delta {
-            self.count(class, add);
-        }
-    }
-
-    /// Adds `add` to the counters of class index `class`.
-    fn count(&self, class: usize, add: ClassUsage) {
-        let cell = &self.usage[class];
-        let mut usage = cell.get();
-        usage.calibrated += add.calibrated;
-        usage.roofline += add.roofline;
-        usage.out_of_range += add.out_of_range;
-        cell.set(usage);
-    }
-
-    /// Where each class was priced from: `"calibration"`, `"roofline"`, `"calibration+roofline"`, or
-    /// `"unused"`.
-    pub fn source_of(&self, class: OpClass) -> &'static str {
-        let usage = self.usage(class);
-        match (usage.calibrated > 0, usage.roofline > 0) {
-            (true, true) => "calibration+roofline",
-            (true, false) => "calibration",
-            (false, true) => "roofline",
-            (false, false) => "unused",
-        }
-    }
-
-    fn record(&self, class: OpClass, lookup: Option<Lookup>) -> Option<f64> {
-        let cell = &self.usage[class.index()];
-        let mut usage = cell.get();
-        let out = match lookup {
-            Some(found) => {
-                usage.calibrated += 1;
-                usage.out_of_range += u64::from(found.out_of_range);
-                Some(found.value_us)
-            }
-            None => {
-                usage.roofline += 1;
-                None
-            }
-        };
-        cell.set(usage);
-        out
     }
 
     fn calibration(&self) -> Option<&Calibrated> {
@@ -448,39 +363,22 @@ impl CostModel {
     /// events are accounted for (docs/fidelity.md); eager issue costs are the host's
     /// ([`CostModel::eager_host`]).
     /// Memoised by `rows`; a memo hit counts as a query of the source that priced it.
-    pub fn transfer_rows(&self, rows: u32) -> TransferCost {
-        let slot = rows as usize;
-        if let Some(Some((cost, lookup))) = self.memo_p2p.borrow().get(slot) {
-            self.record(OpClass::P2p, *lookup);
-            return *cost;
-        }
-        let (cost, lookup) =
-            self.transfer_bytes_with_lookup(u64::from(rows) * self.model.row_bytes());
-        let mut memo = self.memo_p2p.borrow_mut();
-        if memo.len() <= slot {
-            memo.resize(slot + 1, None);
-        }
-        memo[slot] = Some((cost, lookup));
-        cost
+    pub fn transfer_rows(&self, book: &mut PriceBook, rows: u32) -> TransferCost {
+        book.memoised(Rows(rows), |book| {
+            self.transfer_bytes(book, u64::from(rows) * self.model.row_bytes())
+        })
     }
 
     /// Hand-off of `bytes` by one NCCL send/recv pair (see [`CostModel::transfer_rows`]).
-    pub fn transfer_bytes(&self, bytes: u64) -> TransferCost {
-        self.transfer_bytes_with_lookup(bytes).0
-    }
-
-    fn transfer_bytes_with_lookup(&self, bytes: u64) -> (TransferCost, Option<Lookup>) {
+    pub fn transfer_bytes(&self, book: &mut PriceBook, bytes: u64) -> TransferCost {
         if let Some(afd) = &self.afd_link {
-            self.record(OpClass::P2p, None);
+            book.record(OpClass::P2p, None);
             let total = afd.link.transfer_time(bytes, afd.ranks_on_host);
             let latency = SimDuration::from_secs_f64(afd.link.latency_s).min(total);
-            return (
-                TransferCost {
-                    occupancy: SimDuration::from_ns(total.as_ns() - latency.as_ns()),
-                    latency,
-                },
-                None,
-            );
+            return TransferCost {
+                occupancy: SimDuration::from_ns(total.as_ns() - latency.as_ns()),
+                latency,
+            };
         }
         // The eager one-way table is the last resort: its small messages time the two hosts'
         // launch skew, not the link.
@@ -493,7 +391,7 @@ impl CostModel {
                 .or(c.p2p_eager.as_ref())
         });
         let lookup = curve.map(|c| c.at(bytes as f64));
-        let cost = match (self.record(OpClass::P2p, lookup), curve) {
+        match (book.record(OpClass::P2p, lookup), curve) {
             (Some(total_us), Some(curve)) => {
                 let latency_us = curve.first_value_us().min(total_us);
                 TransferCost {
@@ -507,32 +405,27 @@ impl CostModel {
                 ),
                 latency: SimDuration::from_secs_f64(self.spec.link_latency_s),
             },
-        };
-        (cost, lookup)
+        }
     }
 
     /// How long an NCCL send or receive of `rows` rows holds its stream when its peer is ready (a
     /// send, or a receive whose data has already arrived): the per-operation time of back-to-back
     /// one-way operations in a graph (`p2p.one_way`, `graph=true`), where each rank runs one NCCL
     /// kernel per operation. `None` without that table.
-    pub fn nccl_busy_rows(&self, rows: u32) -> Option<SimDuration> {
-        let key = (PricedOp::NcclBusyRows, u64::from(rows), 0);
-        match self.memoised(key, || Priced::Maybe(self.nccl_busy_rows_priced(rows))) {
-            Priced::Maybe(value) => value,
-            other => unreachable!("{other:?} memoised for nccl_busy_rows"),
-        }
-    }
-
-    /// [`CostModel::nccl_busy_rows`] without the memo.
-    fn nccl_busy_rows_priced(&self, rows: u32) -> Option<SimDuration> {
-        // A profile's tables measured the GPUs' own link, not the A↔F link given.
-        if self.afd_link.is_some() {
-            return None;
-        }
-        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-        self.calibration()
-            .and_then(|c| c.p2p_graph.as_ref())
-            .map(|curve| SimDuration::from_us_f64(curve.at(bytes).value_us))
+    pub fn nccl_busy_rows(&self, book: &mut PriceBook, rows: u32) -> Option<SimDuration> {
+        book.memoised(
+            Keyed::new(PricedOp::NcclBusyRows, u64::from(rows), 0),
+            |_| {
+                // A profile's tables measured the GPUs' own link, not the A↔F link given.
+                if self.afd_link.is_some() {
+                    return None;
+                }
+                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+                self.calibration()
+                    .and_then(|c| c.p2p_graph.as_ref())
+                    .map(|curve| SimDuration::from_us_f64(curve.at(bytes).value_us))
+            },
+        )
     }
 
     /// How much later than [`CostModel::transfer_rows`] a receive of `rows` rows completes after its
@@ -540,192 +433,162 @@ impl CostModel {
     /// (empty without `p2p.handoff` tables). A hand-off whose receiver idled longer is slower: in
     /// `p2p.handoff` the receiver waits for the peer's compute (`work_us`) and one leg, and each
     /// longer compute adds to the leg (on 2 × H200: +0.5 µs after 22 µs, +4 µs after 165 µs).
-    pub fn handoff_wait_extra(&self, rows: u32) -> WaitCurve {
-        let key = (PricedOp::HandoffWaitExtra, u64::from(rows), 0);
-        match self.memoised(key, || Priced::Curve(self.handoff_wait_extra_priced(rows))) {
-            Priced::Curve(value) => value,
-            other => unreachable!("{other:?} memoised for handoff_wait_extra"),
-        }
-    }
-
-    /// [`CostModel::handoff_wait_extra`] without the memo.
-    fn handoff_wait_extra_priced(&self, rows: u32) -> WaitCurve {
-        let mut out = WaitCurve::default();
-        if self.afd_link.is_some() {
-            return out;
-        }
-        let Some(handoff) = self.calibration().map(|c| &c.handoff) else {
-            return out;
-        };
-        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-        let Some((_, first)) = handoff.first() else {
-            return out;
-        };
-        let base = first.at(bytes).value_us;
-        for (work_us, curve) in handoff.iter().take(WaitCurve::CAPACITY) {
-            let leg = curve.at(bytes).value_us;
-            out.push(
-                SimDuration::from_us_f64(work_us + base).as_ns(),
-                SimDuration::from_us_f64((leg - base).max(0.0)).as_ns(),
-            );
-        }
-        out
+    pub fn handoff_wait_extra(&self, book: &mut PriceBook, rows: u32) -> WaitCurve {
+        book.memoised(
+            Keyed::new(PricedOp::HandoffWaitExtra, u64::from(rows), 0),
+            |_| {
+                let mut out = WaitCurve::default();
+                if self.afd_link.is_some() {
+                    return out;
+                }
+                let Some(handoff) = self.calibration().map(|c| &c.handoff) else {
+                    return out;
+                };
+                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+                let Some((_, first)) = handoff.first() else {
+                    return out;
+                };
+                let base = first.at(bytes).value_us;
+                for (work_us, curve) in handoff.iter().take(WaitCurve::CAPACITY) {
+                    let leg = curve.at(bytes).value_us;
+                    out.push(
+                        SimDuration::from_us_f64(work_us + base).as_ns(),
+                        SimDuration::from_us_f64((leg - base).max(0.0)).as_ns(),
+                    );
+                }
+                out
+            },
+        )
     }
 
     /// Port occupancy per sender when `senders` Attention ranks send `rows` rows each to one FFN rank
     /// at once (afd-spec fan-in): from `p2p.fan_in` when measured for this sender count, else the
     /// one-way occupancy (the port then serialises the senders).
-    pub fn fan_in_occupancy(&self, rows: u32, senders: u32) -> SimDuration {
-        let key = (
-            PricedOp::FanInOccupancy,
-            u64::from(rows),
-            u64::from(senders),
-        );
-        match self.memoised(key, || {
-            Priced::Duration(self.fan_in_occupancy_priced(rows, senders))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for fan_in_occupancy"),
-        }
-    }
-
-    /// [`CostModel::fan_in_occupancy`] without the memo.
-    fn fan_in_occupancy_priced(&self, rows: u32, senders: u32) -> SimDuration {
-        let single = self.transfer_rows(rows);
-        if senders <= 1 {
-            return single.occupancy;
-        }
-        let curve = self
-            .calibration()
-            .filter(|_| self.afd_link.is_none())
-            .and_then(|c| c.fan_in.iter().find(|(n, _)| *n == senders).map(|(_, c)| c));
-        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-        match curve {
-            Some(curve) => {
-                let found = curve.at(bytes);
-                self.record(OpClass::P2p, Some(found));
-                let total = SimDuration::from_us_f64(found.value_us);
-                SimDuration::from_ns(
-                    total.as_ns().saturating_sub(single.latency.as_ns()) / u64::from(senders),
-                )
-            }
-            None => single.occupancy,
-        }
+    pub fn fan_in_occupancy(&self, book: &mut PriceBook, rows: u32, senders: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(
+                PricedOp::FanInOccupancy,
+                u64::from(rows),
+                u64::from(senders),
+            ),
+            |book| {
+                let single = self.transfer_rows(book, rows);
+                if senders <= 1 {
+                    return single.occupancy;
+                }
+                let curve = self
+                    .calibration()
+                    .filter(|_| self.afd_link.is_none())
+                    .and_then(|c| c.fan_in.iter().find(|(n, _)| *n == senders).map(|(_, c)| c));
+                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+                match curve {
+                    Some(curve) => {
+                        let found = curve.at(bytes);
+                        book.record(OpClass::P2p, Some(found));
+                        let total = SimDuration::from_us_f64(found.value_us);
+                        SimDuration::from_ns(
+                            total.as_ns().saturating_sub(single.latency.as_ns())
+                                / u64::from(senders),
+                        )
+                    }
+                    None => single.occupancy,
+                }
+            },
+        )
     }
 
     /// Ring all-reduce of `rows` rows over `ranks` GPUs (Attention TP after `o_proj`; FFN TP after
     /// the experts, afd-spec §3.7).
-    pub fn all_reduce_rows(&self, rows: u32, ranks: u32) -> SimDuration {
-        let key = (PricedOp::AllReduceRows, u64::from(rows), u64::from(ranks));
-        match self.memoised(key, || {
-            Priced::Duration(self.all_reduce_rows_priced(rows, ranks))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for all_reduce_rows"),
-        }
-    }
-
-    /// [`CostModel::all_reduce_rows`] without the memo.
-    fn all_reduce_rows_priced(&self, rows: u32, ranks: u32) -> SimDuration {
-        if ranks <= 1 {
-            return SimDuration::ZERO;
-        }
-        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-        let lookup = self.calibration().and_then(|c| {
-            c.all_reduce
-                .iter()
-                .find(|(n, _)| *n == ranks)
-                .map(|(_, curve)| curve.at(bytes))
-        });
-        if let Some(us) = self.record(OpClass::AllReduce, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        let n = f64::from(ranks);
-        let wire =
-            2.0 * (n - 1.0) / n * bytes / (self.spec.link_bytes_per_s * self.efficiency.link);
-        SimDuration::from_secs_f64(2.0 * self.spec.link_latency_s + wire)
+    pub fn all_reduce_rows(&self, book: &mut PriceBook, rows: u32, ranks: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::AllReduceRows, u64::from(rows), u64::from(ranks)),
+            |book| {
+                if ranks <= 1 {
+                    return SimDuration::ZERO;
+                }
+                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+                let lookup = self.calibration().and_then(|c| {
+                    c.all_reduce
+                        .iter()
+                        .find(|(n, _)| *n == ranks)
+                        .map(|(_, curve)| curve.at(bytes))
+                });
+                if let Some(us) = book.record(OpClass::AllReduce, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                let n = f64::from(ranks);
+                let wire = 2.0 * (n - 1.0) / n * bytes
+                    / (self.spec.link_bytes_per_s * self.efficiency.link);
+                SimDuration::from_secs_f64(2.0 * self.spec.link_latency_s + wire)
+            },
+        )
     }
 
     /// All-to-all of `rows` rows per rank over `ranks` GPUs (FFN DP + EP dispatch or combine).
-    pub fn all_to_all_rows(&self, rows: u32, ranks: u32) -> SimDuration {
-        let key = (PricedOp::AllToAllRows, u64::from(rows), u64::from(ranks));
-        match self.memoised(key, || {
-            Priced::Duration(self.all_to_all_rows_priced(rows, ranks))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for all_to_all_rows"),
-        }
-    }
-
-    /// [`CostModel::all_to_all_rows`] without the memo.
-    fn all_to_all_rows_priced(&self, rows: u32, ranks: u32) -> SimDuration {
-        if ranks <= 1 {
-            return SimDuration::ZERO;
-        }
-        let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-        let lookup = self.calibration().and_then(|c| {
-            c.all_to_all
-                .iter()
-                .find(|(n, _)| *n == ranks)
-                .map(|(_, curve)| curve.at(bytes))
-        });
-        if let Some(us) = self.record(OpClass::AllToAll, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        let n = f64::from(ranks);
-        let wire = (n - 1.0) / n * bytes / (self.spec.link_bytes_per_s * self.efficiency.link);
-        SimDuration::from_secs_f64(self.spec.link_latency_s + wire)
+    pub fn all_to_all_rows(&self, book: &mut PriceBook, rows: u32, ranks: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::AllToAllRows, u64::from(rows), u64::from(ranks)),
+            |book| {
+                if ranks <= 1 {
+                    return SimDuration::ZERO;
+                }
+                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+                let lookup = self.calibration().and_then(|c| {
+                    c.all_to_all
+                        .iter()
+                        .find(|(n, _)| *n == ranks)
+                        .map(|(_, curve)| curve.at(bytes))
+                });
+                if let Some(us) = book.record(OpClass::AllToAll, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                let n = f64::from(ranks);
+                let wire =
+                    (n - 1.0) / n * bytes / (self.spec.link_bytes_per_s * self.efficiency.link);
+                SimDuration::from_secs_f64(self.spec.link_latency_s + wire)
+            },
+        )
     }
 
     /// Router (gate GEMM + top-k) of one MoE layer over `tokens` rows.
-    pub fn router(&self, tokens: u32) -> SimDuration {
-        let key = (PricedOp::Router, u64::from(tokens), 0);
-        match self.memoised(key, || Priced::Duration(self.router_priced(tokens))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for router"),
-        }
-    }
-
-    /// [`CostModel::router`] without the memo.
-    fn router_priced(&self, tokens: u32) -> SimDuration {
-        let lookup = self
-            .calibration()
-            .and_then(|c| c.router.as_ref().map(|curve| curve.at(f64::from(tokens))));
-        if let Some(us) = self.record(OpClass::MoeRouter, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        let params = self.model.router_params() as f64;
-        let t = f64::from(tokens);
-        self.roofline_time(
-            2.0 * t * params,
-            params * self.weight() + t * f64::from(self.model.hidden()) * self.dtype(),
-            self.kernels.router,
-        )
+    pub fn router(&self, book: &mut PriceBook, tokens: u32) -> SimDuration {
+        book.memoised(Keyed::new(PricedOp::Router, u64::from(tokens), 0), |book| {
+            let lookup = self
+                .calibration()
+                .and_then(|c| c.router.as_ref().map(|curve| curve.at(f64::from(tokens))));
+            if let Some(us) = book.record(OpClass::MoeRouter, lookup) {
+                return SimDuration::from_us_f64(us);
+            }
+            let params = self.model.router_params() as f64;
+            let t = f64::from(tokens);
+            self.roofline_time(
+                2.0 * t * params,
+                params * self.weight() + t * f64::from(self.model.hidden()) * self.dtype(),
+                self.kernels.router,
+            )
+        })
     }
 
     /// Token gather before the routed experts and the weighted combine after them, over `tokens`
     /// rows of one FFN rank (`moe.dispatch`).
-    pub fn moe_dispatch(&self, tokens: u32) -> SimDuration {
-        let key = (PricedOp::MoeDispatch, u64::from(tokens), 0);
-        match self.memoised(key, || Priced::Duration(self.moe_dispatch_priced(tokens))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for moe_dispatch"),
-        }
-    }
-
-    /// [`CostModel::moe_dispatch`] without the memo.
-    fn moe_dispatch_priced(&self, tokens: u32) -> SimDuration {
-        let lookup = self
-            .calibration()
-            .and_then(|c| c.dispatch.as_ref().map(|curve| curve.at(f64::from(tokens))));
-        if let Some(us) = self.record(OpClass::MoeDispatch, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        // Gather reads and writes `top_k` copies of each row; combine reads them and writes one.
-        let rows = f64::from(tokens) * f64::from(self.model.experts_per_token());
-        let bytes =
-            (3.0 * rows + f64::from(tokens)) * f64::from(self.model.hidden()) * self.dtype();
-        self.roofline_time(0.0, bytes, self.kernels.dispatch)
+    pub fn moe_dispatch(&self, book: &mut PriceBook, tokens: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::MoeDispatch, u64::from(tokens), 0),
+            |book| {
+                let lookup = self
+                    .calibration()
+                    .and_then(|c| c.dispatch.as_ref().map(|curve| curve.at(f64::from(tokens))));
+                if let Some(us) = book.record(OpClass::MoeDispatch, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                // Gather reads and writes `top_k` copies of each row; combine reads them and writes one.
+                let rows = f64::from(tokens) * f64::from(self.model.experts_per_token());
+                let bytes = (3.0 * rows + f64::from(tokens))
+                    * f64::from(self.model.hidden())
+                    * self.dtype();
+                self.roofline_time(0.0, bytes, self.kernels.dispatch)
+            },
+        )
     }
 
     /// What a whole MoE layer over `tokens` rows costs beyond the sum of its parts, in signed
@@ -733,36 +596,35 @@ impl CostModel {
     /// layer's own routings + shared), both measured by the same probe run. The parts are each
     /// timed back to back with themselves; in a layer they follow one another and the router's
     /// and dispatch's small working sets are no longer warm in L2. Zero without the table.
-    pub fn moe_composition_ns(&self, tokens: u32) -> i64 {
-        let key = (PricedOp::MoeCompositionNs, u64::from(tokens), 0);
-        match self.memoised(key, || {
-            Priced::Signed(self.moe_composition_ns_priced(tokens))
-        }) {
-            Priced::Signed(value) => value,
-            other => unreachable!("{other:?} memoised for moe_composition_ns"),
-        }
-    }
-
-    /// [`CostModel::moe_composition_ns`] without the memo.
-    fn moe_composition_ns_priced(&self, tokens: u32) -> i64 {
-        let lookup = self.calibration().and_then(|c| {
-            c.composition
-                .as_ref()
-                .map(|curve| curve.at(f64::from(tokens)))
-        });
-        match lookup {
-            Some(found) => {
-                self.record(OpClass::MoeLayer, Some(found));
-                crate::time::round_half_away(found.value_us * 1e3) as i64
-            }
-            None => 0,
-        }
+    pub fn moe_composition_ns(&self, book: &mut PriceBook, tokens: u32) -> i64 {
+        book.memoised(
+            Keyed::new(PricedOp::MoeCompositionNs, u64::from(tokens), 0),
+            |book| {
+                let lookup = self.calibration().and_then(|c| {
+                    c.composition
+                        .as_ref()
+                        .map(|curve| curve.at(f64::from(tokens)))
+                });
+                match lookup {
+                    Some(found) => {
+                        book.record(OpClass::MoeLayer, Some(found));
+                        crate::time::round_half_away(found.value_us * 1e3) as i64
+                    }
+                    None => 0,
+                }
+            },
+        )
     }
 
     /// Routed experts of one FFN rank: `active` local experts, each padded to `tokens_per_expert`
     /// rows (the calibration axes). Without expert parallelism every rank runs every expert at
     /// `1/ffn_tp` width.
-    pub fn routed_experts(&self, active: u32, tokens_per_expert: u32) -> SimDuration {
+    pub fn routed_experts(
+        &self,
+        book: &mut PriceBook,
+        active: u32,
+        tokens_per_expert: u32,
+    ) -> SimDuration {
         if active == 0 {
             return SimDuration::ZERO;
         }
@@ -776,7 +638,7 @@ impl CostModel {
                 .as_ref()
                 .map(|grid| grid.at(f64::from(active), f64::from(tokens_per_expert)))
         });
-        if let Some(us) = self.record(OpClass::MoeRoutedExperts, lookup) {
+        if let Some(us) = book.record(OpClass::MoeRoutedExperts, lookup) {
             return SimDuration::from_us_f64(us / width);
         }
         // Weights only on the memory side: a decode MoE layer reads ~277 MB of experts per DeepSeek-V2-Lite
@@ -791,55 +653,47 @@ impl CostModel {
     }
 
     /// Fused shared-expert MLP over `tokens` rows, TP-sharded over the FFN TP group.
-    pub fn shared_experts(&self, tokens: u32) -> SimDuration {
-        let key = (PricedOp::SharedExperts, u64::from(tokens), 0);
-        match self.memoised(key, || Priced::Duration(self.shared_experts_priced(tokens))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for shared_experts"),
-        }
-    }
-
-    /// [`CostModel::shared_experts`] without the memo.
-    fn shared_experts_priced(&self, tokens: u32) -> SimDuration {
-        if self.model.shared_expert_params() == 0 || !self.model.has_moe() {
-            return SimDuration::ZERO;
-        }
-        let tp = f64::from(self.layout.ffn_tp.max(1));
-        let lookup = self
-            .calibration()
-            .and_then(|c| c.shared.as_ref().map(|curve| curve.at(f64::from(tokens))));
-        if let Some(us) = self.record(OpClass::MoeSharedExperts, lookup) {
-            return SimDuration::from_us_f64(us / tp);
-        }
-        self.mlp_roofline(
-            self.model.shared_expert_params() as f64 / tp,
-            tokens,
-            self.kernels.shared,
+    pub fn shared_experts(&self, book: &mut PriceBook, tokens: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::SharedExperts, u64::from(tokens), 0),
+            |book| {
+                if self.model.shared_expert_params() == 0 || !self.model.has_moe() {
+                    return SimDuration::ZERO;
+                }
+                let tp = f64::from(self.layout.ffn_tp.max(1));
+                let lookup = self
+                    .calibration()
+                    .and_then(|c| c.shared.as_ref().map(|curve| curve.at(f64::from(tokens))));
+                if let Some(us) = book.record(OpClass::MoeSharedExperts, lookup) {
+                    return SimDuration::from_us_f64(us / tp);
+                }
+                self.mlp_roofline(
+                    self.model.shared_expert_params() as f64 / tp,
+                    tokens,
+                    self.kernels.shared,
+                )
+            },
         )
     }
 
     /// Dense MLP of the first layers over `tokens` rows, TP-sharded (afd-spec §3.2: FFN owns it).
-    pub fn dense_mlp(&self, tokens: u32) -> SimDuration {
-        let key = (PricedOp::DenseMlp, u64::from(tokens), 0);
-        match self.memoised(key, || Priced::Duration(self.dense_mlp_priced(tokens))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for dense_mlp"),
-        }
-    }
-
-    /// [`CostModel::dense_mlp`] without the memo.
-    fn dense_mlp_priced(&self, tokens: u32) -> SimDuration {
-        let tp = f64::from(self.layout.ffn_tp.max(1));
-        let lookup = self
-            .calibration()
-            .and_then(|c| c.dense.as_ref().map(|curve| curve.at(f64::from(tokens))));
-        if let Some(us) = self.record(OpClass::MlpDense, lookup) {
-            return SimDuration::from_us_f64(us / tp);
-        }
-        self.mlp_roofline(
-            self.model.dense_mlp_params() as f64 / tp,
-            tokens,
-            self.kernels.dense,
+    pub fn dense_mlp(&self, book: &mut PriceBook, tokens: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::DenseMlp, u64::from(tokens), 0),
+            |book| {
+                let tp = f64::from(self.layout.ffn_tp.max(1));
+                let lookup = self
+                    .calibration()
+                    .and_then(|c| c.dense.as_ref().map(|curve| curve.at(f64::from(tokens))));
+                if let Some(us) = book.record(OpClass::MlpDense, lookup) {
+                    return SimDuration::from_us_f64(us / tp);
+                }
+                self.mlp_roofline(
+                    self.model.dense_mlp_params() as f64 / tp,
+                    tokens,
+                    self.kernels.dense,
+                )
+            },
         )
     }
 
@@ -853,203 +707,192 @@ impl CostModel {
     }
 
     /// One layer's Attention-side projections and norms over `tokens` rows on one Attention rank.
-    pub fn attention_proj(&self, tokens: u32) -> SimDuration {
-        let key = (PricedOp::AttentionProj, u64::from(tokens), 0);
-        match self.memoised(key, || Priced::Duration(self.attention_proj_priced(tokens))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for attention_proj"),
-        }
-    }
-
-    /// [`CostModel::attention_proj`] without the memo.
-    fn attention_proj_priced(&self, tokens: u32) -> SimDuration {
-        let tp = f64::from(self.layout.attention_tp.max(1));
-        let lookup = self
-            .calibration()
-            .and_then(|c| c.proj.as_ref().map(|curve| curve.at(f64::from(tokens))));
-        if let Some(us) = self.record(OpClass::AttentionProj, lookup) {
-            return SimDuration::from_us_f64(us / tp);
-        }
-        self.mlp_roofline(
-            self.model.attention_params_per_layer() as f64 / tp,
-            tokens,
-            self.kernels.attention_proj,
+    pub fn attention_proj(&self, book: &mut PriceBook, tokens: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::AttentionProj, u64::from(tokens), 0),
+            |book| {
+                let tp = f64::from(self.layout.attention_tp.max(1));
+                let lookup = self
+                    .calibration()
+                    .and_then(|c| c.proj.as_ref().map(|curve| curve.at(f64::from(tokens))));
+                if let Some(us) = book.record(OpClass::AttentionProj, lookup) {
+                    return SimDuration::from_us_f64(us / tp);
+                }
+                self.mlp_roofline(
+                    self.model.attention_params_per_layer() as f64 / tp,
+                    tokens,
+                    self.kernels.attention_proj,
+                )
+            },
         )
     }
 
     /// One layer's decode attention over `batch` sequences whose contexts sum to `context_sum`
     /// tokens. MLA reads the whole latent cache on every TP rank; only the heads are split.
-    pub fn attention_decode(&self, batch: u32, context_sum: u64) -> SimDuration {
-        let key = (PricedOp::AttentionDecode, u64::from(batch), context_sum);
-        match self.memoised(key, || {
-            Priced::Duration(self.attention_decode_priced(batch, context_sum))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for attention_decode"),
-        }
-    }
-
-    /// [`CostModel::attention_decode`] without the memo.
-    fn attention_decode_priced(&self, batch: u32, context_sum: u64) -> SimDuration {
-        if batch == 0 {
-            return SimDuration::ZERO;
-        }
-        let mean_context = context_sum as f64 / f64::from(batch);
-        let lookup = self.calibration().and_then(|c| {
-            c.mla_decode
-                .as_ref()
-                .map(|grid| grid.at(f64::from(batch), mean_context))
-        });
-        if let Some(us) = self.record(OpClass::AttentionMlaDecode, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        let tp = f64::from(self.layout.attention_tp.max(1));
-        let ctx = context_sum as f64;
-        // A hybrid model's layer is its full-attention share of a softmax layer and the rest of a
-        // linear one, which reads and writes each sequence's state once a token.
-        let full = self.model.full_attention_share();
-        let sequences = f64::from(batch);
-        let flops = full * ctx * self.model.attention_flops_per_context_token() as f64 / tp
-            + (1.0 - full) * sequences * self.model.linear_attention_flops_per_token() as f64 / tp;
-        let bytes = full
-            * ctx
-            * self
-                .model
-                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64
-            + (1.0 - full)
-                * sequences
-                * 2.0
-                * self
-                    .model
-                    .linear_state_bytes_per_layer(self.layout.attention_tp)
-                    as f64;
-        self.roofline_time(flops, bytes, self.kernels.attention_decode)
+    pub fn attention_decode(
+        &self,
+        book: &mut PriceBook,
+        batch: u32,
+        context_sum: u64,
+    ) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::AttentionDecode, u64::from(batch), context_sum),
+            |book| {
+                if batch == 0 {
+                    return SimDuration::ZERO;
+                }
+                let mean_context = context_sum as f64 / f64::from(batch);
+                let lookup = self.calibration().and_then(|c| {
+                    c.mla_decode
+                        .as_ref()
+                        .map(|grid| grid.at(f64::from(batch), mean_context))
+                });
+                if let Some(us) = book.record(OpClass::AttentionMlaDecode, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                let tp = f64::from(self.layout.attention_tp.max(1));
+                let ctx = context_sum as f64;
+                // A hybrid model's layer is its full-attention share of a softmax layer and the rest of a
+                // linear one, which reads and writes each sequence's state once a token.
+                let full = self.model.full_attention_share();
+                let sequences = f64::from(batch);
+                let flops = full * ctx * self.model.attention_flops_per_context_token() as f64 / tp
+                    + (1.0 - full)
+                        * sequences
+                        * self.model.linear_attention_flops_per_token() as f64
+                        / tp;
+                let bytes = full
+                    * ctx
+                    * self
+                        .model
+                        .kv_bytes_per_token_layer(self.layout.attention_tp)
+                        as f64
+                    + (1.0 - full)
+                        * sequences
+                        * 2.0
+                        * self
+                            .model
+                            .linear_state_bytes_per_layer(self.layout.attention_tp)
+                            as f64;
+                self.roofline_time(flops, bytes, self.kernels.attention_decode)
+            },
+        )
     }
 
     /// One layer's prefill attention for a chunk of `tokens` tokens on top of `context` cached ones.
-    pub fn attention_prefill(&self, tokens: u32, context: u32) -> SimDuration {
-        let key = (
-            PricedOp::AttentionPrefill,
-            u64::from(tokens),
-            u64::from(context),
-        );
-        match self.memoised(key, || {
-            Priced::Duration(self.attention_prefill_priced(tokens, context))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for attention_prefill"),
-        }
-    }
-
-    /// [`CostModel::attention_prefill`] without the memo.
-    fn attention_prefill_priced(&self, tokens: u32, context: u32) -> SimDuration {
-        if tokens == 0 {
-            return SimDuration::ZERO;
-        }
-        let tp = f64::from(self.layout.attention_tp.max(1));
-        let lookup = self.calibration().and_then(|c| {
-            c.prefill
-                .as_ref()
-                .map(|grid| grid.at(f64::from(tokens), f64::from(context)))
-        });
-        if let Some(us) = self.record(OpClass::AttentionPrefill, lookup) {
-            return SimDuration::from_us_f64(us / tp);
-        }
-        // Causal attention over the chunk: each new token sees the cached context plus half the chunk.
-        // A hybrid layer: its full-attention share of that, the rest a linear layer's chunked scan
-        // (its per-token work, reading and writing the sequence's state once).
-        let t = f64::from(tokens);
-        let full = self.model.full_attention_share();
-        let pairs = t * (f64::from(context) + t / 2.0);
-        let flops = full * pairs * self.model.attention_flops_per_context_token() as f64 / tp
-            + (1.0 - full) * t * self.model.linear_attention_flops_per_token() as f64 / tp;
-        let bytes = full
-            * (f64::from(context) + t)
-            * self
-                .model
-                .kv_bytes_per_token_layer(self.layout.attention_tp) as f64
-            + (1.0 - full)
-                * 2.0
-                * self
-                    .model
-                    .linear_state_bytes_per_layer(self.layout.attention_tp)
-                    as f64;
-        self.roofline_time(flops, bytes, self.kernels.attention_prefill)
+    pub fn attention_prefill(
+        &self,
+        book: &mut PriceBook,
+        tokens: u32,
+        context: u32,
+    ) -> SimDuration {
+        book.memoised(
+            Keyed::new(
+                PricedOp::AttentionPrefill,
+                u64::from(tokens),
+                u64::from(context),
+            ),
+            |book| {
+                if tokens == 0 {
+                    return SimDuration::ZERO;
+                }
+                let tp = f64::from(self.layout.attention_tp.max(1));
+                let lookup = self.calibration().and_then(|c| {
+                    c.prefill
+                        .as_ref()
+                        .map(|grid| grid.at(f64::from(tokens), f64::from(context)))
+                });
+                if let Some(us) = book.record(OpClass::AttentionPrefill, lookup) {
+                    return SimDuration::from_us_f64(us / tp);
+                }
+                // Causal attention over the chunk: each new token sees the cached context plus half the chunk.
+                // A hybrid layer: its full-attention share of that, the rest a linear layer's chunked scan
+                // (its per-token work, reading and writing the sequence's state once).
+                let t = f64::from(tokens);
+                let full = self.model.full_attention_share();
+                let pairs = t * (f64::from(context) + t / 2.0);
+                let flops = full * pairs * self.model.attention_flops_per_context_token() as f64
+                    / tp
+                    + (1.0 - full) * t * self.model.linear_attention_flops_per_token() as f64 / tp;
+                let bytes = full
+                    * (f64::from(context) + t)
+                    * self
+                        .model
+                        .kv_bytes_per_token_layer(self.layout.attention_tp)
+                        as f64
+                    + (1.0 - full)
+                        * 2.0
+                        * self
+                            .model
+                            .linear_state_bytes_per_layer(self.layout.attention_tp)
+                            as f64;
+                self.roofline_time(flops, bytes, self.kernels.attention_prefill)
+            },
+        )
     }
 
     /// LM head and sampling for `rows` sampled sequences on one Attention rank (vocab-parallel).
-    pub fn lm_head(&self, rows: u32) -> SimDuration {
-        let key = (PricedOp::LmHead, u64::from(rows), 0);
-        match self.memoised(key, || Priced::Duration(self.lm_head_priced(rows))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for lm_head"),
-        }
-    }
-
-    /// [`CostModel::lm_head`] without the memo.
-    fn lm_head_priced(&self, rows: u32) -> SimDuration {
-        let lookup = self.calibration().and_then(|c| {
-            c.lm_head
-                .as_ref()
-                .map(|curve| curve.at(f64::from(rows.max(1))))
-        });
-        if let Some(us) = self.record(OpClass::LmHead, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        let tp = f64::from(self.layout.attention_tp.max(1));
-        // `mlp_roofline` prices three projections of `params`; the LM head is one.
-        self.mlp_roofline(
-            self.model.lm_head_params() as f64 / tp / 3.0,
-            rows.max(1),
-            self.kernels.lm_head,
-        )
+    pub fn lm_head(&self, book: &mut PriceBook, rows: u32) -> SimDuration {
+        book.memoised(Keyed::new(PricedOp::LmHead, u64::from(rows), 0), |book| {
+            let lookup = self.calibration().and_then(|c| {
+                c.lm_head
+                    .as_ref()
+                    .map(|curve| curve.at(f64::from(rows.max(1))))
+            });
+            if let Some(us) = book.record(OpClass::LmHead, lookup) {
+                return SimDuration::from_us_f64(us);
+            }
+            let tp = f64::from(self.layout.attention_tp.max(1));
+            // `mlp_roofline` prices three projections of `params`; the LM head is one.
+            self.mlp_roofline(
+                self.model.lm_head_params() as f64 / tp / 3.0,
+                rows.max(1),
+                self.kernels.lm_head,
+            )
+        })
     }
 
     /// Host time to issue an operation of `kernels` kernels in eager mode; `class` selects a
     /// measured `derived.host_us` when the profile has one for that operation.
-    pub fn eager_host(&self, class: OpClass, kernels: u32) -> SimDuration {
-        let key = (PricedOp::EagerHost, class as u64, u64::from(kernels));
-        match self.memoised(key, || {
-            Priced::Duration(self.eager_host_priced(class, kernels))
-        }) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for eager_host"),
-        }
-    }
-
-    /// [`CostModel::eager_host`] without the memo.
-    fn eager_host_priced(&self, class: OpClass, kernels: u32) -> SimDuration {
-        if let Some(us) = self.calibration().and_then(|c| c.host_us[class.index()]) {
-            self.record(
-                OpClass::LaunchEager,
-                Some(Lookup {
-                    value_us: us,
-                    out_of_range: false,
-                }),
-            );
-            return SimDuration::from_us_f64(us);
-        }
-        let lookup = self.calibration().and_then(|c| {
-            c.launch_eager.as_ref().map(|curve| {
-                let found = curve.at(f64::from(kernels.max(1)));
-                Lookup {
-                    value_us: found.value_us,
-                    out_of_range: found.out_of_range,
+    pub fn eager_host(&self, book: &mut PriceBook, class: OpClass, kernels: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::EagerHost, class as u64, u64::from(kernels)),
+            |book| {
+                if let Some(us) = self.calibration().and_then(|c| c.host_us[class.index()]) {
+                    book.record(
+                        OpClass::LaunchEager,
+                        Some(Lookup {
+                            value_us: us,
+                            out_of_range: false,
+                        }),
+                    );
+                    return SimDuration::from_us_f64(us);
                 }
-            })
-        });
-        if let Some(us) = self.record(OpClass::LaunchEager, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        SimDuration::from_secs_f64(f64::from(kernels) * self.efficiency.eager_host_per_kernel_s)
+                let lookup = self.calibration().and_then(|c| {
+                    c.launch_eager.as_ref().map(|curve| {
+                        let found = curve.at(f64::from(kernels.max(1)));
+                        Lookup {
+                            value_us: found.value_us,
+                            out_of_range: found.out_of_range,
+                        }
+                    })
+                });
+                if let Some(us) = book.record(OpClass::LaunchEager, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                SimDuration::from_secs_f64(
+                    f64::from(kernels) * self.efficiency.eager_host_per_kernel_s,
+                )
+            },
+        )
     }
 
     /// Host time to launch one captured graph.
-    pub fn graph_launch(&self) -> SimDuration {
+    pub fn graph_launch(&self, book: &mut PriceBook) -> SimDuration {
         let lookup = self
             .calibration()
             .and_then(|c| c.launch_graph.as_ref().map(|curve| curve.at(1.0)));
-        if let Some(us) = self.record(OpClass::LaunchGraph, lookup) {
+        if let Some(us) = book.record(OpClass::LaunchGraph, lookup) {
             return SimDuration::from_us_f64(us);
         }
         SimDuration::from_secs_f64(self.efficiency.graph_launch_s)
@@ -1068,27 +911,23 @@ impl CostModel {
     }
 
     /// Host time of one engine step outside the forward pass, for `requests` scheduled requests.
-    pub fn step_host(&self, requests: u32) -> SimDuration {
-        let key = (PricedOp::StepHost, u64::from(requests), 0);
-        match self.memoised(key, || Priced::Duration(self.step_host_priced(requests))) {
-            Priced::Duration(value) => value,
-            other => unreachable!("{other:?} memoised for step_host"),
-        }
-    }
-
-    /// [`CostModel::step_host`] without the memo.
-    fn step_host_priced(&self, requests: u32) -> SimDuration {
-        let lookup = self.calibration().and_then(|c| {
-            c.host_step
-                .as_ref()
-                .map(|curve| curve.at(f64::from(requests)))
-        });
-        if let Some(us) = self.record(OpClass::HostStep, lookup) {
-            return SimDuration::from_us_f64(us);
-        }
-        SimDuration::from_secs_f64(
-            self.efficiency.step_host_s
-                + f64::from(requests) * self.efficiency.step_host_per_request_s,
+    pub fn step_host(&self, book: &mut PriceBook, requests: u32) -> SimDuration {
+        book.memoised(
+            Keyed::new(PricedOp::StepHost, u64::from(requests), 0),
+            |book| {
+                let lookup = self.calibration().and_then(|c| {
+                    c.host_step
+                        .as_ref()
+                        .map(|curve| curve.at(f64::from(requests)))
+                });
+                if let Some(us) = book.record(OpClass::HostStep, lookup) {
+                    return SimDuration::from_us_f64(us);
+                }
+                SimDuration::from_secs_f64(
+                    self.efficiency.step_host_s
+                        + f64::from(requests) * self.efficiency.step_host_per_request_s,
+                )
+            },
         )
     }
 
@@ -1108,11 +947,11 @@ impl CostModel {
     /// reads the 8-byte size and then the payload, each a receive and a copy to the host followed
     /// by a synchronisation (afd-spec §3.4, §6.2). Calibrated: twice `launch.eager` at 2 kernels
     /// (host time to launch two small operations until they have run); else the default.
-    pub fn ffn_loop_host(&self) -> SimDuration {
+    pub fn ffn_loop_host(&self, book: &mut PriceBook) -> SimDuration {
         let lookup = self
             .calibration()
             .and_then(|c| c.launch_eager.as_ref().map(|curve| curve.at(2.0)));
-        if let Some(us) = self.record(OpClass::LaunchEager, lookup) {
+        if let Some(us) = book.record(OpClass::LaunchEager, lookup) {
             return SimDuration::from_us_f64(2.0 * us);
         }
         SimDuration::from_secs_f64(self.efficiency.ffn_loop_host_s)

@@ -53,6 +53,7 @@ fn price(cost: &CostModel, shape: &StepShape, scope: StepScope) -> StepCosts {
     };
     price_step(
         cost,
+        &mut PriceBook::new(),
         step,
         &mut PriceScratch::default(),
         &routed,

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use afd_sim::cluster::Regime;
 use afd_sim::model::arch::ModelArch;
-use afd_sim::model::cost::{CostLayout, CostModel, OpClass};
+use afd_sim::model::cost::{CostLayout, CostModel, OpClass, UsageCounts};
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::replay::{GainKind, Replay, replay};
 use afd_traces::pipeline::PipelineResults;
@@ -124,7 +124,7 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             .collect();
         (l.name.as_str(), lines.join("; "))
     });
-    let sources = sources(&cost);
+    let sources = sources(&outcome.usage);
     let text = if args.json {
         json_text(&to_json(
             &outcome,
@@ -158,10 +158,10 @@ fn read_results(path: &Path) -> anyhow::Result<PipelineResults> {
 }
 
 /// `(class, source)` of every class the replay priced.
-fn sources(cost: &CostModel) -> Vec<(OpClass, &'static str)> {
+fn sources(usage: &UsageCounts) -> Vec<(OpClass, &'static str)> {
     OpClass::ALL
         .iter()
-        .map(|&class| (class, cost.source_of(class)))
+        .map(|&class| (class, usage.source_of(class)))
         .filter(|(_, source)| *source != "unused")
         .collect()
 }

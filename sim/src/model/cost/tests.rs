@@ -71,12 +71,16 @@ pub(crate) fn synthetic_profile() -> CalibrationProfile {
 fn roofline_of_a_bandwidth_bound_expert_read_matches_the_anchor() {
     let model = ModelArch::deepseek_v2_lite();
     let cost = CostModel::roofline(&model, GpuKind::H200, layout());
+    let mut book = PriceBook::new();
     // 64 experts x 17.3 MB read once at 0.8 x 4.8 TB/s ≈ 288 µs, plus activations (sim-anchors §4:
     // ~238 µs at 100 % bandwidth for routed + shared).
-    let t = cost.routed_experts(64, 6).as_us_f64();
+    let t = cost.routed_experts(&mut book, 64, 6).as_us_f64();
     assert!((285.0..300.0).contains(&t), "{t}");
-    assert_eq!(cost.source_of(OpClass::MoeRoutedExperts), "roofline");
-    assert_eq!(cost.source_of(OpClass::P2p), "unused");
+    assert_eq!(
+        book.usage().source_of(OpClass::MoeRoutedExperts),
+        "roofline"
+    );
+    assert_eq!(book.usage().source_of(OpClass::P2p), "unused");
 }
 
 #[test]
@@ -90,22 +94,26 @@ fn calibrated_tables_price_their_classes_and_others_fall_back() {
         "test.json",
     )
     .unwrap();
-    assert_eq!(cost.router(64).as_us_f64(), 5.0);
+    let mut book = PriceBook::new();
+    assert_eq!(cost.router(&mut book, 64).as_us_f64(), 5.0);
     // The shared-experts table is for another model: roofline.
-    let _ = cost.shared_experts(64);
-    assert_eq!(cost.source_of(OpClass::MoeRouter), "calibration");
-    assert_eq!(cost.source_of(OpClass::MoeSharedExperts), "roofline");
+    let _ = cost.shared_experts(&mut book, 64);
+    assert_eq!(book.usage().source_of(OpClass::MoeRouter), "calibration");
+    assert_eq!(
+        book.usage().source_of(OpClass::MoeSharedExperts),
+        "roofline"
+    );
     // 8 bytes is the first point: all latency, no occupancy.
-    let small = cost.transfer_bytes(8);
+    let small = cost.transfer_bytes(&mut book, 8);
     assert_eq!(
         (small.latency.as_us_f64(), small.occupancy.as_us_f64()),
         (10.0, 0.0)
     );
-    let big = cost.transfer_bytes(1 << 20);
+    let big = cost.transfer_bytes(&mut book, 1 << 20);
     assert_eq!(big.total().as_us_f64(), 1034.0);
     // Outside the measured range: clamped and counted.
-    let _ = cost.transfer_bytes(1 << 30);
-    assert_eq!(cost.usage(OpClass::P2p).out_of_range, 1);
+    let _ = cost.transfer_bytes(&mut book, 1 << 30);
+    assert_eq!(book.usage().of(OpClass::P2p).out_of_range, 1);
 }
 
 #[test]
@@ -135,9 +143,10 @@ fn tables_with_wrong_axes_are_rejected_with_their_index() {
 fn memo_hits_count_as_queries_of_their_source() {
     let model = ModelArch::deepseek_v2_lite();
     let cost = CostModel::roofline(&model, GpuKind::H200, layout());
-    let first = cost.transfer_rows(64);
-    assert_eq!(cost.transfer_rows(64), first);
-    assert_eq!(cost.usage(OpClass::P2p).roofline, 2);
+    let mut book = PriceBook::new();
+    let first = cost.transfer_rows(&mut book, 64);
+    assert_eq!(cost.transfer_rows(&mut book, 64), first);
+    assert_eq!(book.usage().of(OpClass::P2p).roofline, 2);
     // 64 rows x 4 KiB at 0.4 x 450 GB/s ≈ 1.46 µs of occupancy plus 3 µs latency.
     assert!(
         (first.occupancy.as_us_f64() - 1.456).abs() < 0.01,
@@ -200,17 +209,18 @@ proptest! {
         match CostModel::calibrated(&model, GpuKind::H200, layout, &profile, "random") {
             Err(err) => prop_assert!(err.to_string().starts_with("calibration table ")),
             Ok(cost) => {
+                let mut book = PriceBook::new();
                 // Every query of a profile that loaded answers without panicking.
-                let _ = cost.transfer_rows(rows);
-                let _ = cost.fan_in_occupancy(rows, 2);
-                let _ = cost.all_reduce_rows(rows, 2);
-                let _ = cost.router(rows);
-                let _ = cost.routed_experts(rows % 64 + 1, rows);
-                let _ = cost.attention_decode(rows, u64::from(rows) * 100);
-                let _ = cost.attention_prefill(rows, rows);
-                let _ = cost.eager_host(OpClass::AttentionProj, 12);
+                let _ = cost.transfer_rows(&mut book, rows);
+                let _ = cost.fan_in_occupancy(&mut book, rows, 2);
+                let _ = cost.all_reduce_rows(&mut book, rows, 2);
+                let _ = cost.router(&mut book, rows);
+                let _ = cost.routed_experts(&mut book, rows % 64 + 1, rows);
+                let _ = cost.attention_decode(&mut book, rows, u64::from(rows) * 100);
+                let _ = cost.attention_prefill(&mut book, rows, rows);
+                let _ = cost.eager_host(&mut book, OpClass::AttentionProj, 12);
                 let _ = cost.graph_kernel_gap();
-                let _ = cost.step_host(rows);
+                let _ = cost.step_host(&mut book, rows);
             }
         }
     }
@@ -309,19 +319,24 @@ fn handoffs_price_transfers_and_slow_down_after_long_waits() {
         vec![point(vec![8.0], 5.0), point(vec![4096.0 * 64.0], 8.0)],
     ));
     let cost = calibrated(&profile);
+    let mut book = PriceBook::new();
     // The shortest-compute hand-off prices the leg (not ping-pong): 64 rows of 4 KiB.
-    assert_eq!(cost.transfer_rows(64).total().as_us_f64(), 10.0);
-    assert_eq!(cost.nccl_busy_rows(64).map(|d| d.as_us_f64()), Some(8.0));
+    assert_eq!(cost.transfer_rows(&mut book, 64).total().as_us_f64(), 10.0);
+    assert_eq!(
+        cost.nccl_busy_rows(&mut book, 64).map(|d| d.as_us_f64()),
+        Some(8.0)
+    );
     // After waiting the 100 µs compute plus one leg, the leg is 4 µs longer.
-    let extra = cost.handoff_wait_extra(64);
+    let extra = cost.handoff_wait_extra(&mut book, 64);
     assert_eq!(extra.at(1_000 + 10_000), 0);
     assert_eq!(extra.at(100_000 + 10_000), 4_000);
     assert_eq!(extra.at(1_000_000), 4_000);
     // Without hand-off tables: ping-pong, and no extra.
     profile.tables.retain(|t| t.op != "p2p.handoff");
     let cost = calibrated(&profile);
-    assert_eq!(cost.transfer_rows(64).total().as_us_f64(), 99.0);
-    assert_eq!(cost.handoff_wait_extra(64).at(1_000_000), 0);
+    let mut book = PriceBook::new();
+    assert_eq!(cost.transfer_rows(&mut book, 64).total().as_us_f64(), 99.0);
+    assert_eq!(cost.handoff_wait_extra(&mut book, 64).at(1_000_000), 0);
 }
 
 #[test]
@@ -343,10 +358,12 @@ fn a_whole_moe_layer_adds_what_its_parts_miss() {
         ],
     ));
     let cost = calibrated(&profile);
+    let mut book = PriceBook::new();
     // The uniform table wins; the difference is signed.
-    assert_eq!(cost.moe_composition_ns(4), 12_000);
-    assert_eq!(cost.moe_composition_ns(4096), -10_000);
-    assert_eq!(cost.source_of(OpClass::MoeLayer), "calibration");
+    assert_eq!(cost.moe_composition_ns(&mut book, 4), 12_000);
+    assert_eq!(cost.moe_composition_ns(&mut book, 4096), -10_000);
+    assert_eq!(book.usage().source_of(OpClass::MoeLayer), "calibration");
     let roofline = CostModel::roofline(&ModelArch::deepseek_v2_lite(), GpuKind::H200, layout());
-    assert_eq!(roofline.moe_composition_ns(4), 0);
+    let mut book = PriceBook::new();
+    assert_eq!(roofline.moe_composition_ns(&mut book, 4), 0);
 }
