@@ -23,6 +23,14 @@
 //! whole encoding. Growth stops at [`StepMemo::CAPACITY`] entries, and after
 //! [`StepMemo::PROBATION`] steps with fewer than one hit in [`StepMemo::MIN_HIT_SHARE`] the memo
 //! stops storing (a run whose steps never repeat pays no memory for it); neither changes results.
+//!
+//! It is not a price memo, and it shares no table with the one price memo, the run's
+//! [`PriceBook`](crate::model::cost::PriceBook): that one keys a price by an operation and two
+//! integers, holds fixed-size values, lives as long as its run and never needs bounding, while this
+//! one keys a whole step by a variable-length encoding (found by digest, confirmed by comparing
+//! the encoding), holds pipeline state and totals besides, bounds its growth and outlives its run;
+//! one table type for both would make each pay for the other's needs. Of pricing it keeps only the
+//! usage counts, and replays them into the run's book.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
