@@ -1,7 +1,8 @@
 //! Repository hygiene that no compiler checks (STYLE.md §3, §8): every Rust file opens with a `//!`
 //! comment, no fix-me markers or `dbg!` anywhere, and no `println!` in library code (binaries print; the
 //! libraries return values). Binary code is `src/main.rs`, `src/bin/**` and `src/cli/**`. No function
-//! of the simulator library outside tests is longer than 100 lines.
+//! of the simulator library outside tests is longer than 100 lines, and the cost model holds no
+//! interior mutability.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -469,5 +470,53 @@ fn simulator_functions_stay_short() {
             ));
         }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Types that give shared references a way to change what they point at.
+const INTERIOR_MUTABILITY: &[&str] = &[
+    "Cell<",
+    "RefCell<",
+    "OnceCell<",
+    "UnsafeCell<",
+    "Mutex<",
+    "RwLock<",
+    "OnceLock<",
+    "Atomic",
+];
+
+/// The cost model is an immutable value (issue 16, item 3): no file of it (`model/cost.rs`,
+/// `model/cost/*.rs`, tests aside) holds state behind a shared reference. What a run asked is
+/// counted, and prices memoised, in the caller's `PriceBook`, which is changed only through
+/// `&mut`. `CostModel: Sync` is also asserted where the type is defined.
+#[test]
+fn the_cost_model_keeps_no_state() {
+    let root = workspace_root();
+    let mut files = vec![root.join("sim/src/model/cost.rs")];
+    rust_files(&root.join("sim/src/model/cost"), &mut files);
+    let mut problems = Vec::new();
+    for path in &files {
+        let relative = path
+            .strip_prefix(&root)
+            .expect("files are found under the root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if relative.contains("/tests/") || relative.ends_with("tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(path).expect("Rust sources are UTF-8");
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for word in INTERIOR_MUTABILITY.iter().filter(|w| line.contains(*w)) {
+                problems.push(format!(
+                    "{relative}:{}: {word} in the cost model; count and memoise in the caller's PriceBook",
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(files.len() >= 4, "found only {files:?}");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

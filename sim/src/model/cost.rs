@@ -233,6 +233,13 @@ pub struct CostModel {
     afd_link: Option<AfdLink>,
 }
 
+// A cost model can be shared between threads as it is: it has no state to race on (and the tidy
+// test `the_cost_model_keeps_no_state` keeps interior mutability out of its files).
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<CostModel>();
+};
+
 /// The link between the Attention and FFN ranks and how many ranks of one host share it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AfdLink {

@@ -367,3 +367,40 @@ fn a_whole_moe_layer_adds_what_its_parts_miss() {
     let mut book = PriceBook::new();
     assert_eq!(roofline.moe_composition_ns(&mut book, 4), 0);
 }
+
+#[test]
+fn books_of_one_shared_model_agree_whatever_they_asked_before() {
+    // One model priced through several books, as the planner's candidates or a replay's records
+    // might: the same queries give the same prices and counts in any order, and a book's memo
+    // counts as many queries as fresh books would.
+    let cost = calibrated(&synthetic_profile());
+    let query = |book: &mut PriceBook, rows: u32| {
+        (
+            cost.transfer_rows(book, rows),
+            cost.fan_in_occupancy(book, rows, 2),
+            cost.router(book, rows),
+            cost.shared_experts(book, rows),
+            cost.transfer_bytes(book, u64::from(rows)),
+        )
+    };
+    let rows = [64, 8, 64, 4096, 8];
+    let mut forward = PriceBook::new();
+    let prices: Vec<_> = rows.iter().map(|&r| query(&mut forward, r)).collect();
+    let mut backward = PriceBook::new();
+    let mut reversed: Vec<_> = rows
+        .iter()
+        .rev()
+        .map(|&r| query(&mut backward, r))
+        .collect();
+    reversed.reverse();
+    assert_eq!(prices, reversed);
+    assert_eq!(forward.usage(), backward.usage());
+    let mut fresh = PriceBook::new();
+    for (&r, price) in rows.iter().zip(&prices) {
+        let mut once = PriceBook::new();
+        assert_eq!(query(&mut once, r), *price);
+        fresh.add_usage(&once.usage().since(&UsageCounts::default()));
+    }
+    assert_eq!(fresh.usage(), forward.usage());
+    assert_eq!(forward.usage().of(OpClass::P2p).calibrated, 15);
+}
