@@ -10,7 +10,7 @@
 //! start it cannot change the step. Then the step's timing relative to its start, the state it
 //! leaves relative to its start, and the pricing's usage counts are all the memo needs to replay
 //! the step exactly. The memo is a cache, never an approximation: `ModelOptions::step_memo` off
-//! gives the same bytes (`cluster::tests::step_memo_is_exact`).
+//! gives the same bytes (`scenarios::the_step_memo_is_exact` in `sim/tests/it`).
 //!
 //! A memo can outlive its run: [`Cluster::take_step_memo`](super::Cluster::take_step_memo) and
 //! [`Cluster::adopt_step_memo`](super::Cluster::adopt_step_memo) hand it to the next run of the same
