@@ -271,6 +271,25 @@ fn inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
     }
 }
 
+/// Each of `count` shards of `plan` run on two threads, written as a file and read back, with the
+/// name `shard-K.csv`.
+pub(in crate::planner) fn written_shards(
+    plan: &Plan,
+    inputs: &Inputs<'_>,
+    count: u64,
+) -> Vec<(String, Vec<afd_traces::sweep::SweepRow>)> {
+    (1..=count)
+        .map(|k| {
+            let rows = run(plan, inputs, Shard { index: k, count }, 2, &|| {});
+            let text =
+                String::from_utf8(afd_traces::sweep::write_sweep_csv(&rows).unwrap()).unwrap();
+            let name = format!("shard-{k}.csv");
+            let back = afd_traces::sweep::read_sweep_csv(&text, &name).unwrap();
+            (name, back)
+        })
+        .collect()
+}
+
 #[test]
 fn rows_are_the_same_bytes_on_one_or_two_threads_and_shards_merge_into_them() {
     let model = ModelArch::deepseek_v2_lite();
@@ -286,20 +305,13 @@ fn rows_are_the_same_bytes_on_one_or_two_threads_and_shards_merge_into_them() {
         bytes
     );
     // Three shards, written and read back as files are, merge into the same bytes.
-    let files: Vec<(String, Vec<afd_traces::sweep::SweepRow>)> = (1..=3)
-        .map(|k| {
-            let rows = run(&plan, &inputs, Shard { index: k, count: 3 }, 2, &|| {});
-            assert!(
-                rows.iter()
-                    .all(|r| r.candidate % 3 == k - 1 && r.rank.is_none())
-            );
-            let text =
-                String::from_utf8(afd_traces::sweep::write_sweep_csv(&rows).unwrap()).unwrap();
-            let name = format!("shard-{k}.csv");
-            let back = afd_traces::sweep::read_sweep_csv(&text, &name).unwrap();
-            (name, back)
-        })
-        .collect();
+    let files = written_shards(&plan, &inputs, 3);
+    for (k, (_, rows)) in (1..).zip(&files) {
+        assert!(
+            rows.iter()
+                .all(|r| r.candidate % 3 == k - 1 && r.rank.is_none())
+        );
+    }
     let merged = merge(files.clone()).unwrap();
     assert_eq!(afd_traces::sweep::write_sweep_csv(&merged).unwrap(), bytes);
     // Every candidate ran, some meet the SLO, both kinds are there, frontiers are marked.

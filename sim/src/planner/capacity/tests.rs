@@ -190,17 +190,7 @@ fn capacity_sweeps_split_into_shards_merge_into_the_single_runs_bytes() {
     assert!(single.iter().all(|r| r.capacity_by == "rate"));
     assert!(single.iter().any(|r| r.capacity.is_some_and(|c| c > 0.0)));
     let bytes = afd_traces::sweep::write_sweep_csv(&single).unwrap();
-    let files = (1..=2)
-        .map(|k| {
-            let rows = run(&plan, &inputs, Shard { index: k, count: 2 }, 2, &|| {});
-            let text =
-                String::from_utf8(afd_traces::sweep::write_sweep_csv(&rows).unwrap()).unwrap();
-            let name = format!("shard-{k}.csv");
-            let back = afd_traces::sweep::read_sweep_csv(&text, &name).unwrap();
-            (name, back)
-        })
-        .collect();
-    let merged = merge(files).unwrap();
+    let merged = merge(crate::planner::tests::written_shards(&plan, &inputs, 2)).unwrap();
     assert_eq!(afd_traces::sweep::write_sweep_csv(&merged).unwrap(), bytes);
 }
 
