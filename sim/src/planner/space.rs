@@ -149,114 +149,147 @@ impl Dimensions {
             let (name, values) = part
                 .split_once('=')
                 .ok_or_else(|| DimensionError::Shape(part.to_owned()))?;
-            let name = name.trim();
-            let values: Vec<&str> = values
-                .split(',')
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .collect();
-            if values.is_empty() {
+            let values = Values {
+                name: name.trim(),
+                list: values
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .collect(),
+            };
+            if values.list.is_empty() {
                 return Err(DimensionError::Empty {
-                    name: name.to_owned(),
+                    name: values.name.to_owned(),
                 });
             }
-            let bad = |value: &str, expected| DimensionError::Value {
-                name: name.to_owned(),
-                value: value.to_owned(),
-                expected,
-            };
-            let counts = |expected| -> Result<Vec<u32>, DimensionError> {
-                let mut out: Vec<u32> = values
+            self.assign_one(part, &values)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the dimension `values` names from its values (`part` is the whole `NAME=VALUES`).
+    fn assign_one(&mut self, part: &str, values: &Values<'_>) -> Result<(), DimensionError> {
+        match values.name {
+            "split" => self.splits = values.splits()?,
+            "attention-tp" => self.attention_tp = values.counts("a positive integer")?,
+            "ffn-tp" => self.ffn_tp = values.counts("a positive integer")?,
+            "expert-parallel" => {
+                let mut out: Vec<bool> = values
+                    .list
                     .iter()
-                    .map(|v| {
-                        v.parse()
-                            .ok()
-                            .filter(|&n: &u32| n >= 1)
-                            .ok_or(bad(v, expected))
-                    })
+                    .map(|v| values.switch(v))
                     .collect::<Result<_, _>>()?;
-                out.sort_unstable();
                 out.dedup();
-                Ok(out)
-            };
-            let switch = |v: &str| match v {
-                "on" | "true" => Ok(true),
-                "off" | "false" => Ok(false),
-                _ => Err(bad(v, "on or off")),
-            };
-            match name {
-                "split" => {
-                    if values == ["all"] {
-                        self.splits = None;
-                    } else {
-                        let mut splits = Vec::new();
-                        for v in &values {
-                            let pair = v.split_once(':').and_then(|(a, f)| {
-                                let a: u32 = a.parse().ok().filter(|&n| n >= 1)?;
-                                let f: u32 = f.parse().ok().filter(|&n| n >= 1)?;
-                                Some((a, f))
-                            });
-                            splits.push(pair.ok_or(bad(v, "A:F (e.g. 12:4) or all"))?);
-                        }
-                        splits.dedup();
-                        self.splits = Some(splits);
-                    }
+                self.expert_parallel = out;
+            }
+            "dbo" => self.dbo = values.dbo()?,
+            "dbo-prefill" => self.dbo_prefill = values.counts("a prefill token threshold >= 1")?,
+            "capture" => {
+                let mut out = Vec::new();
+                for v in &values.list {
+                    out.push(
+                        Capture::parse(v)
+                            .ok_or(values.bad(v, "eager, auto, max:N or sizes like 8:16:32"))?,
+                    );
                 }
-                "attention-tp" => self.attention_tp = counts("a positive integer")?,
-                "ffn-tp" => self.ffn_tp = counts("a positive integer")?,
-                "expert-parallel" => {
-                    let mut out: Vec<bool> =
-                        values.iter().map(|v| switch(v)).collect::<Result<_, _>>()?;
-                    out.dedup();
-                    self.expert_parallel = out;
-                }
-                "dbo" => {
-                    let mut out = Vec::new();
-                    for v in &values {
-                        out.push(match *v {
-                            "off" => None,
-                            _ => Some(
-                                v.parse()
-                                    .ok()
-                                    .filter(|&n: &u32| n >= 1)
-                                    .ok_or(bad(v, "off or a decode token threshold >= 1"))?,
-                            ),
-                        });
-                    }
-                    out.dedup();
-                    self.dbo = out;
-                }
-                "dbo-prefill" => self.dbo_prefill = counts("a prefill token threshold >= 1")?,
-                "capture" => {
-                    let mut out = Vec::new();
-                    for v in &values {
-                        out.push(
-                            Capture::parse(v)
-                                .ok_or(bad(v, "eager, auto, max:N or sizes like 8:16:32"))?,
-                        );
-                    }
-                    out.dedup();
-                    self.capture = out;
-                }
-                "max-num-seqs" => self.max_num_seqs = counts("a positive integer")?,
-                "max-num-batched-tokens" => {
-                    self.max_num_batched_tokens = counts("a positive integer")?;
-                }
-                "nics" => self.nics = counts("a positive number of NICs per host")?,
-                "baseline" => {
-                    let [value] = values.as_slice() else {
-                        return Err(bad(part, "a single on or off"));
-                    };
-                    self.baseline = switch(value)?;
-                }
-                _ => {
-                    return Err(DimensionError::Unknown {
-                        name: name.to_owned(),
-                    });
-                }
+                out.dedup();
+                self.capture = out;
+            }
+            "max-num-seqs" => self.max_num_seqs = values.counts("a positive integer")?,
+            "max-num-batched-tokens" => {
+                self.max_num_batched_tokens = values.counts("a positive integer")?;
+            }
+            "nics" => self.nics = values.counts("a positive number of NICs per host")?,
+            "baseline" => {
+                let [value] = values.list.as_slice() else {
+                    return Err(values.bad(part, "a single on or off"));
+                };
+                self.baseline = values.switch(value)?;
+            }
+            _ => {
+                return Err(DimensionError::Unknown {
+                    name: values.name.to_owned(),
+                });
             }
         }
         Ok(())
+    }
+}
+
+/// One dimension's name and its comma-separated values, as `--dimensions` gave them.
+struct Values<'a> {
+    name: &'a str,
+    list: Vec<&'a str>,
+}
+
+impl Values<'_> {
+    fn bad(&self, value: &str, expected: &'static str) -> DimensionError {
+        DimensionError::Value {
+            name: self.name.to_owned(),
+            value: value.to_owned(),
+            expected,
+        }
+    }
+
+    /// Positive integers, sorted, without repeats.
+    fn counts(&self, expected: &'static str) -> Result<Vec<u32>, DimensionError> {
+        let mut out: Vec<u32> = self
+            .list
+            .iter()
+            .map(|v| {
+                v.parse()
+                    .ok()
+                    .filter(|&n: &u32| n >= 1)
+                    .ok_or(self.bad(v, expected))
+            })
+            .collect::<Result<_, _>>()?;
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn switch(&self, v: &str) -> Result<bool, DimensionError> {
+        match v {
+            "on" | "true" => Ok(true),
+            "off" | "false" => Ok(false),
+            _ => Err(self.bad(v, "on or off")),
+        }
+    }
+
+    /// `A:F` pairs, or `all` (`None`).
+    fn splits(&self) -> Result<Option<Vec<(u32, u32)>>, DimensionError> {
+        if self.list == ["all"] {
+            return Ok(None);
+        }
+        let mut splits = Vec::new();
+        for v in &self.list {
+            let pair = v.split_once(':').and_then(|(a, f)| {
+                let a: u32 = a.parse().ok().filter(|&n| n >= 1)?;
+                let f: u32 = f.parse().ok().filter(|&n| n >= 1)?;
+                Some((a, f))
+            });
+            splits.push(pair.ok_or(self.bad(v, "A:F (e.g. 12:4) or all"))?);
+        }
+        splits.dedup();
+        Ok(Some(splits))
+    }
+
+    /// `off` (`None`) or decode token thresholds.
+    fn dbo(&self) -> Result<Vec<Option<u32>>, DimensionError> {
+        let mut out = Vec::new();
+        for v in &self.list {
+            out.push(match *v {
+                "off" => None,
+                _ => Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&n: &u32| n >= 1)
+                        .ok_or(self.bad(v, "off or a decode token threshold >= 1"))?,
+                ),
+            });
+        }
+        out.dedup();
+        Ok(out)
     }
 }
 
