@@ -20,7 +20,7 @@ pub const SWEEP_FORMAT: &str = "afd-sim-sweep";
 /// Options are empty CSV fields: metrics of a candidate that could not run, cross-checks that do
 /// not apply (the colocated baseline), frontier flags of a shard file (filled when the shards are
 /// merged).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepRow {
     /// Always [`SWEEP_SCHEMA_VERSION`].
