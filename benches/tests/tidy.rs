@@ -16,6 +16,19 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// `path` below `root`, with `/` separators.
+fn relative_path(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .expect("files are found under the root")
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// Whether a workspace-relative path is test code (a `tests/` folder or a `tests.rs` module).
+fn is_test_code(relative: &str) -> bool {
+    relative.contains("/tests/") || relative.ends_with("tests.rs")
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -274,13 +287,9 @@ fn the_libraries_keep_their_purity_rules() {
     ];
     let mut problems = Vec::new();
     for path in &files {
-        let relative = path
-            .strip_prefix(&root)
-            .expect("files are found under the root")
-            .to_string_lossy()
-            .replace('\\', "/");
+        let relative = relative_path(&root, path);
         let library = !is_binary_code(Path::new(&relative));
-        let test_code = relative.contains("/tests/") || relative.ends_with("tests.rs");
+        let test_code = is_test_code(&relative);
         let text = fs::read_to_string(path).expect("Rust sources are UTF-8");
         for (n, line) in text.lines().enumerate() {
             if line.trim_start().starts_with("//") {
@@ -433,12 +442,8 @@ fn simulator_functions_stay_short() {
     let mut problems = Vec::new();
     let mut allowed_found = Vec::new();
     for path in workspace_rust_files(&root) {
-        let relative = path
-            .strip_prefix(&root)
-            .expect("files are found under the root")
-            .to_string_lossy()
-            .replace('\\', "/");
-        let test_code = relative.contains("/tests/") || relative.ends_with("tests.rs");
+        let relative = relative_path(&root, &path);
+        let test_code = is_test_code(&relative);
         if !relative.starts_with("sim/src/") || test_code {
             continue;
         }
@@ -491,12 +496,8 @@ fn the_cost_model_keeps_no_state() {
     rust_files(&root.join("sim/src/model/cost"), &mut files);
     let mut problems = Vec::new();
     for path in &files {
-        let relative = path
-            .strip_prefix(&root)
-            .expect("files are found under the root")
-            .to_string_lossy()
-            .replace('\\', "/");
-        if relative.contains("/tests/") || relative.ends_with("tests.rs") {
+        let relative = relative_path(&root, path);
+        if is_test_code(&relative) {
             continue;
         }
         let text = fs::read_to_string(path).expect("Rust sources are UTF-8");
