@@ -507,54 +507,51 @@ impl CostModel {
     /// Ring all-reduce of `rows` rows over `ranks` GPUs (Attention TP after `o_proj`; FFN TP after
     /// the experts, afd-spec §3.7).
     pub fn all_reduce_rows(&self, book: &mut PriceBook, rows: u32, ranks: u32) -> SimDuration {
-        book.memoised(
-            Keyed::new(PricedOp::AllReduceRows, u64::from(rows), u64::from(ranks)),
-            |book| {
-                if ranks <= 1 {
-                    return SimDuration::ZERO;
-                }
-                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-                let lookup = self.calibration().and_then(|c| {
-                    c.all_reduce
-                        .iter()
-                        .find(|(n, _)| *n == ranks)
-                        .map(|(_, curve)| curve.at(bytes))
-                });
-                if let Some(us) = book.record(OpClass::AllReduce, lookup) {
-                    return SimDuration::from_us_f64(us);
-                }
-                let n = f64::from(ranks);
-                let wire = 2.0 * (n - 1.0) / n * bytes
-                    / (self.spec.link_bytes_per_s * self.efficiency.link);
-                SimDuration::from_secs_f64(2.0 * self.spec.link_latency_s + wire)
-            },
-        )
+        self.collective_rows(book, Collective::AllReduce, rows, ranks)
     }
 
     /// All-to-all of `rows` rows per rank over `ranks` GPUs (FFN DP + EP dispatch or combine).
     pub fn all_to_all_rows(&self, book: &mut PriceBook, rows: u32, ranks: u32) -> SimDuration {
-        book.memoised(
-            Keyed::new(PricedOp::AllToAllRows, u64::from(rows), u64::from(ranks)),
-            |book| {
-                if ranks <= 1 {
-                    return SimDuration::ZERO;
-                }
-                let bytes = f64::from(rows) * self.model.row_bytes() as f64;
-                let lookup = self.calibration().and_then(|c| {
-                    c.all_to_all
-                        .iter()
-                        .find(|(n, _)| *n == ranks)
-                        .map(|(_, curve)| curve.at(bytes))
-                });
-                if let Some(us) = book.record(OpClass::AllToAll, lookup) {
-                    return SimDuration::from_us_f64(us);
-                }
-                let n = f64::from(ranks);
-                let wire =
-                    (n - 1.0) / n * bytes / (self.spec.link_bytes_per_s * self.efficiency.link);
-                SimDuration::from_secs_f64(self.spec.link_latency_s + wire)
-            },
-        )
+        self.collective_rows(book, Collective::AllToAll, rows, ranks)
+    }
+
+    /// A collective of `rows` rows over `ranks` GPUs: the profile's curve for that group size, else
+    /// the roofline, `hops` link latencies plus `volume` × (n − 1)/n of the bytes over the link.
+    fn collective_rows(
+        &self,
+        book: &mut PriceBook,
+        collective: Collective,
+        rows: u32,
+        ranks: u32,
+    ) -> SimDuration {
+        let (op, class, hops, volume) = match collective {
+            // A ring sends and receives every byte's share twice: reduce-scatter, then all-gather.
+            Collective::AllReduce => (PricedOp::AllReduceRows, OpClass::AllReduce, 2.0, 2.0),
+            Collective::AllToAll => (PricedOp::AllToAllRows, OpClass::AllToAll, 1.0, 1.0),
+        };
+        book.memoised(Keyed::new(op, u64::from(rows), u64::from(ranks)), |book| {
+            if ranks <= 1 {
+                return SimDuration::ZERO;
+            }
+            let bytes = f64::from(rows) * self.model.row_bytes() as f64;
+            let lookup = self.calibration().and_then(|c| {
+                let table = match collective {
+                    Collective::AllReduce => &c.all_reduce,
+                    Collective::AllToAll => &c.all_to_all,
+                };
+                table
+                    .iter()
+                    .find(|(n, _)| *n == ranks)
+                    .map(|(_, curve)| curve.at(bytes))
+            });
+            if let Some(us) = book.record(class, lookup) {
+                return SimDuration::from_us_f64(us);
+            }
+            let n = f64::from(ranks);
+            let wire = volume * (n - 1.0) / n * bytes
+                / (self.spec.link_bytes_per_s * self.efficiency.link);
+            SimDuration::from_secs_f64(hops * self.spec.link_latency_s + wire)
+        })
     }
 
     /// Router (gate GEMM + top-k) of one MoE layer over `tokens` rows.
@@ -963,6 +960,13 @@ impl CostModel {
         }
         SimDuration::from_secs_f64(self.efficiency.ffn_loop_host_s)
     }
+}
+
+/// The collectives priced by rows and group size.
+#[derive(Clone, Copy)]
+enum Collective {
+    AllReduce,
+    AllToAll,
 }
 
 #[cfg(test)]
