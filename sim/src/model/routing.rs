@@ -11,10 +11,14 @@
 //! makes a step a pure function of its shape, so `Cluster` can memoise whole steps and give the
 //! same bytes with the memo on or off.
 //!
-//! Each pool is drawn from its own stream, named by its row counts, so a pool is a pure function of
-//! the run's seed, the sampler, the EP ranks and its row counts, whatever order the run needs
-//! pools in. The sampled loads are therefore shared between runs in one process (a sweep's
-//! candidates) through a [`LoadsCache`] the caller owns; each run prices them with its own cost model.
+//! Entry `e` of every pool counts the first tokens of one stream of sampled tokens, entry `e`'s
+//! (`routing/streams.rs`): the pool for `n` rows holds the first `n` tokens of each entry's stream,
+//! so pools of nearby row counts are nested (common random numbers: a step one row larger routes
+//! one more token, not a fresh sample) and a pool costs a kept checkpoint and a few draws, not `n`
+//! fresh tokens. A pool is thus a pure function of the run's seed, the sampler, the EP ranks and
+//! its row counts, whatever order the run needs pools in. The streams and the sampled loads are
+//! shared between runs in one process (a sweep's candidates, whatever their EP ranks) through a
+//! [`LoadsCache`] the caller owns; each run prices them with its own cost model.
 //!
 //! Padded rows (CUDA-graph padding, afd-spec §5.1) carry identical dummy hidden states, so they all
 //! pick the same top-k experts; that fixed set is drawn once per run [inferred: padding rows are the
@@ -28,6 +32,10 @@ use rand::RngExt;
 use crate::model::workload::ExpertSampler;
 use crate::rng::SimRng;
 use crate::time::SimDuration;
+
+mod streams;
+
+use streams::TokenStreams;
 
 /// Sampled routings for one `(real, padded)` row count.
 #[derive(Clone, Debug)]
@@ -155,25 +163,24 @@ impl RoutingPools {
 
     fn draw_loads(&mut self, real: u32, padded: u32) -> Vec<(u32, u32)> {
         let ranks = self.ranks as usize;
-        let mut rng = self.build_template.clone();
-        rng.set_stream(xxhash_rust::xxh3::xxh3_64(
-            &[
-                b"pool".as_slice(),
-                &real.to_le_bytes(),
-                &padded.to_le_bytes(),
-            ]
-            .concat(),
-        ));
-        rng.set_word_pos(0);
+        let streams = self.loads.streams(
+            StreamsKey {
+                seed: self.build_template.get_seed(),
+                stream: self.build_template.get_stream(),
+                sampler: self.sampler.fingerprint(),
+                pool_size: self.pool_size as u32,
+            },
+            || TokenStreams::new(&self.build_template, self.sampler.experts(), self.pool_size),
+        );
         let mut load = Vec::with_capacity(self.pool_size * ranks);
-        for _ in 0..self.pool_size {
-            self.counts.iter_mut().for_each(|c| *c = 0);
-            for _ in 0..real {
-                self.sampler.sample_token(&mut rng, &mut self.token);
-                for &e in &self.token {
-                    self.counts[e as usize] += 1;
-                }
-            }
+        for entry in 0..self.pool_size {
+            streams.counts_at(
+                entry,
+                real,
+                &self.sampler,
+                &mut self.counts,
+                &mut self.token,
+            );
             for &e in &self.padding_experts {
                 self.counts[e as usize] += padded;
             }
@@ -285,6 +292,17 @@ struct LoadsKey {
 #[derive(Clone, Default)]
 pub struct LoadsCache {
     table: Arc<Mutex<LoadsTable>>,
+    streams: Arc<Mutex<StreamsTable>>,
+}
+
+/// What names a pool family's token streams ([`streams`]): every pool of a run, whatever its row
+/// counts and EP ranks, counts tokens of the same streams.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct StreamsKey {
+    seed: [u8; 32],
+    stream: u64,
+    sampler: u64,
+    pool_size: u32,
 }
 
 impl std::fmt::Debug for LoadsCache {
@@ -314,6 +332,15 @@ impl LoadsCache {
         }
     }
 
+    /// The token streams of `key`, made by `make` if no run sharing the cache made them yet.
+    fn streams(&self, key: StreamsKey, make: impl FnOnce() -> TokenStreams) -> Arc<TokenStreams> {
+        let mut table = self
+            .streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(table.entry(key).or_insert_with(|| Arc::new(make())))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, LoadsTable> {
         // A poisoned lock only means another run panicked while inserting a complete entry.
         self.table
@@ -327,6 +354,12 @@ impl LoadsCache {
     reason = "a lookup table of pools' loads; it is never iterated"
 )]
 type LoadsTable = std::collections::HashMap<LoadsKey, Arc<[(u32, u32)]>>;
+
+#[expect(
+    clippy::disallowed_types,
+    reason = "a lookup table of token streams; it is never iterated"
+)]
+type StreamsTable = std::collections::HashMap<StreamsKey, Arc<TokenStreams>>;
 
 const LOADS_CAPACITY: usize = 1 << 16;
 

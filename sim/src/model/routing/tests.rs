@@ -81,3 +81,62 @@ fn picks_are_reproducible_for_a_seed() {
         );
     }
 }
+
+#[test]
+fn pools_of_more_rows_count_the_same_tokens_and_more() {
+    // Entry e of the pool for n rows counts the first n tokens of entry e's stream: whatever order
+    // the pools are built in, and across checkpoints, a larger pool's per-expert counts contain a
+    // smaller one's.
+    let sampler = ExpertSampler::new(ExpertPopularity::PowerLaw { exponent: 1.2 }, 64, 6);
+    let template = stream(Seed(3), RngStream::RoutingPools);
+    let ascending = streams::TokenStreams::new(&template, 64, 2);
+    let descending = streams::TokenStreams::new(&template, 64, 2);
+    let sizes = [0, 1, 31, 32, 33, 300, 1000];
+    let mut token = Vec::new();
+    let mut counts = |s: &streams::TokenStreams, entry: usize, n: u32| {
+        let mut out = vec![0; 64];
+        s.counts_at(entry, n, &sampler, &mut out, &mut token);
+        out
+    };
+    let mut up = Vec::new();
+    for &n in &sizes {
+        up.push(counts(&ascending, 1, n));
+    }
+    let mut down: Vec<_> = sizes
+        .iter()
+        .rev()
+        .map(|&n| counts(&descending, 1, n))
+        .collect();
+    down.reverse();
+    assert_eq!(
+        up, down,
+        "a pool does not depend on which pools were built before it"
+    );
+    for (pair, n) in up.windows(2).zip(&sizes[1..]) {
+        assert!(pair[0].iter().zip(&pair[1]).all(|(a, b)| a <= b));
+        assert_eq!(pair[1].iter().sum::<u32>(), 6 * n);
+    }
+    // Another entry is another stream.
+    assert_ne!(counts(&ascending, 0, 1000), up[6]);
+}
+
+#[test]
+fn runs_of_other_ep_ranks_share_the_token_streams() {
+    let price = |a: u32, t: u32| SimDuration::from_ns(u64::from(a) * 100 + u64::from(t));
+    let shared = LoadsCache::default();
+    let mut one = pools_sharing(1, &shared);
+    let mut two = pools_sharing(2, &shared);
+    one.pick(200, 0, price);
+    two.pick(200, 0, price);
+    // The same tokens, split over two ranks: the active experts add up, the busiest expert is
+    // the busier rank's.
+    for (whole, halves) in one
+        .loads(200, 0)
+        .unwrap()
+        .iter()
+        .zip(two.loads(200, 0).unwrap().chunks(2))
+    {
+        assert_eq!(whole.0, halves[0].0 + halves[1].0);
+        assert_eq!(whole.1, halves[0].1.max(halves[1].1));
+    }
+}
