@@ -7,7 +7,9 @@
 //! higher rate is the same arrivals squeezed closer; a concurrency probe sends everything at once
 //! through `max_concurrency` streams. The first probe sends everything at once: the candidate's
 //! saturated request throughput brackets the search (no rate above it is sustainable). The search
-//! then doubles or halves from 0.8 × that until it holds a passing and a failing load, bisects
+//! then probes that rate (for concurrency: 8 streams) and halves or doubles until it holds a
+//! passing and a failing load (a candidate that passes at its saturated rate is done in two
+//! probes), bisects
 //! (geometrically for rates) until they are one step apart (5 %, or one stream), and finally
 //! probes one step above the passing load until that fails: the capacity `c` it reports always
 //! passed at `c` and failed at one step above `c`. Probes of one candidate share the step memo
@@ -87,8 +89,11 @@ pub(crate) enum Load {
 /// alone) reports the saturated throughput as the capacity.
 const RATE_CEILING: f64 = 1.0;
 /// The least a rate search halves to before it reports a capacity of 0, relative to the saturated
-/// throughput.
-const RATE_FLOOR: f64 = 1.0 / 1024.0;
+/// throughput. A deployment that meets the objective only below 1/64 of what it can serve carries
+/// almost nothing within it, and each halving below doubles the simulated span of sparse arrivals
+/// (at 64 GPUs, a 62A2F candidate that missed a TPOT bound alone took 12 probes to X/1024, 15,000
+/// simulated seconds at the last, and half a 64-GPU sweep's time).
+const RATE_FLOOR: f64 = 1.0 / 64.0;
 
 /// The workload of `load`: `base` (whose send times are at `base.request_rate`) rescaled to `rate`,
 /// or sent at once through `level` streams.
@@ -153,7 +158,7 @@ pub fn search(
     let x = saturated.row.request_throughput.unwrap_or(0.0);
     let range = match search.by {
         CapacityBy::Rate => Range {
-            start: (0.8 * x).max(f64::MIN_POSITIVE),
+            start: (x * RATE_CEILING).max(f64::MIN_POSITIVE),
             floor: x * RATE_FLOOR,
             ceiling: x * RATE_CEILING,
         },
@@ -315,21 +320,27 @@ impl Prober<'_, '_> {
 }
 
 /// The capacity columns of a row whose metrics are its run at `capacity`.
+///
+/// Goodput is what the candidate carries in steady state within the objectives. By rate, that is
+/// the capacity itself (requests/s arriving and served), with the run's output tokens per request:
+/// the run's own request throughput (completed requests over its duration, as `vllm bench serve`
+/// counts it) also holds the ramp and the drain of a finite workload, which would rank candidates
+/// by their tails. By concurrency there is no arrival rate: the run's throughput at that many
+/// streams.
 fn fill_capacity(row: &mut SweepRow, by: CapacityBy, capacity: f64, probes: u32) {
     let passed = capacity > 0.0 && row.slo == "pass";
     row.capacity_by = by.as_str().to_owned();
     row.capacity = Some(capacity);
     row.capacity_probes = Some(probes);
-    row.goodput_requests_per_s = Some(if passed {
-        row.request_throughput.unwrap_or(0.0)
-    } else {
-        0.0
-    });
-    row.goodput_tokens_per_s_per_gpu = Some(if passed {
-        row.output_tokens_per_s_per_gpu.unwrap_or(0.0)
-    } else {
-        0.0
-    });
+    let measured = row.request_throughput.unwrap_or(0.0);
+    let tokens_per_gpu = row.output_tokens_per_s_per_gpu.unwrap_or(0.0);
+    let (requests, tokens) = match by {
+        CapacityBy::Rate if measured > 0.0 => (capacity, capacity * tokens_per_gpu / measured),
+        CapacityBy::Rate => (0.0, 0.0),
+        CapacityBy::Concurrency => (measured, tokens_per_gpu),
+    };
+    row.goodput_requests_per_s = Some(if passed { requests } else { 0.0 });
+    row.goodput_tokens_per_s_per_gpu = Some(if passed { tokens } else { 0.0 });
 }
 
 #[cfg(test)]

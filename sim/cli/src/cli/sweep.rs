@@ -21,7 +21,7 @@ use afd_sim::model::cost::{CostLayout, CostModel};
 use afd_sim::model::link::Link;
 use afd_sim::planner::candidate::Context as PlanContext;
 use afd_sim::planner::capacity::{CapacityBy, CapacitySearch};
-use afd_sim::planner::evaluate::{CrossNodeLink, Inputs};
+use afd_sim::planner::evaluate::{CrossNodeLink, Inputs, WORKLOAD_BOUND};
 use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
 use afd_sim::planner::{Plan, Shard, merge, plan, reuse_groups, run_counted};
@@ -781,6 +781,23 @@ fn render(rows: &[SweepRow], summary: &SweepSummary) -> String {
         "Simulated {} ({} could not run); {} meet the objective ({slo}); closed forms off by > 15 %: {}",
         summary.simulated, failed, summary.passing, summary.disagreements
     );
+    let bound = rows
+        .iter()
+        .filter(|r| r.warnings.split(';').any(|w| w == WORKLOAD_BOUND))
+        .collect::<Vec<_>>();
+    if let Some(most) = bound
+        .iter()
+        .map(|r| 2 * u64::from(r.attention_dp) * u64::from(r.max_num_seqs))
+        .max()
+    {
+        let _ = writeln!(
+            out,
+            "{} of {} capacities are partly the workload's ({WORKLOAD_BOUND}): fewer prompts than \
+             twice their engines' request slots; --num-prompts {most} fills every candidate twice",
+            bound.len(),
+            rows.len()
+        );
+    }
     let by_candidate = |c: u64| rows.iter().find(|r| r.candidate == c);
     // A capacity sweep's rows hold each candidate at its capacity.
     let capacity_by = rows

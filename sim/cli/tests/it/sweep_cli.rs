@@ -387,12 +387,17 @@ fn an_objective_without_a_load_searches_each_candidates_capacity() {
         rows.iter()
             .all(|r| r.capacity_by == "rate" && r.capacity_probes.is_some())
     );
-    // Every candidate with a positive capacity passes at it, and its goodput is its run there.
+    // Every candidate with a positive capacity passes at it, and its goodput is the capacity in
+    // steady state: that rate, with its run's output tokens per request.
     for r in rows.iter().filter(|r| r.capacity.is_some_and(|c| c > 0.0)) {
         assert_eq!(r.slo, "pass");
-        assert_eq!(
-            r.goodput_tokens_per_s_per_gpu,
-            r.output_tokens_per_s_per_gpu
+        let capacity = r.capacity.unwrap();
+        assert_eq!(r.goodput_requests_per_s, Some(capacity));
+        let per_request = r.output_tokens_per_s_per_gpu.unwrap() / r.request_throughput.unwrap();
+        let tokens = r.goodput_tokens_per_s_per_gpu.unwrap();
+        assert!(
+            (tokens - capacity * per_request).abs() <= 1e-9 * tokens.max(1.0),
+            "{tokens} vs {capacity} x {per_request}"
         );
     }
     assert!(rows.iter().any(|r| r.rank == Some(1)));

@@ -139,6 +139,10 @@ proptest! {
                 prop_assert_eq!(verdict_at(candidate, &inputs, by, above), "fail");
             }
             prop_assert!(found.row.goodput_requests_per_s.unwrap() > 0.0);
+            if by == CapacityBy::Rate {
+                // Steady state: the rate carried, not the finite run's completions over its span.
+                prop_assert_eq!(found.row.goodput_requests_per_s, Some(capacity));
+            }
         } else {
             prop_assert_eq!(found.row.goodput_tokens_per_s_per_gpu, Some(0.0));
         }
