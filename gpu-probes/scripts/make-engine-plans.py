@@ -23,6 +23,8 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # 8192 tokens on an H200), and FULL_AND_PIECEWISE at the seed recipe's 64/64, where every mixed
     # step fits the piecewise graphs.
     "piecewise-1024-8192": (1024, 8192), "piecewise-64-64": (64, 64),
+    # Seventh batch: mixed steps within the piecewise graphs at the seed recipe's 64/64 budget.
+    "cal3-piecewise-64-64": (64, 64),
 }
 
 def seed(label, name):
@@ -116,7 +118,26 @@ def cal2_plan(label):
         work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 32)]
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
+def cal3_plan(label):
+    """Mixed steps at a 64-token budget under FULL_AND_PIECEWISE, where every step replays the full or
+    the piecewise graphs: B standing decodes beside a prompt prefilled (64 - B) tokens a step, for B
+    from 8 to 63 (max_num_seqs 64 leaves one slot). Every mixed step schedules 64 tokens, so the
+    period's change with B is what a decode adds to a piecewise step beside the prefill, which the
+    judged piecewise-64-64 saturated runs (63 decodes and one prefill token a step) found missing."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 48, 100, 200, 300, 512)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64)]
+    warm += [inject_burst(label, "warm-inject", 16, 400, (64, 200), 1.5, 2.0)]
+    work = []
+    for b in (8, 32, 56, 63):
+        # Injections after the standing prompts are all decoding (63 prompts of 128 tokens take
+        # 126 steps of 64 tokens), one at a time: a 200-token prompt beside 63 decodes takes 200 steps.
+        work.append(inject_burst(label, f"fx-inj-b{b}-o3000", b, 3000, (64, 200, 64), 2.5, 4.5))
+    work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 63)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
+    if label.startswith("cal3-"):
+        return cal3_plan(label)
     if label.startswith("cal-"):
         return calibration_plan(label)
     if label.startswith("cal2-"):

@@ -359,6 +359,13 @@ pub struct EngineModeCosts {
     /// The largest capture size of the server that measured `piecewise_period_ns`, tokens.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub piecewise_max_tokens: u32,
+    /// `FULL_AND_PIECEWISE`: what each decode request beside the prefill adds to a step that replays
+    /// piecewise graphs (attention runs between the pieces, per request), nanoseconds
+    /// (`piecewise_period_ns` holds the step less it): one prompt length injected beside standing
+    /// batches of one server, the difference of their mixed steps over the difference of their
+    /// decodes, the median. Zero when not measured.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub piecewise_decode_ns: f64,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }
@@ -398,11 +405,16 @@ impl VllmEngineProfile {
                     )));
                 }
             }
-            if !(m.mixed_decode_ns.is_finite() && m.mixed_decode_ns >= 0.0) {
-                return Err(VllmRunError::Invalid(format!(
-                    "mode {:?}: mixed_decode_ns is not a finite non-negative number",
-                    m.mode
-                )));
+            for (name, value) in [
+                ("mixed_decode_ns", m.mixed_decode_ns),
+                ("piecewise_decode_ns", m.piecewise_decode_ns),
+            ] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(VllmRunError::Invalid(format!(
+                        "mode {:?}: {name} is not a finite non-negative number",
+                        m.mode
+                    )));
+                }
             }
             if !(m.nonuniform_token_ns.is_finite() && m.nonuniform_token_ns >= 0.0) {
                 return Err(VllmRunError::Invalid(format!(

@@ -74,6 +74,9 @@ const PROBE_STREAM_MAX_BATCH: u32 = 64;
 const TEXT_PAIR_MIN_BURST: u32 = 64;
 /// A streamed pace this many times the engine's own is the front end's, not the engine's.
 const FRONTEND_BOUND_RATIO: f64 = 1.25;
+/// A standing stream's gap this many times its burst's median is a step that prefilled beside it.
+const MIXED_GAP_RATIO: f64 = 1.5;
+
 /// Records whose mean scheduled tokens are within this factor of a group's first are one group.
 const TABLE_GROUP_RATIO: f64 = 1.5;
 /// The least token budget whose full prefill steps are priced by their kernels: a step of 4,096
@@ -397,6 +400,7 @@ fn mode_costs(
         prefill_extra_ns: tables.prefill_extra,
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
+        piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
         evidence,
     })
 }
@@ -560,6 +564,7 @@ struct StepTables {
     prefill_extra: Vec<(u32, u64)>,
     piecewise: Vec<(u32, u64)>,
     piecewise_max_tokens: u32,
+    piecewise_decode_s: f64,
 }
 
 /// The non-uniform step tables of a mode. Graph modes: the period by scheduled tokens, from bursts'
@@ -591,20 +596,13 @@ fn step_tables(
     let (graphless, within): (Vec<&Injected>, Vec<&Injected>) = injected
         .iter()
         .partition(|i| !(mode == FULL_AND_PIECEWISE && i.tokens <= i.max_capture));
-    // What each decode beside the prefill adds to a step without graphs: one prompt length injected
-    // beside two batches of one server, the difference of their steps over the difference of decodes.
-    let mut slopes = Vec::new();
-    for (k, a) in graphless.iter().enumerate() {
-        for b in &graphless[k + 1..] {
-            if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
-                slopes.push(
-                    (b.period_s - a.period_s) / (f64::from(b.decoding) - f64::from(a.decoding)),
-                );
-            }
-        }
-    }
-    tables.mixed_decode_s = median(slopes).unwrap_or(0.0).max(0.0);
+    // What each decode beside the prefill adds to a step (without graphs, and within the piecewise
+    // graphs): one prompt length injected beside two batches of one server, the difference of their
+    // steps over the difference of decodes.
+    tables.mixed_decode_s = decode_slope_s(&graphless);
+    tables.piecewise_decode_s = decode_slope_s(&within);
     let per_decode = tables.mixed_decode_s;
+    let piecewise_per_decode = tables.piecewise_decode_s;
     let mut points: Vec<(f64, f64, String)> = Vec::new();
     let mut piecewise = Vec::new();
     for span in span_points(runs, decode_period_ns, frontend_s) {
@@ -612,7 +610,8 @@ fn step_tables(
         // piecewise graphs (a lone prompt chunked at 64 tokens): they belong to that table.
         if mode == FULL_AND_PIECEWISE && span.tokens <= f64::from(span.max_capture) {
             tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(span.max_capture);
-            piecewise.push((span.tokens, span.period_s, span.evidence));
+            let period = span.period_s - piecewise_per_decode * span.decodes;
+            piecewise.push((span.tokens, period, span.evidence));
         } else {
             let period = span.period_s - per_decode * span.decodes;
             points.push((span.tokens, period, span.evidence));
@@ -624,11 +623,29 @@ fn step_tables(
     }
     for i in within {
         tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
-        piecewise.push((f64::from(i.tokens), i.period_s, i.evidence.clone()));
+        let period = i.period_s - piecewise_per_decode * f64::from(i.decoding);
+        piecewise.push((f64::from(i.tokens), period, i.evidence.clone()));
     }
     tables.nonuniform = grouped_table(points, "nonuniform_t", evidence);
     tables.piecewise = grouped_table(piecewise, "piecewise_t", evidence);
     tables
+}
+
+/// What each standing decode adds to an injected request's mixed step: over pairs of injections of
+/// one prompt length into bursts of one server with different batches, the difference of their
+/// steps over the difference of their decodes, the median (0 when no pair, never below 0).
+fn decode_slope_s(injected: &[&Injected]) -> f64 {
+    let mut slopes = Vec::new();
+    for (k, a) in injected.iter().enumerate() {
+        for b in &injected[k + 1..] {
+            if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
+                slopes.push(
+                    (b.period_s - a.period_s) / (f64::from(b.decoding) - f64::from(a.decoding)),
+                );
+            }
+        }
+    }
+    median(slopes).unwrap_or(0.0).max(0.0)
 }
 
 /// The mixed step a request injected into a standing decode burst was prefilled in.
@@ -700,21 +717,44 @@ fn injected_steps(
                 if q.sent_s <= decoding_from {
                     continue;
                 }
-                let longest: Vec<f64> = standing
+                let windows: Vec<Vec<f64>> = standing
                     .iter()
-                    .filter_map(|s| {
+                    .map(|s| {
                         s.chunk_s
                             .windows(2)
                             .filter(|p| p[1] > q.sent_s && p[0] < first)
                             .map(|p| p[1] - p[0])
-                            .reduce(f64::max)
+                            .collect::<Vec<f64>>()
+                    })
+                    .filter(|gaps| !gaps.is_empty())
+                    .collect();
+                let decoding = windows.len() as u32;
+                let prefill = spec.input_len.min(budget.saturating_sub(decoding).max(1));
+                // A prompt prefilled over three or more full chunks (a chunk is what the budget
+                // leaves beside the decodes) stalls the streams once a step: the median of those
+                // stalls, not the longest (a shorter tail chunk is the one step that differs).
+                // One token a step is a uniform decode batch: no mixed step to price.
+                let several = spec.input_len >= 3 * prefill;
+                if several && prefill == 1 {
+                    continue;
+                }
+                let per_stream: Vec<f64> = windows
+                    .into_iter()
+                    .filter_map(|gaps| {
+                        if several {
+                            median(
+                                gaps.into_iter()
+                                    .filter(|&g| g > MIXED_GAP_RATIO * standing_s)
+                                    .collect(),
+                            )
+                        } else {
+                            gaps.into_iter().reduce(f64::max)
+                        }
                     })
                     .collect();
-                let decoding = longest.len() as u32;
-                let Some(period_s) = median(longest) else {
+                let Some(period_s) = median(per_stream) else {
                     continue;
                 };
-                let prefill = spec.input_len.min(budget.saturating_sub(decoding).max(1));
                 out.push(Injected {
                     tokens: prefill + decoding,
                     prefill,
@@ -1235,7 +1275,6 @@ impl EngineModel {
                 prefill += w.prefill.iter().map(|&(t, _)| t).sum::<u32>();
             }
             let tokens = shape.tokens[e].max(1);
-            let uniform = prefill == 0 && decodes > 0;
             // Long contexts cost a decode step more than the table's bursts paid.
             let context: u64 = shape
                 .work
@@ -1252,6 +1291,10 @@ impl EngineModel {
                 .filter_map(|stage| stage.get(e))
                 .map(|w| w.prefill.len() as u32)
                 .sum();
+            // vLLM's uniform decode: every request schedules exactly one token, so a one-token
+            // prefill chunk beside decodes is a decode (`gpu_model_runner.py:3857-3875`).
+            let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
+            let decodes = decodes + if uniform { prefill_requests } else { 0 };
             let ns = match graph {
                 GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
                     if uniform && shape.graph =>
@@ -1277,6 +1320,7 @@ impl EngineModel {
                         && graph.piecewise_size(tokens).is_some() =>
                 {
                     interpolate(&costs.piecewise_period_ns, tokens)
+                        + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64
                 }
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     interpolate(&costs.nonuniform_period_ns, tokens)

@@ -18,6 +18,7 @@ fn profile() -> VllmEngineProfile {
         prefill_extra_ns: vec![],
         piecewise_period_ns: vec![],
         piecewise_max_tokens: 0,
+        piecewise_decode_ns: 0.0,
         evidence: BTreeMap::new(),
     };
     VllmEngineProfile {
@@ -815,4 +816,119 @@ fn chunks_within_the_capture_size_price_the_piecewise_table_not_the_graphless_on
         "{:?}",
         m.nonuniform_period_ns
     );
+}
+
+#[test]
+fn a_one_token_prefill_chunk_beside_decodes_is_a_uniform_decode_step() {
+    // vLLM's uniform-decode test counts requests that schedule one token each: 63 decodes and a
+    // prompt's one-token chunk replay the full graph of 64, priced by the decode table.
+    let engine = EngineModel::new(profile());
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![1, 64, 256],
+    };
+    assert_eq!(
+        engine.step_floor_ns(&graph, &shape(true, 63, 1, 64)),
+        engine.step_floor_ns(&graph, &shape(true, 64, 0, 64)),
+    );
+    // Two prefill tokens is a mixed step: the non-uniform price, far above the graph's.
+    let mixed = engine
+        .step_floor_ns(&graph, &shape(false, 62, 2, 64))
+        .unwrap();
+    assert!(mixed > 4_000_000, "{mixed}");
+}
+
+/// A burst of `n` streams decoding every `gap_s`, and one `input`-token request sent at `at_s` that
+/// is prefilled over `stalls.len()` mixed steps, the standing streams stalling that long each.
+fn injected_over_steps(
+    name: &str,
+    n: u32,
+    gap_s: f64,
+    at_s: f64,
+    input: u32,
+    stalls: &[f64],
+) -> WorkloadRecord {
+    let mut r = burst(name, n, 128, gap_s, 0.0);
+    let mut chunks = Vec::new();
+    let mut t = 0.1;
+    while t < at_s {
+        chunks.push(t);
+        t += gap_s;
+    }
+    for &stall in stalls {
+        chunks.push(t);
+        t += stall;
+    }
+    let first = t;
+    for _ in 0..8 {
+        chunks.push(t);
+        t += gap_s;
+    }
+    for q in &mut r.fixed.as_mut().unwrap().requests {
+        q.chunk_s = chunks.clone();
+    }
+    r.workload.output_len = chunks.len() as u32;
+    r.workload.inject.push(afd_traces::vllm_run::Injection {
+        at_s,
+        input_len: input,
+        output_len: 4,
+    });
+    r.fixed.as_mut().unwrap().requests.push(FixedShapeRequest {
+        sent_s: at_s,
+        chunk_s: vec![first + 0.001, first + 0.002],
+        ..Default::default()
+    });
+    r
+}
+
+#[test]
+fn piecewise_mixed_steps_add_what_each_decode_beside_the_prefill_costs() {
+    // At 64/64 under FULL_AND_PIECEWISE every mixed step schedules 64 tokens. A 200-token prompt
+    // beside 8 decodes (56-token chunks, 4 steps of 11 ms) and beside 56 (8-token chunks, 25
+    // steps of 15 ms, one of them a 40 ms hiccup): the multi-step stalls' median prices each, and
+    // the difference over 48 decodes is what a decode adds to a piecewise step.
+    let stalls_56: Vec<f64> = (0..25)
+        .map(|k| if k == 3 { 0.040 } else { 0.015 })
+        .collect();
+    let records = vec![
+        injected_over_steps("fx-inj-b8", 8, 0.004, 0.5, 200, &[0.011; 4]),
+        injected_over_steps("fx-inj-b56", 56, 0.005, 0.5, 200, &stalls_56),
+    ];
+    let small = run(
+        &[
+            "/m",
+            "--max-num-seqs",
+            "64",
+            "--max-num-batched-tokens",
+            "64",
+        ],
+        records,
+    );
+    // The decode table, the floor and the per-token cost come from a server with a full budget.
+    let large = run(
+        &["/m", "--max-num-batched-tokens", "8192"],
+        with_floor_records(vec![
+            burst("fx-d8", 8, 128, 0.004, 0.0),
+            burst("fx-d56", 56, 128, 0.005, 0.0),
+        ]),
+    );
+    let p = derive(&[small, large], &["p".into(), "q".into()]).unwrap();
+    let m = &p.modes[0];
+    assert_eq!(m.mode, FULL_AND_PIECEWISE);
+    let per_decode = 0.004e9 / 48.0;
+    assert!(
+        (m.piecewise_decode_ns - per_decode).abs() < 1.0,
+        "{}",
+        m.piecewise_decode_ns
+    );
+    let engine = EngineModel::new(p);
+    let graph = GraphMode::FullAndPiecewise {
+        capture_sizes: vec![8, 64],
+        piecewise_sizes: vec![8, 64],
+    };
+    for (decodes, period) in [(8, 11_000_000i64), (56, 15_000_000)] {
+        let step = engine
+            .step_floor_ns(&graph, &shape(false, decodes, 64 - decodes, 64))
+            .unwrap();
+        assert!((step as i64 - period).abs() < 1_000, "{decodes}: {step}");
+    }
 }
