@@ -68,8 +68,11 @@ so the frontier says how many NICs per host a split needs.
 
 An objective (--tpot-slo, --ttft-slo) with no load searches each candidate's capacity: the highest
 request rate (or, with --capacity-by concurrency, streams) at which the objective holds, to 5 %;
-rows hold the run at that capacity and its goodput, and rank by it (docs/planner.md). Give
---request-rate or --max-concurrency to run every candidate once at that load instead.
+rows hold the run at that capacity and its goodput (by rate: the capacity in steady state, with
+the run's output tokens per request), and rank by it (docs/planner.md). A row whose --num-prompts
+are fewer than twice its request slots (engines x max-num-seqs) warns capacity.workload-bound: the
+prompts, not the deployment, bounded it; the summary names the count that fills every candidate.
+Give --request-rate or --max-concurrency to run every candidate once at that load instead.
 
 Every point is judged by the deployment rules (as `afd-sim check` does) before it runs; each legal
 candidate is simulated in full (every request, every layer). The CSV has one row per candidate:
