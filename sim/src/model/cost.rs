@@ -664,17 +664,13 @@ impl CostModel {
                 if self.model.shared_expert_params() == 0 || !self.model.has_moe() {
                     return SimDuration::ZERO;
                 }
-                let tp = f64::from(self.layout.ffn_tp.max(1));
-                let lookup = self
-                    .calibration()
-                    .and_then(|c| c.shared.as_ref().map(|curve| curve.at(f64::from(tokens))));
-                if let Some(us) = book.record(OpClass::MoeSharedExperts, lookup) {
-                    return SimDuration::from_us_f64(us / tp);
-                }
-                self.mlp_roofline(
-                    self.model.shared_expert_params() as f64 / tp,
+                self.sharded_mlp(
+                    book,
+                    OpClass::MoeSharedExperts,
+                    |c| c.shared.as_ref(),
                     tokens,
-                    self.kernels.shared,
+                    self.layout.ffn_tp,
+                    (self.model.shared_expert_params(), self.kernels.shared),
                 )
             },
         )
@@ -685,20 +681,37 @@ impl CostModel {
         book.memoised(
             Keyed::new(PricedOp::DenseMlp, u64::from(tokens), 0),
             |book| {
-                let tp = f64::from(self.layout.ffn_tp.max(1));
-                let lookup = self
-                    .calibration()
-                    .and_then(|c| c.dense.as_ref().map(|curve| curve.at(f64::from(tokens))));
-                if let Some(us) = book.record(OpClass::MlpDense, lookup) {
-                    return SimDuration::from_us_f64(us / tp);
-                }
-                self.mlp_roofline(
-                    self.model.dense_mlp_params() as f64 / tp,
+                self.sharded_mlp(
+                    book,
+                    OpClass::MlpDense,
+                    |c| c.dense.as_ref(),
                     tokens,
-                    self.kernels.dense,
+                    self.layout.ffn_tp,
+                    (self.model.dense_mlp_params(), self.kernels.dense),
                 )
             },
         )
+    }
+
+    /// An MLP-shaped op over `tokens` rows split over `tp` ranks: the profile's curve for the whole
+    /// op (recorded as `class`) over `tp`, else the roofline of `params` over `tp` in `kernels`.
+    fn sharded_mlp(
+        &self,
+        book: &mut PriceBook,
+        class: OpClass,
+        curve: impl FnOnce(&Calibrated) -> Option<&interp::Curve>,
+        tokens: u32,
+        tp: u32,
+        (params, kernels): (u64, u32),
+    ) -> SimDuration {
+        let tp = f64::from(tp.max(1));
+        let lookup = self
+            .calibration()
+            .and_then(|c| curve(c).map(|curve| curve.at(f64::from(tokens))));
+        if let Some(us) = book.record(class, lookup) {
+            return SimDuration::from_us_f64(us / tp);
+        }
+        self.mlp_roofline(params as f64 / tp, tokens, kernels)
     }
 
     fn mlp_roofline(&self, params: f64, tokens: u32, kernels: u32) -> SimDuration {
@@ -715,17 +728,16 @@ impl CostModel {
         book.memoised(
             Keyed::new(PricedOp::AttentionProj, u64::from(tokens), 0),
             |book| {
-                let tp = f64::from(self.layout.attention_tp.max(1));
-                let lookup = self
-                    .calibration()
-                    .and_then(|c| c.proj.as_ref().map(|curve| curve.at(f64::from(tokens))));
-                if let Some(us) = book.record(OpClass::AttentionProj, lookup) {
-                    return SimDuration::from_us_f64(us / tp);
-                }
-                self.mlp_roofline(
-                    self.model.attention_params_per_layer() as f64 / tp,
+                self.sharded_mlp(
+                    book,
+                    OpClass::AttentionProj,
+                    |c| c.proj.as_ref(),
                     tokens,
-                    self.kernels.attention_proj,
+                    self.layout.attention_tp,
+                    (
+                        self.model.attention_params_per_layer(),
+                        self.kernels.attention_proj,
+                    ),
                 )
             },
         )
