@@ -57,6 +57,9 @@ pub struct RoutingPools {
     padding_experts: Vec<u32>,
     /// The pools' stream before any draw; each pool draws from its own stream of the same seed.
     build_template: SimRng,
+    /// What names this run's token streams and, with the EP ranks and row counts, its pools'
+    /// loads in the shared [`LoadsCache`].
+    family: StreamsKey,
     pick_rng: SimRng,
     /// The run's pick stream before any pick; [`RoutingPools::seed_picks`] derives each step's.
     pick_template: SimRng,
@@ -87,7 +90,14 @@ impl RoutingPools {
         sampler.sample_token(&mut build_rng, &mut padding_experts);
         build_rng.set_word_pos(0);
         let experts = sampler.experts() as usize;
+        let family = StreamsKey {
+            seed: build_rng.get_seed(),
+            stream: build_rng.get_stream(),
+            sampler: sampler.fingerprint(),
+            pool_size: pool_size as u32,
+        };
         RoutingPools {
+            family,
             sampler,
             ranks,
             pool_size,
@@ -145,11 +155,8 @@ impl RoutingPools {
     /// now.
     fn loads_of(&mut self, real: u32, padded: u32) -> Arc<[(u32, u32)]> {
         let key = LoadsKey {
-            seed: self.build_template.get_seed(),
-            stream: self.build_template.get_stream(),
-            sampler: self.sampler.fingerprint(),
+            family: self.family.clone(),
             ranks: self.ranks,
-            pool_size: self.pool_size as u32,
             real,
             padded,
         };
@@ -163,15 +170,9 @@ impl RoutingPools {
 
     fn draw_loads(&mut self, real: u32, padded: u32) -> Vec<(u32, u32)> {
         let ranks = self.ranks as usize;
-        let streams = self.loads.streams(
-            StreamsKey {
-                seed: self.build_template.get_seed(),
-                stream: self.build_template.get_stream(),
-                sampler: self.sampler.fingerprint(),
-                pool_size: self.pool_size as u32,
-            },
-            || TokenStreams::new(&self.build_template, self.sampler.experts(), self.pool_size),
-        );
+        let streams = self.loads.streams(self.family.clone(), || {
+            TokenStreams::new(&self.build_template, self.sampler.experts(), self.pool_size)
+        });
         let mut load = Vec::with_capacity(self.pool_size * ranks);
         for entry in 0..self.pool_size {
             streams.counts_at(
@@ -277,11 +278,8 @@ impl RoutingPools {
 /// What names a pool's sampled loads across runs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct LoadsKey {
-    seed: [u8; 32],
-    stream: u64,
-    sampler: u64,
+    family: StreamsKey,
     ranks: u32,
-    pool_size: u32,
     real: u32,
     padded: u32,
 }

@@ -297,11 +297,17 @@ pub fn simulate_with(
 /// goodput rose 10 % from 1,024 to 2,048 prompts and 8 % more to 4,096.
 pub const WORKLOAD_BOUND: &str = "capacity.workload-bound";
 
+/// The prompts that fill twice the request slots of `engines` engines of `max_num_seqs` each: fewer
+/// make a capacity [`WORKLOAD_BOUND`].
+pub fn filling_prompts(engines: u32, max_num_seqs: u32) -> u64 {
+    2 * u64::from(engines) * u64::from(max_num_seqs)
+}
+
 /// The rule warnings of `candidate`, and [`WORKLOAD_BOUND`] where it applies, `;`-separated.
 fn row_warnings(candidate: &Candidate, inputs: &Inputs<'_>) -> String {
     let mut warnings = candidate.warnings.clone();
-    let slots = u64::from(candidate.config.attention.dp) * u64::from(candidate.point.max_num_seqs);
-    if inputs.capacity.is_some() && (inputs.workload.requests.len() as u64) < 2 * slots {
+    let filling = filling_prompts(candidate.config.attention.dp, candidate.point.max_num_seqs);
+    if inputs.capacity.is_some() && (inputs.workload.requests.len() as u64) < filling {
         warnings.push(WORKLOAD_BOUND.to_owned());
     }
     warnings.join(";")

@@ -21,7 +21,7 @@ use afd_sim::model::cost::{CostLayout, CostModel};
 use afd_sim::model::link::Link;
 use afd_sim::planner::candidate::Context as PlanContext;
 use afd_sim::planner::capacity::{CapacityBy, CapacitySearch};
-use afd_sim::planner::evaluate::{CrossNodeLink, Inputs, WORKLOAD_BOUND};
+use afd_sim::planner::evaluate::{CrossNodeLink, Inputs, WORKLOAD_BOUND, filling_prompts};
 use afd_sim::planner::frontier::{Latency, Slo, SloStat, finalize, latency_ms, summary};
 use afd_sim::planner::space::{Budget, Dimensions};
 use afd_sim::planner::{Plan, Shard, merge, plan, reuse_groups, run_counted};
@@ -790,7 +790,7 @@ fn render(rows: &[SweepRow], summary: &SweepSummary) -> String {
         .collect::<Vec<_>>();
     if let Some(most) = bound
         .iter()
-        .map(|r| 2 * u64::from(r.attention_dp) * u64::from(r.max_num_seqs))
+        .map(|r| filling_prompts(r.attention_dp, r.max_num_seqs))
         .max()
     {
         let _ = writeln!(
