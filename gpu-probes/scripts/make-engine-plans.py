@@ -25,6 +25,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "piecewise-1024-8192": (1024, 8192), "piecewise-64-64": (64, 64),
     # Seventh batch: mixed steps within the piecewise graphs at the seed recipe's 64/64 budget.
     "cal3-piecewise-64-64": (64, 64),
+    # Eighth batch: requests injected close together (a step's tokens leave only once the next step
+    # is issued), beside one standing request, and lone prompts on the idle engine.
+    "cal4-graph-256-2048": (256, 2048),
 }
 
 def seed(label, name):
@@ -135,7 +138,34 @@ def cal3_plan(label):
     work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 63)]
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
+def cal4_plan(label):
+    """Under asynchronous scheduling the engine core issues step n+1 before it waits for step n's
+    tokens (vllm/v1/engine/core.py `step_with_batch_queue`), so a step's tokens leave only once the
+    next step is issued: when that one is a host-bound mixed step (the compiled model without graphs,
+    the piecewise graphs), the first request's first token waits for the second's step. Cascades
+    inject two or three prompts 20-40 ms apart into 8 standing decodes (the second arrives while the
+    first's step is issued), beside lone injections as controls; one standing request shows a
+    running engine's first token at batch 1, and lone prompts on the idle engine what an idle start
+    adds. The cascade records are never read into the step tables (their steps share stalls)."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 48, 100, 200, 300, 512, 700, 1024, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64, 256)]
+    warm += [inject_burst(label, "warm-inject", 16, 96, (64, 300, 1024), 0.3, 0.3)]
+    cascade = [(0.5, 256), (1.0, 256), (1.02, 256), (1.5, 256), (1.54, 256), (2.0, 256), (2.03, 256),
+               (2.06, 256), (2.5, 64), (2.52, 64), (3.0, 1024), (3.5, 1024), (3.52, 256), (4.0, 256)]
+    work = []
+    for rep in "ab":
+        w = fx(label, f"fx-cascade-b8-o2000-{rep}", 128, 2000, 8, 90)
+        w["inject"] = [{"at_s": at, "input_len": n, "output_len": 4} for at, n in cascade]
+        work.append(w)
+    work.append(inject_burst(label, "fx-inj-b1-o1500", 1, 1500, (256, 256, 64, 1024, 300), 0.5, 0.5))
+    for length in (64, 256, 1024):
+        for rep in "abc":
+            work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
+    if label.startswith("cal4-"):
+        return cal4_plan(label)
     if label.startswith("cal3-"):
         return cal3_plan(label)
     if label.startswith("cal-"):
