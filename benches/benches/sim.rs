@@ -46,7 +46,8 @@ fn core_events(n: u64) -> u64 {
             Event::StepStarted
             | Event::StatsPublished
             | Event::RequestAdmitted { .. }
-            | Event::RequestDelivered { .. } => Event::StepStarted,
+            | Event::RequestDelivered { .. }
+            | Event::TokensEmitted { .. } => Event::StepStarted,
         };
         queue.schedule(
             now + SimDuration::from_ns(rng.random_range(1..100_000)),

@@ -29,7 +29,7 @@ use crate::pricing::{FfnRows, PriceScratch, StepInputs, StepScope, price_step};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::serving::{Placement, ServingConfig, ServingConfigError};
 use crate::step::{StepShape, plan_step};
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use memo::Accounted;
 
 /// Routing pool size: sampled routings kept per distinct row count.
@@ -106,6 +106,11 @@ pub struct StepRecord {
     pub index: u64,
     pub start: SimTime,
     pub end: SimTime,
+    /// How long from `start` the engine core's host is busy issuing the step (an engine profile's
+    /// `EngineStepCost::host_ns`; zero where the GPU sets the pace).
+    pub host: SimDuration,
+    /// What the step's kernels take alone (`StepTiming::kernels`; zero without an engine profile).
+    pub kernels: SimDuration,
     pub graph: bool,
     pub ffn_graph: bool,
     pub stages: u32,
@@ -648,6 +653,8 @@ impl Cluster {
         last.index = totals.steps - 1;
         last.start = SimTime::from_ns(self.step_start);
         last.end = SimTime::from_ns(self.timing.end);
+        last.host = SimDuration::from_ns(self.timing.host);
+        last.kernels = SimDuration::from_ns(self.timing.kernels);
         last.graph = shape.graph;
         last.ffn_graph = shape.ffn_graph;
         last.stages = shape.stages as u32;

@@ -147,11 +147,17 @@ impl ColocatedModel {
         // With a real engine's profile the step costs what that engine's fixed-shape steps cost
         // (its host path overlapped with the kernels vLLM runs, `model/engine.rs`); the kernel
         // sweep above keeps the per-GPU busy times.
-        if let Some(period) = cost
-            .engine()
-            .and_then(|e| e.step_floor_ns(&self.graph, shape))
-        {
-            timing.end = start + period;
+        timing.host = 0;
+        timing.kernels = 0;
+        if let Some(step) = cost.engine().and_then(|e| e.step_cost(&self.graph, shape)) {
+            let sweep = timing.end - start;
+            timing.end = start + step.period_ns;
+            timing.host = step.host_ns;
+            timing.kernels = if step.period_ns > step.host_ns {
+                step.period_ns
+            } else {
+                sweep.min(step.period_ns)
+            };
         }
     }
 

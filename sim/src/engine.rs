@@ -57,6 +57,9 @@ pub struct RunOptions {
     /// vllm/v1/engine/core.py `step_with_batch_queue`), so a request that reaches the engine during
     /// step n first runs in step n+2. Off (the default) lets it join the next step.
     pub async_scheduling: bool,
+    /// What the first step after the engine sat idle costs beyond its period (an engine profile's
+    /// `idle_start_ns`): it delays that step and everything after it. Zero by default.
+    pub idle_start: SimDuration,
 }
 
 impl RunOptions {
@@ -73,6 +76,7 @@ impl RunOptions {
             frontend_token: SimDuration::ZERO,
             frontend_latency: SimDuration::ZERO,
             async_scheduling: false,
+            idle_start: SimDuration::ZERO,
         }
     }
 }
@@ -154,6 +158,18 @@ struct World<'w> {
     /// Requests that reached the engine while a step ran, under asynchronous scheduling: they are
     /// queued after the next step is planned.
     deferred: Vec<u32>,
+    /// Whether steps carry the engine core's host share (an engine profile prices them, under
+    /// asynchronous scheduling): the next step is planned once the running one is issued, and a
+    /// step's tokens leave once the step after it is issued.
+    host_issue: bool,
+    /// When the engine core's host finished (or will finish) issuing the step in flight: the next
+    /// step is planned then, and a request reaching the engine later waits for the one after.
+    issued: SimTime,
+    /// Tokens of step `held.0` that leave the engine core at `held.1`, once the next step is issued.
+    held: Option<(u64, SimTime)>,
+    held_tokens: Vec<TokenEvent>,
+    /// [`RunOptions::idle_start`].
+    idle_start: SimDuration,
     /// Per-token front-end cost ([`RunOptions::frontend_token`]).
     token_cost: SimDuration,
     /// [`RunOptions::frontend_latency`].
@@ -231,6 +247,7 @@ fn run_inner(
     observe: &mut dyn FnMut(Progress),
     shared: Shared,
 ) -> Result<RunResult, ClusterError> {
+    let host_issue = options.async_scheduling && cost.engine().is_some();
     let mut cluster = Cluster::new(config, cost, options.model, options.seed, shared.loads)?;
     if let Some(memo) = shared.memo {
         cluster.adopt_step_memo(memo);
@@ -263,6 +280,11 @@ fn run_inner(
         latency: options.frontend_latency,
         async_scheduling: options.async_scheduling,
         deferred: Vec::new(),
+        host_issue,
+        issued: SimTime::ZERO,
+        held: None,
+        held_tokens: Vec::new(),
+        idle_start: options.idle_start,
         frontend_free: SimTime::ZERO,
         dp,
     };
@@ -329,6 +351,7 @@ impl World<'_> {
             Event::StepStarted => self.on_step_started(now),
             Event::StepFinished { step } => self.on_step_finished(now, step),
             Event::StatsPublished => self.on_stats_published(now),
+            Event::TokensEmitted { step } => self.on_tokens_emitted(now, step),
         }
     }
 
@@ -357,10 +380,11 @@ impl World<'_> {
         }
     }
 
-    /// The front end hands request `index` to the engine now: under asynchronous scheduling, while
-    /// a step runs, the step after it is already planned, and the request waits for the one after.
+    /// The front end hands request `index` to the engine now: under asynchronous scheduling, once
+    /// the step in flight is issued the step after it is planned, and the request waits for the one
+    /// after that.
     fn admit(&mut self, now: SimTime, index: u32) {
-        if self.async_scheduling && self.cluster.is_stepping() {
+        if self.async_scheduling && self.cluster.is_stepping() && now >= self.issued {
             self.deferred.push(index);
         } else {
             self.hand_over(now, index);
@@ -404,27 +428,75 @@ impl World<'_> {
     fn on_step_started(&mut self, now: SimTime) {
         self.step_pending = false;
         if !self.cluster.is_stepping() {
-            self.start_step(now);
+            self.start_step(now, None, self.idle_start);
         }
     }
 
-    fn start_step(&mut self, now: SimTime) {
+    /// Begins the next step now, its GPU work after the last one's. `planned_at` is when the host
+    /// planned it, while the last step ran (asynchronous scheduling), `None` when it is planned
+    /// now; `idle` is what it costs beyond its period because the engine sat idle. Returns when the
+    /// host has issued it, if a step began.
+    fn start_step(
+        &mut self,
+        now: SimTime,
+        planned_at: Option<SimTime>,
+        idle: SimDuration,
+    ) -> Option<SimTime> {
         let sink = match self.sink.as_mut() {
             Some(sink) if now.as_ns() <= sink.window.1 => Some(sink),
             _ => None,
         };
-        if let Some(record) = self.cluster.begin_step(now, sink) {
-            let step = self.next_step;
-            self.next_step += 1;
-            self.queue
-                .schedule(record.end, Event::StepFinished { step });
-            if self.record_steps {
-                self.steps.push(record.clone());
-            }
+        let record = self.cluster.begin_step(now, sink)?;
+        let step = self.next_step;
+        self.next_step += 1;
+        let mut end = record.end + idle;
+        let issued = if self.host_issue && record.host > SimDuration::ZERO {
+            // The host issued the step from when it planned it, beside the last step's kernels
+            // (vllm/v1/engine/core.py `step_with_batch_queue`): it ends once issued, and not
+            // before its own kernels ran after the last step's.
+            let issued = (planned_at.unwrap_or(now) + record.host + idle).max(now);
+            end = (now + idle + record.kernels).max(issued);
+            issued
+        } else {
+            now + idle + record.host
+        };
+        self.issued = issued;
+        self.queue.schedule(end, Event::StepFinished { step });
+        if self.record_steps {
+            let mut kept = record.clone();
+            kept.end = end;
+            self.steps.push(kept);
+        }
+        Some(issued)
+    }
+
+    /// The held tokens of step `step` leave the engine core now.
+    fn on_tokens_emitted(&mut self, now: SimTime, step: u64) {
+        if self.held.is_some_and(|(held, _)| held == step) {
+            self.release_held(now);
         }
     }
 
-    fn on_step_finished(&mut self, now: SimTime, _step: u64) {
+    /// Delivers the tokens held for the next step's issue, at the time they left the engine core.
+    fn release_held(&mut self, now: SimTime) {
+        if let Some((_, at)) = self.held.take() {
+            debug_assert!(at <= now, "held tokens delivered late");
+            let tokens = std::mem::take(&mut self.held_tokens);
+            for &token in &tokens {
+                self.on_token(at, token);
+            }
+            self.held_tokens = tokens;
+            self.held_tokens.clear();
+        }
+    }
+
+    fn on_step_finished(&mut self, now: SimTime, step: u64) {
+        // Tokens of the step before leave no later than this step ends.
+        self.release_held(now);
+        if self.host_issue {
+            self.finish_issued(now, step);
+            return;
+        }
         let mut emitted: Vec<TokenEvent> = Vec::new();
         self.cluster.finish_step(|token| emitted.push(token));
         // Requests sent while tokens are delivered wait for the step that starts after delivery.
@@ -438,8 +510,15 @@ impl World<'_> {
         // engine core schedules the newcomers at once.
         let planned = self.cluster.has_work();
         if planned {
-            self.start_step(now);
+            self.start_step(now, None, SimDuration::ZERO);
         }
+        self.hand_over_deferred(now, planned);
+    }
+
+    /// What reached the engine while the last step ran (under asynchronous scheduling) waits for
+    /// the step after the one planned meanwhile, unless nothing was planned, when the engine core
+    /// schedules the newcomers at once.
+    fn hand_over_deferred(&mut self, now: SimTime, planned: bool) {
         let deferred = std::mem::take(&mut self.deferred);
         self.step_pending = true;
         for index in deferred {
@@ -447,8 +526,39 @@ impl World<'_> {
         }
         self.step_pending = false;
         if !planned && self.cluster.has_work() {
-            self.start_step(now);
+            self.start_step(now, None, SimDuration::ZERO);
         }
+    }
+
+    /// [`Self::on_step_finished`] where steps carry the host's share: the step planned while this
+    /// one ran was being issued from when this one was (vLLM's batch queue of two), and this step's
+    /// tokens leave the engine core once that step is issued (`step_with_batch_queue` waits for
+    /// step n's output only after issuing step n+1), at once when nothing was planned.
+    fn finish_issued(&mut self, now: SimTime, step: u64) {
+        let mut emitted = std::mem::take(&mut self.held_tokens);
+        self.cluster.finish_step(|token| emitted.push(token));
+        let planned_at = self.issued.min(now);
+        let planned = self.cluster.has_work();
+        let leave = if planned {
+            self.start_step(now, Some(planned_at), SimDuration::ZERO)
+                .map_or(now, |issued| issued.max(now))
+        } else {
+            now
+        };
+        if leave > now {
+            self.held_tokens = emitted;
+            self.held = Some((step, leave));
+            self.queue.schedule(leave, Event::TokensEmitted { step });
+        } else {
+            self.step_pending = true;
+            for &token in &emitted {
+                self.on_token(now, token);
+            }
+            self.step_pending = false;
+            emitted.clear();
+            self.held_tokens = emitted;
+        }
+        self.hand_over_deferred(now, planned);
     }
 
     fn on_token(&mut self, emitted: SimTime, token: TokenEvent) {

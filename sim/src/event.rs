@@ -22,6 +22,10 @@ pub enum Event {
     /// The front end delivered the last token of workload request `request` to the client, which
     /// frees its concurrency slot; only scheduled when the run has a per-token front-end cost.
     RequestDelivered { request: u32 },
+    /// The tokens of global step `step` leave the engine core now, once the step after it is
+    /// issued (asynchronous scheduling with a host-bound next step); only scheduled when an engine
+    /// profile prices the steps.
+    TokensEmitted { step: u64 },
 }
 
 impl Event {
@@ -34,6 +38,7 @@ impl Event {
             Event::StepStarted => 4,
             Event::RequestAdmitted { .. } => 5,
             Event::RequestDelivered { .. } => 6,
+            Event::TokensEmitted { .. } => 7,
         }
     }
 
@@ -43,7 +48,7 @@ impl Event {
             Event::RequestIntended { request }
             | Event::RequestAdmitted { request }
             | Event::RequestDelivered { request } => u64::from(request),
-            Event::StepFinished { step } => step,
+            Event::StepFinished { step } | Event::TokensEmitted { step } => step,
             Event::StatsPublished | Event::StepStarted => 0,
         }
     }

@@ -129,6 +129,14 @@ pub struct StepTiming {
     pub forward_start: u64,
     /// When every Attention rank has its sampled tokens.
     pub end: u64,
+    /// How long from the step's start the engine core's host is busy issuing it, nanoseconds
+    /// (`EngineStepCost::host_ns`); 0 where the GPU sets the pace or no engine profile prices the
+    /// step.
+    pub host: u64,
+    /// What the step's kernels take alone, nanoseconds, where an engine profile prices it: its
+    /// period where its kernels set it, else the kernel sweep's span (at most the period); 0
+    /// without an engine profile.
+    pub kernels: u64,
     /// Device busy time per Attention rank (compute and TP all-reduce).
     pub attention_busy: Vec<u64>,
     /// Device busy time per FFN rank (compute and collectives).
@@ -343,6 +351,8 @@ pub fn run_step(
     }
     timing.shortcut_layers = skipped;
     timing.end = end;
+    timing.host = 0;
+    timing.kernels = 0;
 }
 
 /// The step's start before layer 0: Attention rank r < F sends the control payload to FFN rank r

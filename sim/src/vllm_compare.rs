@@ -188,6 +188,9 @@ pub struct FrontEnd<'a> {
     /// The front end's per-request latency (the engine profile's): added to each request's time
     /// to first token and end-to-end latency; it delays no step.
     pub latency_ns: u64,
+    /// What the first step after the engine sat idle costs beyond its period (the engine
+    /// profile's).
+    pub idle_start_ns: u64,
     /// The front end's serial intake per request (the engine profile's): requests reach the engine
     /// one after another.
     pub intake_ns: u64,
@@ -210,6 +213,7 @@ impl<'a> FrontEnd<'a> {
     ) -> FrontEnd<'a> {
         FrontEnd {
             latency_ns: profile.frontend_ns,
+            idle_start_ns: profile.idle_start_ns,
             intake_ns: profile.intake_ns,
             text_token_ns: profile.text_token_ns,
             stream_token_ns: profile.stream_token_ns,
@@ -227,6 +231,7 @@ impl<'a> FrontEnd<'a> {
         options.frontend_token = SimDuration::from_ns(self.stream_token_ns);
         options.frontend_latency = SimDuration::from_ns(self.latency_ns);
         options.async_scheduling = self.async_scheduling;
+        options.idle_start = SimDuration::from_ns(self.idle_start_ns);
     }
 }
 

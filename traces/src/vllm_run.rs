@@ -273,8 +273,14 @@ pub struct VllmEngineProfile {
     /// The run files derived from, with each one's start time.
     pub sources: Vec<String>,
     /// Latency the front end (HTTP, input processing, the hop to the engine core and back) adds to a
-    /// request's first token without delaying any step, nanoseconds.
+    /// request's first token without delaying any step, nanoseconds, on an engine that is stepping
+    /// (requests injected beside a standing decode burst).
     pub frontend_ns: u64,
+    /// What the first step after the engine sat idle costs beyond its period, nanoseconds: lone
+    /// prompts' first tokens against requests injected into a running engine. Zero when not
+    /// measured, and in profiles written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_start_ns: u64,
     pub modes: Vec<EngineModeCosts>,
     /// The front end's serial intake per request, nanoseconds: the spread of first tokens over a
     /// large burst whose prompts are all in the prefix cache (so its steps are short), per request.

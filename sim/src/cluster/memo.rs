@@ -91,6 +91,8 @@ pub(super) struct Remembered {
     key: Box<[u64]>,
     forward_start: u64,
     end: u64,
+    host: u64,
+    kernels: u64,
     /// `PipelineState` after the step, relative to its start (AFD only; empty when colocated).
     ffn_ready: Box<[i64]>,
     port_free: Box<[i64]>,
@@ -252,6 +254,8 @@ impl StepMemo {
             key: self.key.clone().into_boxed_slice(),
             forward_start: timing.forward_start - start,
             end: timing.end - start,
+            host: timing.host,
+            kernels: timing.kernels,
             ffn_ready,
             port_free,
             accounted,
@@ -273,6 +277,8 @@ impl Remembered {
     ) {
         timing.forward_start = start + self.forward_start;
         timing.end = start + self.end;
+        timing.host = self.host;
+        timing.kernels = self.kernels;
         if let Some(state) = state {
             let absolute = |to: &mut Vec<u64>, from: &[i64]| {
                 to.clear();

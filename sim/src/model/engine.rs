@@ -3,9 +3,11 @@
 //!
 //! vLLM 0.26 schedules asynchronously by default (vllm/config/vllm.py:1059-1107): the host prepares
 //! step n+1 (scheduler, input preparation, Python dispatch of the forward, sampler, output
-//! processing) while the GPU runs step n, and step n's tokens leave only once step n+1 is launched
+//! processing) while the GPU runs step n, and step n's tokens leave only once step n+1 is issued
 //! (vllm/v1/engine/core.py `step_with_batch_queue`), so a step's period is the larger of its host
-//! path and its GPU work. The host path depends on how the forward is issued
+//! path and its GPU work, and a step issued op by op holds the host, and the last step's tokens,
+//! for that long ([`EngineStepCost`]; the run applies it, `engine.rs`). The host path depends on how
+//! the forward is issued
 //! (vllm/v1/worker/gpu/cudagraph_utils.py `dispatch`):
 //! - a uniform decode batch under `FULL_DECODE_ONLY` or `FULL_AND_PIECEWISE` replays a captured CUDA
 //!   graph: one launch, and the period measured for that batch size is the whole story;
@@ -76,6 +78,12 @@ const TEXT_PAIR_MIN_BURST: u32 = 64;
 const FRONTEND_BOUND_RATIO: f64 = 1.25;
 /// A standing stream's gap this many times its burst's median is a step that prefilled beside it.
 const MIXED_GAP_RATIO: f64 = 1.5;
+/// Largest standing burst whose injected requests price the front end's latency: beside more
+/// streams the front end's own backlog of tokens (`stream_token_ns` each) enters the first token.
+const STEPPING_FRONTEND_MAX_BATCH: u32 = 16;
+/// Injected requests sent closer together than this share their steps' stalls: none of them prices
+/// a step or the front end alone.
+const CASCADE_S: f64 = 0.25;
 
 /// Records whose mean scheduled tokens are within this factor of a group's first are one group.
 const TABLE_GROUP_RATIO: f64 = 1.5;
@@ -199,6 +207,8 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
+    let intake_s = median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0);
+    let (frontend_s, idle_start_s) = split_frontend_s(&by_mode, &modes, frontend_s, intake_s);
     let by_mode_runs = by_mode;
     let sources = runs
         .iter()
@@ -219,14 +229,45 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         cpu_cores: first.map_or(0, |r| r.provenance.cpu_cores),
         sources,
         frontend_ns: (frontend_s * 1e9).round() as u64,
-        intake_ns: (median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0) * 1e9).round()
-            as u64,
+        idle_start_ns: (idle_start_s * 1e9).round() as u64,
+        intake_ns: (intake_s * 1e9).round() as u64,
         stream_token_ns: (stream_token_s(&by_mode_runs, &modes).unwrap_or(0.0) * 1e9).round()
             as u64,
         text_token_ns: median(runs.iter().flat_map(text_token_s).collect())
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
     })
+}
+
+/// `(latency, idle start)`: `idle_frontend_s` is what a lone prompt met on an idle engine beyond its
+/// step; a request reaching a running engine meets less. With injected requests of the graph modes
+/// to tell them apart ([`stepping_frontend_s`]), the running engine's latency and what the idle
+/// engine's first step adds beyond it and the intake; else the lone prompts' figure alone.
+fn split_frontend_s(
+    by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
+    modes: &[EngineModeCosts],
+    idle_frontend_s: f64,
+    intake_s: f64,
+) -> (f64, f64) {
+    let stepping: Vec<f64> = by_mode
+        .iter()
+        .filter(|(mode, _)| **mode != EAGER)
+        .filter_map(|(mode, runs)| {
+            let costs = modes.iter().find(|m| m.mode == *mode)?;
+            Some(stepping_frontend_s(runs, &costs.decode_period_ns, intake_s))
+        })
+        .flatten()
+        .collect();
+    match median(stepping) {
+        Some(stepping_s) => {
+            let stepping_s = stepping_s.max(0.0);
+            (
+                stepping_s,
+                (idle_frontend_s - intake_s - stepping_s).max(0.0),
+            )
+        }
+        None => (idle_frontend_s, 0.0),
+    }
 }
 
 fn gpu_name(run: &VllmRun) -> String {
@@ -659,6 +700,12 @@ struct Injected {
     period_s: f64,
     /// The standing requests' own median gap over the burst.
     standing_s: f64,
+    /// The injected request's first token, from its sending, seconds.
+    ttft_s: f64,
+    /// The standing burst's requests.
+    batch: u32,
+    /// Whether the prompt was prefilled in one step (it fit the budget beside the decodes).
+    one_step: bool,
     /// The server's largest capture size (piecewise graphs serve steps up to it).
     max_capture: u32,
     /// Standing requests decoding beside the prefill.
@@ -714,7 +761,7 @@ fn injected_steps(
                 let Some(&first) = q.chunk_s.first() else {
                     continue;
                 };
-                if q.sent_s <= decoding_from {
+                if q.sent_s <= decoding_from || crowded(&w.inject, spec) {
                     continue;
                 }
                 let windows: Vec<Vec<f64>> = standing
@@ -738,21 +785,7 @@ fn injected_steps(
                 if several && prefill == 1 {
                     continue;
                 }
-                let per_stream: Vec<f64> = windows
-                    .into_iter()
-                    .filter_map(|gaps| {
-                        if several {
-                            median(
-                                gaps.into_iter()
-                                    .filter(|&g| g > MIXED_GAP_RATIO * standing_s)
-                                    .collect(),
-                            )
-                        } else {
-                            gaps.into_iter().reduce(f64::max)
-                        }
-                    })
-                    .collect();
-                let Some(period_s) = median(per_stream) else {
+                let Some(period_s) = stall_s(windows, several, standing_s) else {
                     continue;
                 };
                 out.push(Injected {
@@ -760,6 +793,9 @@ fn injected_steps(
                     prefill,
                     period_s,
                     standing_s,
+                    ttft_s: first - q.sent_s,
+                    batch: w.num_prompts,
+                    one_step: spec.input_len == prefill,
                     max_capture,
                     decoding,
                     input_len: spec.input_len,
@@ -770,6 +806,59 @@ fn injected_steps(
         }
     }
     out
+}
+
+/// Whether another request of the burst was injected within [`CASCADE_S`] of `spec`: the two share
+/// their stalls (the first one's tokens leave only once the second one's step is issued, the
+/// eighth batch's cascades), so neither prices a step alone.
+fn crowded(
+    inject: &[afd_traces::vllm_run::Injection],
+    spec: &afd_traces::vllm_run::Injection,
+) -> bool {
+    inject
+        .iter()
+        .any(|other| !std::ptr::eq(other, spec) && (other.at_s - spec.at_s).abs() < CASCADE_S)
+}
+
+/// An injected request's step from the standing streams' gaps while it waited: per stream the
+/// longest gap, or for a prompt prefilled over `several` chunks the median of its stalls (gaps over
+/// [`MIXED_GAP_RATIO`] standing periods); the median over streams.
+fn stall_s(windows: Vec<Vec<f64>>, several: bool, standing_s: f64) -> Option<f64> {
+    let per_stream: Vec<f64> = windows
+        .into_iter()
+        .filter_map(|gaps| {
+            if several {
+                median(
+                    gaps.into_iter()
+                        .filter(|&g| g > MIXED_GAP_RATIO * standing_s)
+                        .collect(),
+                )
+            } else {
+                gaps.into_iter().reduce(f64::max)
+            }
+        })
+        .collect();
+    median(per_stream)
+}
+
+/// The front end's latency on a running engine, one figure per request injected into a standing
+/// decode burst of at most [`STEPPING_FRONTEND_MAX_BATCH`] requests and prefilled in one step: its
+/// first token less the intake, less half the standing period (it reaches the engine at a random
+/// point of a step and is planned at the step's end, after asynchronous scheduling's issue of the
+/// next), less its step (the standing streams' gap). Under asynchronous scheduling the step before
+/// the injected one leaves only once that one is issued and its own tokens 2-5 ms later
+/// (`cal2-graph` and `cal2-piecewise`: gaps of 59 then 2 ms beside 8 decodes): what is left is that
+/// and the way to the client, 2-6 ms, where a lone prompt on an idle engine met 10-15 ms.
+fn stepping_frontend_s(
+    runs: &[(&str, &VllmRun)],
+    decode_period_ns: &[(u32, u64)],
+    intake_s: f64,
+) -> Vec<f64> {
+    injected_steps(runs, decode_period_ns, false)
+        .iter()
+        .filter(|i| i.one_step && i.batch <= STEPPING_FRONTEND_MAX_BATCH)
+        .map(|i| i.ttft_s - intake_s - i.standing_s / 2.0 - i.period_s)
+        .collect()
 }
 
 /// What a decode step adds per context token beyond the table's reference context: over streamed
@@ -1261,12 +1350,12 @@ impl EngineModel {
         self.profile.modes.iter().find(|m| m.mode == name)
     }
 
-    /// The least period of a planned step, nanoseconds, or `None` when the profile has no costs for
-    /// the deployment's mode. Every engine of the step is priced and the slowest counts.
-    pub fn step_floor_ns(&self, graph: &GraphMode, shape: &StepShape) -> Option<u64> {
+    /// What a planned step costs the engine, or `None` when the profile has no costs for the
+    /// deployment's mode. Every engine of the step is priced and the slowest counts.
+    pub fn step_cost(&self, graph: &GraphMode, shape: &StepShape) -> Option<EngineStepCost> {
         let costs = self.mode(graph)?;
         let engines = shape.tokens.len();
-        let mut floor = 0u64;
+        let mut cost = EngineStepCost::default();
         for e in 0..engines {
             let works = shape.work.iter().filter_map(|stage| stage.get(e));
             let (mut decodes, mut prefill) = (0u32, 0u32);
@@ -1295,45 +1384,76 @@ impl EngineModel {
             // prefill chunk beside decodes is a decode (`gpu_model_runner.py:3857-3875`).
             let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
             let decodes = decodes + if uniform { prefill_requests } else { 0 };
-            let ns = match graph {
+            let kernels = (costs.nonuniform_token_ns * f64::from(tokens)).round() as u64;
+            // (period, host): a replayed graph leaves the host nothing to wait for; a step issued
+            // op by op is the host's for as long as its dispatch takes.
+            let (period, host) = match graph {
                 GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
                     if uniform && shape.graph =>
                 {
-                    interpolate(
+                    let period = interpolate(
                         &costs.decode_period_ns,
                         shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
-                    ) + attend
+                    ) + attend;
+                    (period, 0)
                 }
                 GraphMode::Eager if uniform => {
-                    interpolate(&costs.decode_period_ns, decodes) + attend
+                    let period = interpolate(&costs.decode_period_ns, decodes) + attend;
+                    (period, period)
                 }
                 // Every eager step is the host's: a non-uniform one costs its requests' decode
                 // period and what its prefill adds, unless its kernels take longer.
                 GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
                     let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
                         + interpolate(&costs.prefill_extra_ns, prefill);
-                    host.max((costs.nonuniform_token_ns * f64::from(tokens)).round() as u64)
+                    (host.max(kernels), host)
                 }
-                // Within the largest capture size a non-uniform batch replays piecewise graphs.
+                // Within the largest capture size a non-uniform batch replays piecewise graphs,
+                // with attention issued from Python between them: the host holds the step too (the
+                // standing streams of `cal2-piecewise` show the decode step before it leaving only
+                // as it is issued, and its own tokens 2-3 ms later).
                 GraphMode::FullAndPiecewise { .. }
                     if !costs.piecewise_period_ns.is_empty()
                         && graph.piecewise_size(tokens).is_some() =>
                 {
-                    interpolate(&costs.piecewise_period_ns, tokens)
-                        + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64
+                    let period = interpolate(&costs.piecewise_period_ns, tokens)
+                        + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
+                    (period, period)
                 }
+                // The torch.compile'd model without graphs: host-bound up to thousands of tokens
+                // (the table is flat where the kernels are a fraction of it).
                 _ if !costs.nonuniform_period_ns.is_empty() => {
-                    interpolate(&costs.nonuniform_period_ns, tokens)
-                        + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64
+                    let period = interpolate(&costs.nonuniform_period_ns, tokens)
+                        + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
+                    (period, period)
                 }
-                _ => costs
-                    .nonuniform_floor_ns
-                    .max((costs.nonuniform_token_ns * f64::from(tokens)).round() as u64),
+                _ => (
+                    costs.nonuniform_floor_ns.max(kernels),
+                    costs.nonuniform_floor_ns,
+                ),
             };
-            floor = floor.max(ns);
+            cost.period_ns = cost.period_ns.max(period);
+            cost.host_ns = cost.host_ns.max(host);
         }
-        Some(floor)
+        cost.host_ns = cost.host_ns.min(cost.period_ns);
+        Some(cost)
     }
+}
+
+/// What one planned step costs a real vLLM engine.
+///
+/// Under asynchronous scheduling the engine core's one thread plans step n+1 and issues it
+/// (`execute_model` runs the forward's Python on the host, vllm/v1/executor/uniproc_executor.py)
+/// before it waits for step n's tokens (vllm/v1/engine/core.py `step_with_batch_queue`). A step
+/// whose forward the host issues op by op (`--enforce-eager`, the compiled model without graphs)
+/// holds the host for `host_ns`: the next step is planned only once it is issued, and the tokens of
+/// the step before leave only then. A replayed full graph holds it for a launch (0 here).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStepCost {
+    /// The step's period: the larger of its host path and its kernels, nanoseconds.
+    pub period_ns: u64,
+    /// How long the host issues the step, nanoseconds, at most `period_ns`.
+    pub host_ns: u64,
 }
 
 /// Piecewise-linear in batch size; flat below the first point, the last segment's slope above.

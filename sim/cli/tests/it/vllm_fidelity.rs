@@ -39,15 +39,17 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 9.9 % (the bar), worst 83.8 % (graph 256/2048
+    // Recorded at this commit: median 9.4 % (the bar is 10 %), worst 86.9 % (graph 256/2048
     // e2e-pre-r4 mean TPOT, whose first run stalled for a second on first-use compiles; its second
-    // run on a fresh server is 52 % off, and the two real runs are 67 % apart); 173 of 213 values
+    // run on a fresh server is 60 % off, and the two real runs are 67 % apart); 178 of 213 values
     // within 25 %. The sixth batch's 15 runs (vLLM's default server, FULL_AND_PIECEWISE at 64/64, an
     // eager 64/64 repeat) were predicted blind at median 13.6 %, worst 124 %; with their fixed
     // shapes in the profile, 8.4 % and 74.5 %. The seventh batch (mixed steps within the piecewise
-    // graphs at 64/64) is calibration only: it priced what a decode adds to a piecewise step.
-    assert!(median <= 0.100, "median |error| {median}");
-    assert!(worst <= 0.84, "worst |error| {worst}");
+    // graphs at 64/64) is calibration only: it priced what a decode adds to a piecewise step; so is the
+    // eighth (requests injected close together on FULL_DECODE_ONLY at 256/2048): a step's tokens
+    // leave only once the next step is issued.
+    assert!(median <= 0.095, "median |error| {median}");
+    assert!(worst <= 0.87, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -59,7 +61,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 173, "{within_25} of 213 values within 25 %");
+    assert!(within_25 >= 178, "{within_25} of 213 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -73,9 +75,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 12 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 11 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 12,
+        within >= 11,
         "graph/eager TPOT ratios within 10 %: {within} of 39"
     );
 }
@@ -95,7 +97,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 19, "{runs:?}");
+    assert_eq!(runs.len(), 20, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);

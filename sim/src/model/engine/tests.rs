@@ -31,6 +31,7 @@ fn profile() -> VllmEngineProfile {
         cpu_cores: 16,
         sources: vec![],
         frontend_ns: 60_000_000,
+        idle_start_ns: 0,
         intake_ns: 0,
         stream_token_ns: 0,
         text_token_ns: 0.0,
@@ -48,6 +49,17 @@ fn profile() -> VllmEngineProfile {
                 11_000.0,
             ),
         ],
+    }
+}
+
+/// A step's period alone.
+trait PeriodOf {
+    fn period_ns(&self, graph: &GraphMode, shape: &StepShape) -> Option<u64>;
+}
+
+impl PeriodOf for EngineModel {
+    fn period_ns(&self, graph: &GraphMode, shape: &StepShape) -> Option<u64> {
+        self.step_cost(graph, shape).map(|c| c.period_ns)
     }
 }
 
@@ -81,12 +93,12 @@ fn a_graph_replayed_decode_step_costs_the_period_of_its_padded_batch() {
         capture_sizes: vec![1, 64, 256],
     };
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(true, 64, 0, 64)),
+        engine.period_ns(&graph, &shape(true, 64, 0, 64)),
         Some(4_000_000)
     );
     // 100 decodes pad to 256: the period of 256, not of 100.
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(true, 100, 0, 256)),
+        engine.period_ns(&graph, &shape(true, 100, 0, 256)),
         Some(12_000_000)
     );
 }
@@ -98,15 +110,15 @@ fn a_mixed_step_pays_the_larger_of_the_host_floor_and_its_tokens() {
         capture_sizes: vec![1, 64],
     };
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(false, 8, 64, 72)),
+        engine.period_ns(&graph, &shape(false, 8, 64, 72)),
         Some(70_000_000)
     );
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(false, 0, 8192, 8192)),
+        engine.period_ns(&graph, &shape(false, 0, 8192, 8192)),
         Some(90_112_000)
     );
     assert_eq!(
-        engine.step_floor_ns(&GraphMode::Eager, &shape(false, 8, 64, 72)),
+        engine.period_ns(&GraphMode::Eager, &shape(false, 8, 64, 72)),
         Some(110_000_000)
     );
 }
@@ -115,7 +127,7 @@ fn a_mixed_step_pays_the_larger_of_the_host_floor_and_its_tokens() {
 fn eager_decode_interpolates_between_measured_batches() {
     let engine = EngineModel::new(profile());
     let mid = engine
-        .step_floor_ns(&GraphMode::Eager, &shape(false, 128, 0, 128))
+        .period_ns(&GraphMode::Eager, &shape(false, 128, 0, 128))
         .unwrap();
     assert!(mid > 50_000_000 && mid < 56_000_000, "{mid}");
     assert_eq!(interpolate(&[(4, 10), (8, 20)], 1), 10);
@@ -134,7 +146,7 @@ fn a_mode_the_profile_lacks_adds_no_floor() {
         capture_sizes: vec![64],
     };
     assert_eq!(
-        EngineModel::new(p).step_floor_ns(&graph, &shape(true, 8, 0, 64)),
+        EngineModel::new(p).period_ns(&graph, &shape(true, 8, 0, 64)),
         None
     );
 }
@@ -465,9 +477,9 @@ fn long_contexts_add_to_a_decode_step_what_their_burst_measured() {
         capture_sizes: vec![16],
     };
     let mut step = shape(true, 16, 0, 16);
-    let short = engine.step_floor_ns(&graph, &step).unwrap();
+    let short = engine.period_ns(&graph, &step).unwrap();
     step.work[0][0].decode_context = 16 * 4128;
-    let longer = engine.step_floor_ns(&graph, &step).unwrap();
+    let longer = engine.period_ns(&graph, &step).unwrap();
     assert!(longer > short, "{longer} vs {short}");
 }
 
@@ -576,12 +588,12 @@ fn injected_requests_price_mixed_steps_and_piecewise_graphs_split_at_the_capture
         piecewise_sizes: vec![8, 512],
     };
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(false, 8, 300, 512)),
+        engine.period_ns(&graph, &shape(false, 8, 300, 512)),
         Some(17_000_000),
         "a 308-token mixed step replays piecewise graphs"
     );
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(false, 8, 1024, 1032)),
+        engine.period_ns(&graph, &shape(false, 8, 1024, 1032)),
         Some(70_000_000),
         "past the largest capture size it runs without graphs"
     );
@@ -610,7 +622,7 @@ fn eager_mixed_steps_add_what_injected_prefills_took_beyond_the_standing_gap() {
     let engine = EngineModel::new(p);
     // 8 decodes and a 64-token chunk: nine requests' host step and what the chunk adds.
     let mixed = engine
-        .step_floor_ns(&GraphMode::Eager, &shape(false, 8, 64, 72))
+        .period_ns(&GraphMode::Eager, &shape(false, 8, 64, 72))
         .unwrap();
     assert!((mixed as i64 - 70_000_000).abs() < 1_000, "{mixed}");
 }
@@ -695,7 +707,7 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
         capture_sizes: vec![8, 64],
     };
     let step = engine
-        .step_floor_ns(&graph, &shape(false, 8, 256, 264))
+        .period_ns(&graph, &shape(false, 8, 256, 264))
         .unwrap();
     assert!((step as i64 - 60_000_000).abs() < 1_000, "{step}");
 }
@@ -715,9 +727,12 @@ fn a_server_on_vllms_defaults_takes_the_limits_vllm_gives_its_gpu() {
 }
 
 #[test]
-fn lone_prompts_one_piecewise_step_prefills_price_the_front_end() {
-    // Standing bursts price a 72-token piecewise step at 15 ms and a 308-token one at 17 ms; a lone
-    // 300-token prompt got its first token 29 ms after it was sent: the front end took 12 ms.
+fn injected_requests_price_the_front_end_and_lone_prompts_the_idle_start() {
+    // Standing bursts price a 72-token piecewise step at 15 ms and a 308-token one at 17 ms, and
+    // their injected requests got their first token 5 ms after their step: less half the standing
+    // period (the wait for the step), the front end takes 3 ms on a running engine. A lone 300-token
+    // prompt got its first token 29 ms after it was sent: 12 ms beyond its step, 9 ms of them the
+    // idle engine's start.
     let inject = injected(
         "fx-inj-b8",
         8,
@@ -744,7 +759,8 @@ fn lone_prompts_one_piecewise_step_prefills_price_the_front_end() {
     let p = derive(&[piecewise], &["p".into()]).unwrap();
     assert_eq!(p.modes[0].piecewise_period_ns[1], (308, 17_000_000));
     let piecewise_at_300 = interpolate(&p.modes[0].piecewise_period_ns, 300);
-    assert_eq!(p.frontend_ns, 29_000_000 - piecewise_at_300);
+    assert_eq!(p.frontend_ns, 3_000_000);
+    assert_eq!(p.idle_start_ns, 29_000_000 - piecewise_at_300 - 3_000_000);
 }
 
 #[test]
@@ -827,13 +843,11 @@ fn a_one_token_prefill_chunk_beside_decodes_is_a_uniform_decode_step() {
         capture_sizes: vec![1, 64, 256],
     };
     assert_eq!(
-        engine.step_floor_ns(&graph, &shape(true, 63, 1, 64)),
-        engine.step_floor_ns(&graph, &shape(true, 64, 0, 64)),
+        engine.period_ns(&graph, &shape(true, 63, 1, 64)),
+        engine.period_ns(&graph, &shape(true, 64, 0, 64)),
     );
     // Two prefill tokens is a mixed step: the non-uniform price, far above the graph's.
-    let mixed = engine
-        .step_floor_ns(&graph, &shape(false, 62, 2, 64))
-        .unwrap();
+    let mixed = engine.period_ns(&graph, &shape(false, 62, 2, 64)).unwrap();
     assert!(mixed > 4_000_000, "{mixed}");
 }
 
@@ -927,8 +941,55 @@ fn piecewise_mixed_steps_add_what_each_decode_beside_the_prefill_costs() {
     };
     for (decodes, period) in [(8, 11_000_000i64), (56, 15_000_000)] {
         let step = engine
-            .step_floor_ns(&graph, &shape(false, decodes, 64 - decodes, 64))
+            .period_ns(&graph, &shape(false, decodes, 64 - decodes, 64))
             .unwrap();
         assert!((step as i64 - period).abs() < 1_000, "{decodes}: {step}");
     }
+}
+
+#[test]
+fn a_step_issued_op_by_op_holds_the_host_and_a_replayed_graph_does_not() {
+    let mut p = profile();
+    p.modes[1].nonuniform_period_ns = vec![(64, 60_000_000), (2048, 80_000_000)];
+    let engine = EngineModel::new(p);
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![1, 64, 256],
+    };
+    let decode = engine.step_cost(&graph, &shape(true, 64, 0, 64)).unwrap();
+    assert_eq!((decode.period_ns, decode.host_ns), (4_000_000, 0));
+    let mixed = engine
+        .step_cost(&graph, &shape(false, 8, 256, 264))
+        .unwrap();
+    assert!(mixed.period_ns > 60_000_000, "{mixed:?}");
+    assert_eq!(
+        mixed.host_ns, mixed.period_ns,
+        "the compiled model without graphs"
+    );
+    let eager = engine
+        .step_cost(&GraphMode::Eager, &shape(false, 8, 0, 8))
+        .unwrap();
+    assert_eq!(eager.host_ns, eager.period_ns, "an eager decode step");
+    // A prefill its kernels bound: 16,384 tokens at 11 µs outlast the 110 ms host floor.
+    let prefill = engine
+        .step_cost(&GraphMode::Eager, &shape(false, 0, 16_384, 16_384))
+        .unwrap();
+    assert_eq!(prefill.period_ns, 180_224_000);
+    assert_eq!(prefill.host_ns, 110_000_000);
+}
+
+#[test]
+fn requests_injected_close_together_price_no_step() {
+    // Two requests 20 ms apart share their stalls (the first one's token waits for the second one's
+    // step): neither is a mixed step alone. The lone one 0.5 s later is.
+    let inject = injected(
+        "fx-cascade-b8",
+        8,
+        0.004,
+        &[(0.5, 256, 0.060), (0.52, 256, 0.060), (1.2, 300, 0.070)],
+    );
+    let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), inject]);
+    let p = derive(&[run(&DECODE_ONLY_8192, records)], &["g".into()]).unwrap();
+    let table = &p.modes[0].nonuniform_period_ns;
+    assert!(table.iter().all(|&(t, _)| t != 264), "{table:?}");
+    assert!(table.contains(&(308, 70_000_000)), "{table:?}");
 }
