@@ -28,6 +28,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Eighth batch: requests injected close together (a step's tokens leave only once the next step
     # is issued), beside one standing request, and lone prompts on the idle engine.
     "cal4-graph-256-2048": (256, 2048),
+    # Ninth batch: vLLM's defaults again (a fresh server), judged workloads no earlier run used,
+    # predicted before they ran.
+    "piecewise-1024-8192-w2": (1024, 8192),
 }
 
 def seed(label, name):
@@ -163,7 +166,23 @@ def cal4_plan(label):
             work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
+def w2_plan(label):
+    """Judged `vllm bench serve` runs of shapes and rates no earlier run used, on a fresh server with
+    vLLM's defaults: longer prompts and outputs, a higher decode rate, a concurrency-bound long-prompt
+    run and a saturated one. Warm-ups only besides (no fixed shape joins the profile)."""
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90), fx(label, "warm-p4096", 4096, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64, 256, 512)]
+    work = [bench(label, "e2e-dec-r32", 512, 256, 320, 150, rate=32.0),
+            bench(label, "e2e-pre-r12", 2048, 64, 120, 120, rate=12.0),
+            bench(label, "e2e-long-c32", 4096, 256, 96, 150, conc=32),
+            bench(label, "e2e-chat-r4", 1024, 512, 40, 150, rate=4.0),
+            bench(label, "e2e-sat-2k", 2048, 512, 256, 180)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
+    if label.endswith("-w2"):
+        return w2_plan(label)
     if label.startswith("cal4-"):
         return cal4_plan(label)
     if label.startswith("cal3-"):
