@@ -31,6 +31,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Ninth batch: vLLM's defaults again (a fresh server), judged workloads no earlier run used,
     # predicted before they ran.
     "piecewise-1024-8192-w2": (1024, 8192),
+    # Tenth batch: the default server's mixed steps without graphs, 1,024-6,144-token prompts
+    # injected beside 8 and 32 standing decodes (the ninth batch's pre-r12 found them unmeasured).
+    "cal5-piecewise-1024-8192": (1024, 8192),
 }
 
 def seed(label, name):
@@ -180,7 +183,21 @@ def w2_plan(label):
             bench(label, "e2e-sat-2k", 2048, 512, 256, 180)]
     return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
 
+def cal5_plan(label):
+    """Mixed steps past the largest capture size on vLLM's default server (FULL_AND_PIECEWISE at
+    1,024 seqs and 8,192 tokens): prompts of 1,024 to 6,144 tokens, each prefilled in one step
+    without graphs, injected 0.6 s apart beside 8 and then 32 standing decodes (the pairs of one
+    length price what a decode adds to such a step)."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 512, 1024, 2048, 3072, 4096, 6144)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 8, 32, 64)]
+    warm += [inject_burst(label, "warm-inject", 16, 400, (1024, 3072, 6144), 0.3, 0.4)]
+    lengths = (1024, 2048, 3072, 4096, 6144, 2048, 4096)
+    work = [inject_burst(label, f"fx-inj-b{b}-o1800", b, 1800, lengths, 0.5, 0.6) for b in (8, 32)]
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def plan(label):
+    if label.startswith("cal5-"):
+        return cal5_plan(label)
     if label.endswith("-w2"):
         return w2_plan(label)
     if label.startswith("cal4-"):
