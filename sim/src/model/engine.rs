@@ -1474,4 +1474,4 @@ fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

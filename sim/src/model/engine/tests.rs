@@ -5,8 +5,14 @@ use afd_traces::vllm_run::{FixedShapeResult, PromptForm, VllmProvenance, Workloa
 use super::*;
 use crate::step::AttentionWork;
 
-fn profile() -> VllmEngineProfile {
-    let mode = |name: &str, decode: Vec<(u32, u64)>, floor, token| EngineModeCosts {
+/// A mode measured only for its decode periods, its non-uniform floor and its per-token cost.
+pub(crate) fn mode_costs(
+    name: &str,
+    decode: Vec<(u32, u64)>,
+    floor: u64,
+    token: f64,
+) -> EngineModeCosts {
+    EngineModeCosts {
         mode: name.into(),
         decode_period_ns: decode,
         nonuniform_floor_ns: floor,
@@ -20,7 +26,11 @@ fn profile() -> VllmEngineProfile {
         piecewise_max_tokens: 0,
         piecewise_decode_ns: 0.0,
         evidence: BTreeMap::new(),
-    };
+    }
+}
+
+/// A profile of `modes` on an H200 whose front end adds `frontend_ns` and nothing else.
+pub(crate) fn profile_of(modes: Vec<EngineModeCosts>, frontend_ns: u64) -> VllmEngineProfile {
     VllmEngineProfile {
         format: VLLM_ENGINE_FORMAT.into(),
         schema_version: VLLM_ENGINE_SCHEMA_VERSION,
@@ -30,26 +40,33 @@ fn profile() -> VllmEngineProfile {
         cpu_model: String::new(),
         cpu_cores: 16,
         sources: vec![],
-        frontend_ns: 60_000_000,
+        frontend_ns,
         idle_start_ns: 0,
         intake_ns: 0,
         stream_token_ns: 0,
         text_token_ns: 0.0,
-        modes: vec![
-            mode(
+        modes,
+    }
+}
+
+fn profile() -> VllmEngineProfile {
+    profile_of(
+        vec![
+            mode_costs(
                 EAGER,
                 vec![(1, 50_000_000), (256, 56_000_000)],
                 110_000_000,
                 11_000.0,
             ),
-            mode(
+            mode_costs(
                 FULL_DECODE_ONLY,
                 vec![(1, 3_000_000), (64, 4_000_000), (256, 12_000_000)],
                 70_000_000,
                 11_000.0,
             ),
         ],
-    }
+        60_000_000,
+    )
 }
 
 /// A step's period alone.
