@@ -449,16 +449,15 @@ impl World<'_> {
         let record = self.cluster.begin_step(now, sink)?;
         let step = self.next_step;
         self.next_step += 1;
-        let mut end = record.end + idle;
-        let issued = if self.host_issue && record.host > SimDuration::ZERO {
-            // The host issued the step from when it planned it, beside the last step's kernels
-            // (vllm/v1/engine/core.py `step_with_batch_queue`): it ends once issued, and not
-            // before its own kernels ran after the last step's.
-            let issued = (planned_at.unwrap_or(now) + record.host + idle).max(now);
-            end = (now + idle + record.kernels).max(issued);
-            issued
+        // The host issued the step from when it planned it, beside the last step's kernels
+        // (vllm/v1/engine/core.py `step_with_batch_queue`): a host-bound step ends once issued, and
+        // not before its own kernels ran after the last step's.
+        let from = if self.host_issue { planned_at } else { None };
+        let issued = (from.unwrap_or(now) + record.host + idle).max(now);
+        let end = if self.host_issue && record.host > SimDuration::ZERO {
+            (now + idle + record.kernels).max(issued)
         } else {
-            now + idle + record.host
+            record.end + idle
         };
         self.issued = issued;
         self.queue.schedule(end, Event::StepFinished { step });
@@ -477,14 +476,17 @@ impl World<'_> {
         }
     }
 
-    /// Delivers the tokens held for the next step's issue, at the time they left the engine core.
+    /// Delivers the tokens held for the next step's issue, at the time they left the engine core
+    /// (requests sent meanwhile wait for the step that starts after delivery).
     fn release_held(&mut self, now: SimTime) {
         if let Some((_, at)) = self.held.take() {
             debug_assert!(at <= now, "held tokens delivered late");
             let tokens = std::mem::take(&mut self.held_tokens);
+            self.step_pending = true;
             for &token in &tokens {
                 self.on_token(at, token);
             }
+            self.step_pending = false;
             self.held_tokens = tokens;
             self.held_tokens.clear();
         }
@@ -545,18 +547,12 @@ impl World<'_> {
         } else {
             now
         };
+        self.held_tokens = emitted;
+        self.held = Some((step, leave));
         if leave > now {
-            self.held_tokens = emitted;
-            self.held = Some((step, leave));
             self.queue.schedule(leave, Event::TokensEmitted { step });
         } else {
-            self.step_pending = true;
-            for &token in &emitted {
-                self.on_token(now, token);
-            }
-            self.step_pending = false;
-            emitted.clear();
-            self.held_tokens = emitted;
+            self.release_held(now);
         }
         self.hand_over_deferred(now, planned);
     }
