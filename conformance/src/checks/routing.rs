@@ -402,74 +402,51 @@ async fn pinning(
     conservation: &mut Judged,
     tokens: &mut Judged,
 ) -> (Outcome, Outcome) {
-    // One concurrent burst per engine, highest engine first: a balancer that ignored the pins would send
-    // the first burst to the idle engine 0 and spread the others, so the per-engine counts would differ.
+    // One window per engine, each with one concurrent burst pinned to it, highest engine first. Every
+    // window opens on an idle pair, where a balancer that ignored the pins would send the burst's first
+    // request to engine 0: the first window alone then shows the fault, whatever the timing after it.
     let per_engine = 3;
-    let mut bursts: Vec<Vec<RequestSpec>> = (0..n)
-        .rev()
-        .map(|k| specs(session, "routing.pin", per_engine, Some(k)))
-        .collect();
     let mut rng = session.rng("routing.pin-out-of-range");
     let bad_ranks = [i64::from(n), -1, i64::from(n) + 3];
-    bursts.push(
-        bad_ranks
-            .iter()
-            .map(|rank| {
-                RequestSpec::new("routing", Api::Completions, session.prompt(&mut rng), 4)
-                    .pinned(rank)
-                    .invalid()
-            })
-            .collect(),
-    );
-    let window = observe(session, async {
-        let mut indices = Vec::new();
-        for burst in bursts {
-            let size = burst.len();
-            indices.extend(session.generate_all(burst, size).await);
-        }
-        Ok(tally(session, &indices))
-    })
-    .await;
-    judge_conservation("pinned requests", &window, conservation, tokens);
-    let window = match window {
-        Ok(w) => w,
-        Err(err) => {
-            return (
-                Outcome::indeterminate(err.clone()),
-                Outcome::indeterminate(err),
-            );
-        }
-    };
-    // Pinning: every engine changed by exactly the requests pinned to it.
+    let mut out_of_range: Vec<RequestSpec> = bad_ranks
+        .iter()
+        .map(|rank| {
+            RequestSpec::new("routing", Api::Completions, session.prompt(&mut rng), 4)
+                .pinned(rank)
+                .invalid()
+        })
+        .collect();
     let mut failures = Vec::new();
-    let slack = window.tally.indeterminate;
-    for k in 0..n {
-        let key = k.to_string();
-        let expected = window.tally.pinned.get(&key).copied().unwrap_or(0);
-        let observed = window
-            .delta
-            .success_by_engine
-            .get(&key)
-            .copied()
-            .unwrap_or(0.0);
-        if let Err(message) = within(
-            &format!("engine {k}'s vllm:request_success_total"),
-            observed,
-            expected,
-            slack,
-        ) {
-            failures.push(format!(
-                "{message} pinned to it; per-engine changes {}",
-                show_engines(&window.delta.success_by_engine)
-            ));
+    let mut slack = 0;
+    for k in (0..n).rev() {
+        let mut burst = specs(session, "routing.pin", per_engine, Some(k));
+        if k == 0 {
+            // The out-of-range pins ride with the last burst: a server that took one would count it.
+            burst.append(&mut out_of_range);
         }
-    }
-    for (engine, observed) in &window.delta.success_by_engine {
-        let known = engine.parse::<u32>().is_ok_and(|e| e < n);
-        if !known && *observed != 0.0 {
-            failures.push(format!(
-                "engine {engine} (not an Attention DP engine) changed by {observed}"
-            ));
+        let size = burst.len();
+        let window = observe(session, async {
+            let indices = session.generate_all(burst, size).await;
+            Ok(tally(session, &indices))
+        })
+        .await;
+        judge_conservation(
+            &format!("requests pinned to engine {k}"),
+            &window,
+            conservation,
+            tokens,
+        );
+        match window {
+            Ok(w) => {
+                slack += w.tally.indeterminate;
+                failures.extend(pinned_only_there(&w, k, n));
+            }
+            Err(err) => {
+                return (
+                    Outcome::indeterminate(err.clone()),
+                    Outcome::indeterminate(err),
+                );
+            }
         }
     }
     let pinning = if failures.is_empty() && slack > 0 {
@@ -513,6 +490,43 @@ async fn pinning(
         &rejections,
     );
     (pinning, out_of_range)
+}
+
+/// The failures of a window whose completed requests were all pinned to engine `k`: every engine must
+/// have changed by exactly the requests pinned to it (widened by the window's indeterminate ones).
+fn pinned_only_there(window: &Window, k: u32, n: u32) -> Vec<String> {
+    let mut failures = Vec::new();
+    let slack = window.tally.indeterminate;
+    for engine in 0..n {
+        let key = engine.to_string();
+        let expected = window.tally.pinned.get(&key).copied().unwrap_or(0);
+        let observed = window
+            .delta
+            .success_by_engine
+            .get(&key)
+            .copied()
+            .unwrap_or(0.0);
+        if let Err(message) = within(
+            &format!("engine {engine}'s vllm:request_success_total"),
+            observed,
+            expected,
+            slack,
+        ) {
+            failures.push(format!(
+                "burst pinned to engine {k}: {message} pinned to it; per-engine changes {}",
+                show_engines(&window.delta.success_by_engine)
+            ));
+        }
+    }
+    for (engine, observed) in &window.delta.success_by_engine {
+        let known = engine.parse::<u32>().is_ok_and(|e| e < n);
+        if !known && *observed != 0.0 {
+            failures.push(format!(
+                "burst pinned to engine {k}: engine {engine} (not an Attention DP engine) changed by {observed}"
+            ));
+        }
+    }
+    failures
 }
 
 async fn spread(session: &Session, engines: Option<u32>, conservation: &mut Judged) -> Outcome {
