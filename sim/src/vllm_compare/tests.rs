@@ -138,3 +138,61 @@ fn asynchronous_scheduling_is_on_unless_the_words_turn_it_off() {
         "--async-scheduling"
     ])));
 }
+
+/// The roofline cost model of the plain eager server `words` names, and its deployment.
+fn roofline_server(
+    words_text: &str,
+) -> (ServingConfig, impl Fn() -> Result<CostModel, String> + Sync) {
+    let config = plain_config(&words(words_text), GpuKind::H200, &model()).unwrap();
+    let layout = config.cost_layout();
+    (config, move || {
+        Ok(CostModel::roofline(&model(), GpuKind::H200, layout))
+    })
+}
+
+fn bench(rate: Option<f64>) -> (BenchSetting, serde_json::Value) {
+    let setting = BenchSetting {
+        num_prompts: 24,
+        input_len: 512,
+        output_len: 16,
+        request_rate: rate,
+        burstiness: 1.0,
+        max_concurrency: None,
+    };
+    let real = serde_json::json!({
+        "output_throughput": 100.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 5.0
+    });
+    (setting, real)
+}
+
+#[test]
+fn an_arrival_bound_run_is_predicted_as_the_mean_of_its_draws() {
+    let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
+    let (setting, real) = bench(Some(20.0));
+    let front = FrontEnd::default();
+    let one = |seed| compare(&config, &cost, &setting, &real, Seed(seed), 1, &front).unwrap();
+    let draws = [one(7), one(8), one(9)];
+    let mean = compare(&config, &cost, &setting, &real, Seed(7), 3, &front).unwrap();
+    assert_eq!(mean.len(), 3, "only the metrics the real result has");
+    for (k, row) in mean.iter().enumerate() {
+        let expected = draws.iter().map(|d| d[k].predicted).sum::<f64>() / 3.0;
+        assert!(
+            (row.predicted - expected).abs() <= 1e-9 * expected.abs(),
+            "{}: {} against the draws' mean {expected}",
+            row.key,
+            row.predicted
+        );
+    }
+    // The draws differ (else the mean says nothing about them).
+    assert!(draws[0] != draws[1] || draws[1] != draws[2]);
+}
+
+#[test]
+fn a_run_that_sends_every_prompt_at_once_is_simulated_once() {
+    let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
+    let (setting, real) = bench(None);
+    let front = FrontEnd::default();
+    let once = compare(&config, &cost, &setting, &real, Seed(3), 1, &front).unwrap();
+    let many = compare(&config, &cost, &setting, &real, Seed(3), 5, &front).unwrap();
+    assert_eq!(once, many);
+}

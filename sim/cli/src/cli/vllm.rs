@@ -71,7 +71,9 @@ Examples:
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
 `vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
 (num_prompts, request_rate, burstiness, max_concurrency, token totals; the random dataset at fixed
-lengths). Costs: the GPU's built-in profile plus its built-in engine profile (or --engine).
+lengths). A run at a request rate is simulated --draws times (seeds --seed, --seed + 1, ...) and each
+metric is the mean over the draws: `vllm bench serve`'s own Poisson draw is not replayed. Costs: the
+GPU's built-in profile plus its built-in engine profile (or --engine).
 Exit status: 0, or 2 for bad input.")]
 pub(crate) struct CompareArgs {
     /// A run file of `afd-probe vllm`, or a `vllm bench serve --save-result` JSON.
@@ -127,9 +129,14 @@ struct Common {
     /// Price steps from kernels alone, without the engine's host floors (to see what they add).
     #[arg(long)]
     no_engine: bool,
-    /// Seed of the simulated workload.
+    /// Seed of the simulated workload (draw k of an arrival-bound run takes seed + k).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Draws of an arrival-bound run's Poisson arrivals to simulate; each metric is their mean.
+    /// `vllm bench serve`'s own draw is not replayed, so one simulated draw is as arbitrary as
+    /// another. Runs that send every prompt at once are simulated once.
+    #[arg(long, default_value_t = vllm_compare::ARRIVAL_DRAWS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    draws: u32,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -243,6 +250,8 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "records": rows.iter().map(CaseRows::to_json).collect::<Vec<_>>(),
             "median_abs_error": verdict.median,
             "worst_abs_error": verdict.worst,
+            "seed": setup.seed.0,
+            "arrival_draws": setup.draws,
             "graph_over_eager_tpot": verdict.ratios.iter().map(|r| json!({
                 "workload": r.workload, "limits": r.limits, "server": r.server, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
@@ -300,6 +309,8 @@ struct CaseRows {
     /// Prompt tokens the prefix cache served (from the per-step log): a run that found earlier
     /// runs' prompts cached is not a repeat of one that computed them.
     cached: usize,
+    /// Simulated draws of the run's arrivals whose mean each prediction is.
+    draws: u32,
     rows: Vec<MetricRow>,
 }
 
@@ -307,6 +318,7 @@ impl CaseRows {
     fn to_json(&self) -> Value {
         json!({
             "run": self.case_run, "server": self.label, "workload": self.workload,
+            "draws": self.draws,
             "metrics": self.rows.iter().map(|r| json!({
                 "metric": r.key, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
@@ -323,6 +335,7 @@ struct Setup {
     gpu: GpuKind,
     engine: Option<Arc<EngineModel>>,
     seed: Seed,
+    draws: u32,
 }
 
 impl Setup {
@@ -353,6 +366,7 @@ impl Setup {
             gpu,
             engine,
             seed: Seed(common.seed),
+            draws: common.draws,
         })
     }
 
@@ -362,21 +376,26 @@ impl Setup {
             .map(|case| {
                 let setting = vllm_compare::bench_setting(&case.result)
                     .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
-                let mut cost =
-                    default_cost_model(&self.model, self.gpu, case.config.cost_layout())?;
-                if let Some(engine) = &self.engine {
-                    if !engine.prices(&case.config.graph) {
-                        bail!(
-                            "{} {}: the engine profile has no costs for this server's {} \
-                             (it prices {}; give --no-engine to price it from kernels alone)",
-                            case.run,
-                            case.workload,
-                            case.config.graph.name(),
-                            engine.mode_names().join(", ")
-                        );
-                    }
-                    cost = cost.with_engine(engine.clone());
+                if let Some(engine) = &self.engine
+                    && !engine.prices(&case.config.graph)
+                {
+                    bail!(
+                        "{} {}: the engine profile has no costs for this server's {} \
+                         (it prices {}; give --no-engine to price it from kernels alone)",
+                        case.run,
+                        case.workload,
+                        case.config.graph.name(),
+                        engine.mode_names().join(", ")
+                    );
                 }
+                let cost = || -> Result<afd_sim::model::cost::CostModel, String> {
+                    let cost = default_cost_model(&self.model, self.gpu, case.config.cost_layout())
+                        .map_err(|e| format!("{e:#}"))?;
+                    Ok(match &self.engine {
+                        Some(engine) => cost.with_engine(engine.clone()),
+                        None => cost,
+                    })
+                };
                 let cached = case
                     .computed_prompt_tokens
                     .map_or_else(Vec::new, |computed| {
@@ -384,10 +403,11 @@ impl Setup {
                     });
                 let rows = vllm_compare::compare(
                     &case.config,
-                    cost,
+                    &cost,
                     &setting,
                     &case.result,
                     self.seed,
+                    self.draws,
                     &self.engine.as_ref().map_or_else(
                         || vllm_compare::FrontEnd {
                             cached: &cached,
@@ -416,6 +436,7 @@ impl Setup {
                     mode: case.config.graph.name(),
                     setting,
                     cached: cached.iter().map(|&c| c as usize).sum(),
+                    draws: vllm_compare::draws_of(&setting, self.draws),
                     rows,
                 })
             })
@@ -726,6 +747,7 @@ mod tests {
                 max_concurrency: None,
             },
             cached,
+            draws: 1,
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",
                 real: tpot,

@@ -39,21 +39,17 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
-    // Recorded at this commit: median 10.6 % (the bar is 10 %), worst 87.1 % (graph 256/2048
+    // Recorded at this commit, each arrival-bound run the mean of 32 simulated draws of its arrivals
+    // (docs/fidelity.md, "Arrival draws"): median 9.996 % (the bar is 10 %: at 32 draws the
+    // first seed moves it by 0.02 points, at one draw by more than one), worst 89.9 % (graph 256/2048
     // e2e-pre-r4 mean TPOT, whose first run stalled for a second on first-use compiles; its second
-    // run on a fresh server is 60 % off, and the two real runs are 67 % apart); 188 of 228 values
-    // within 25 %. The ninth batch's 5 runs (vLLM's defaults, workloads no earlier run used) were
-    // predicted blind: median 13.3 %, worst 43.4 %; the tenth batch (the default server's mixed
-    // steps without graphs, fixed shapes) moved them to 5.9 % and 83.0 %, and the first 71 runs from
-    // 9.4 % to 11.0 %.
-    // The sixth batch's 15 runs (vLLM's default server, FULL_AND_PIECEWISE at 64/64, an eager 64/64
-    // repeat) were predicted blind at median 13.6 %, worst 124 %; with their fixed shapes in the
-    // profile, 8.4 % and 74.5 %. The seventh batch (mixed steps within the piecewise
-    // graphs at 64/64) is calibration only: it priced what a decode adds to a piecewise step; so is the
-    // eighth (requests injected close together on FULL_DECODE_ONLY at 256/2048): a step's tokens
-    // leave only once the next step is issued.
-    assert!(median <= 0.107, "median |error| {median}");
-    assert!(worst <= 0.875, "worst |error| {worst}");
+    // run on a fresh server is 69 % off, and the two real runs are 67 % apart); 195 of 228 values
+    // within 25 %. With one draw (seed 0) they were 10.6 %, 87.1 % and 188. The ninth batch's 5 runs
+    // (vLLM's defaults, workloads no earlier run used) were predicted blind: median 13.3 %, worst
+    // 43.4 %; the tenth batch (the default server's mixed steps without graphs, fixed shapes) moved
+    // them to 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %.
+    assert!(median <= 0.1, "median |error| {median}");
+    assert!(worst <= 0.9, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -65,7 +61,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 188, "{within_25} of 228 values within 25 %");
+    assert!(within_25 >= 195, "{within_25} of 228 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
