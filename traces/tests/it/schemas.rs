@@ -54,3 +54,23 @@ fn each_reader_refuses_another_schema_version() {
     VllmPlan::from_json(&plan).unwrap();
     refused(VllmPlan::from_json(&bumped(&plan)));
 }
+
+/// Every committed engine-probe plan reads as a plan (a plan that does not costs a device call),
+/// each with its warm-ups and at least one workload.
+#[test]
+fn every_committed_engine_plan_reads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpu-probes/plans");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("engine-dsv2l-") && name.ends_with(".json")) {
+            continue;
+        }
+        let text = read_text(&path, InputKind::CALIBRATION).unwrap();
+        let plan = VllmPlan::from_json(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!plan.workloads.is_empty(), "{name} has no workload");
+        read += 1;
+    }
+    assert!(read >= 21, "{read} plans read");
+}
