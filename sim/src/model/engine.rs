@@ -147,28 +147,8 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         })?;
         by_mode.entry(mode).or_default().push((name, run));
     }
+    same_setup(runs)?;
     let first = runs.first();
-    for run in runs {
-        for (what, a, b) in [
-            ("GPUs", gpu_name(first.unwrap_or(run)), gpu_name(run)),
-            (
-                "models",
-                first.map_or("", |r| r.serve_args[0].as_str()).to_owned(),
-                run.serve_args[0].clone(),
-            ),
-            (
-                "vLLM versions",
-                first
-                    .map_or("", |r| r.provenance.vllm_version.as_str())
-                    .to_owned(),
-                run.provenance.vllm_version.clone(),
-            ),
-        ] {
-            if a != b {
-                return Err(EngineProfileError::Mixed { what, a, b });
-            }
-        }
-    }
     // The front end's latency (one process, whatever the engine's mode). Best: lone prompts that
     // one piecewise-graph step prefills, less that step as standing bursts priced it. Else the
     // intercept of lone prompts' first tokens against their chunk counts, median over servers; else
@@ -191,7 +171,7 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             } else {
                 0.0
             };
-            let costs = mode_costs(FULL_AND_PIECEWISE, runs, any_s, &all_runs).ok()?;
+            let (costs, _) = mode_costs(FULL_AND_PIECEWISE, runs, any_s, &all_runs).ok()?;
             one_step_frontend_s(runs, &costs.piecewise_period_ns)
         })
         .map(|f| f.max(0.0))
@@ -203,13 +183,13 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             files: names.join(", "),
         });
     }
-    let modes: Vec<EngineModeCosts> = by_mode
+    let derived: Vec<(EngineModeCosts, Vec<Injected>)> = by_mode
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
     let intake_s = median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0);
-    let (frontend_s, idle_start_s) = split_frontend_s(&by_mode, &modes, frontend_s, intake_s);
-    let by_mode_runs = by_mode;
+    let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
+    let modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
     let sources = runs
         .iter()
         .zip(names)
@@ -231,8 +211,7 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         frontend_ns: (frontend_s * 1e9).round() as u64,
         idle_start_ns: (idle_start_s * 1e9).round() as u64,
         intake_ns: (intake_s * 1e9).round() as u64,
-        stream_token_ns: (stream_token_s(&by_mode_runs, &modes).unwrap_or(0.0) * 1e9).round()
-            as u64,
+        stream_token_ns: (stream_token_s(&by_mode, &modes).unwrap_or(0.0) * 1e9).round() as u64,
         text_token_ns: median(runs.iter().flat_map(text_token_s).collect())
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
@@ -244,19 +223,14 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
 /// to tell them apart ([`stepping_frontend_s`]), the running engine's latency and what the idle
 /// engine's first step adds beyond it and the intake; else the lone prompts' figure alone.
 fn split_frontend_s(
-    by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
-    modes: &[EngineModeCosts],
+    derived: &[(EngineModeCosts, Vec<Injected>)],
     idle_frontend_s: f64,
     intake_s: f64,
 ) -> (f64, f64) {
-    let stepping: Vec<f64> = by_mode
+    let stepping: Vec<f64> = derived
         .iter()
-        .filter(|(mode, _)| **mode != EAGER)
-        .filter_map(|(mode, runs)| {
-            let costs = modes.iter().find(|m| m.mode == *mode)?;
-            Some(stepping_frontend_s(runs, &costs.decode_period_ns, intake_s))
-        })
-        .flatten()
+        .filter(|(costs, _)| costs.mode != EAGER)
+        .flat_map(|(_, injected)| stepping_frontend_s(injected, intake_s))
         .collect();
     match median(stepping) {
         Some(stepping_s) => {
@@ -268,6 +242,33 @@ fn split_frontend_s(
         }
         None => (idle_frontend_s, 0.0),
     }
+}
+
+/// Every run measured one GPU kind, one model and one vLLM version (a profile prices one engine).
+fn same_setup(runs: &[VllmRun]) -> Result<(), EngineProfileError> {
+    let first = runs.first();
+    for run in runs {
+        for (what, a, b) in [
+            ("GPUs", gpu_name(first.unwrap_or(run)), gpu_name(run)),
+            (
+                "models",
+                first.map_or("", |r| r.serve_args[0].as_str()).to_owned(),
+                run.serve_args[0].clone(),
+            ),
+            (
+                "vLLM versions",
+                first
+                    .map_or("", |r| r.provenance.vllm_version.as_str())
+                    .to_owned(),
+                run.provenance.vllm_version.clone(),
+            ),
+        ] {
+            if a != b {
+                return Err(EngineProfileError::Mixed { what, a, b });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn gpu_name(run: &VllmRun) -> String {
@@ -367,7 +368,7 @@ fn mode_costs(
     runs: &[(&str, &VllmRun)],
     frontend_s: f64,
     all_runs: &[(&str, &VllmRun)],
-) -> Result<EngineModeCosts, EngineProfileError> {
+) -> Result<(EngineModeCosts, Vec<Injected>), EngineProfileError> {
     let files = runs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
     let missing = |what| EngineProfileError::Missing {
         mode: mode.to_owned(),
@@ -412,7 +413,17 @@ fn mode_costs(
             missing("burst of 8 or more prompts filling 4 or more full-budget steps of 4,096 tokens or more")
         })?
         * 1e9;
-    let tables = step_tables(mode, runs, &decode_period_ns, frontend_s, &mut evidence);
+    // The requests injected into standing bursts price the step tables here and the front end's
+    // latency on a running engine in `derive` ([`split_frontend_s`]).
+    let injected = injected_steps(runs, &decode_period_ns, mode == EAGER);
+    let tables = step_tables(
+        mode,
+        runs,
+        &injected,
+        &decode_period_ns,
+        frontend_s,
+        &mut evidence,
+    );
     // A server measured without isolated prefills (the piecewise one) takes its table's least step.
     let nonuniform_floor_ns = match median(floors) {
         Some(floor) => (floor.max(0.0) * 1e9) as u64,
@@ -429,7 +440,7 @@ fn mode_costs(
         decode_reference_context,
         &mut evidence,
     ) * 1e9;
-    Ok(EngineModeCosts {
+    let costs = EngineModeCosts {
         mode: mode.to_owned(),
         decode_period_ns,
         decode_context_ns: (decode_context_ns * 1000.0).round() / 1000.0,
@@ -443,7 +454,8 @@ fn mode_costs(
         piecewise_max_tokens: tables.piecewise_max_tokens,
         piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
         evidence,
-    })
+    };
+    Ok((costs, injected))
 }
 
 /// Uniform decode: the median gap between streamed tokens of each burst of B short prompts (no
@@ -616,11 +628,11 @@ struct StepTables {
 fn step_tables(
     mode: &str,
     runs: &[(&str, &VllmRun)],
+    injected: &[Injected],
     decode_period_ns: &[(u32, u64)],
     frontend_s: f64,
     evidence: &mut BTreeMap<String, String>,
 ) -> StepTables {
-    let injected = injected_steps(runs, decode_period_ns, mode == EAGER);
     let mut tables = StepTables::default();
     if mode == EAGER {
         let points = injected
@@ -849,12 +861,8 @@ fn stall_s(windows: Vec<Vec<f64>>, several: bool, standing_s: f64) -> Option<f64
 /// the injected one leaves only once that one is issued and its own tokens 2-5 ms later
 /// (`cal2-graph` and `cal2-piecewise`: gaps of 59 then 2 ms beside 8 decodes): what is left is that
 /// and the way to the client, 2-6 ms, where a lone prompt on an idle engine met 10-15 ms.
-fn stepping_frontend_s(
-    runs: &[(&str, &VllmRun)],
-    decode_period_ns: &[(u32, u64)],
-    intake_s: f64,
-) -> Vec<f64> {
-    injected_steps(runs, decode_period_ns, false)
+fn stepping_frontend_s(injected: &[Injected], intake_s: f64) -> Vec<f64> {
+    injected
         .iter()
         .filter(|i| i.one_step && i.batch <= STEPPING_FRONTEND_MAX_BATCH)
         .map(|i| i.ttft_s - intake_s - i.standing_s / 2.0 - i.period_s)
