@@ -43,6 +43,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "cal7-piecewise-64-64": (64, 64),
 }
 
+def plan_document(warm, work):
+    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+
 def seed(label, name):
     return zlib.crc32(f"{label}/{name}".encode())
 
@@ -85,7 +88,7 @@ def calibration_plan(label):
             work += [fx(label, f"{name}-warm", c, 2, n, 90, text=t),
                      fx(label, name, c, 2, n, 90, same_as=f"{name}-warm", text=t)]
     work += [fx(label, "fx-d64-c2048-o64", 2048, 64, 64, 90), fx(label, "fx-d16-c4096-o64", 4096, 64, 16, 90)]
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def inject_burst(label, name, batch, output_len, prompts, start_s=0.5, every_s=0.3, stream=True,
                  standing_len=128):
@@ -134,7 +137,7 @@ def cal2_plan(label):
             w["calibration"] = True
             work.append(w)
         work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 32)]
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def cal3_plan(label):
     """Mixed steps at a 64-token budget under FULL_AND_PIECEWISE, where every step replays the full or
@@ -151,7 +154,7 @@ def cal3_plan(label):
         # 126 steps of 64 tokens), one at a time: a 200-token prompt beside 63 decodes takes 200 steps.
         work.append(inject_burst(label, f"fx-inj-b{b}-o3000", b, 3000, (64, 200, 64), 2.5, 4.5))
     work += [fx(label, f"fx-d{b}-c128-o64", 128, 64, b, 90) for b in (1, 16, 63)]
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def cal4_plan(label):
     """Under asynchronous scheduling the engine core issues step n+1 before it waits for step n's
@@ -176,7 +179,7 @@ def cal4_plan(label):
     for length in (64, 256, 1024):
         for rep in "abc":
             work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def w2_plan(label):
     """Judged `vllm bench serve` runs of shapes and rates no earlier run used, on a fresh server with
@@ -190,7 +193,7 @@ def w2_plan(label):
             bench(label, "e2e-long-c32", 4096, 256, 96, 150, conc=32),
             bench(label, "e2e-chat-r4", 1024, 512, 40, 150, rate=4.0),
             bench(label, "e2e-sat-2k", 2048, 512, 256, 180)]
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def cal5_plan(label):
     """Mixed steps past the largest capture size on vLLM's default server (FULL_AND_PIECEWISE at
@@ -202,7 +205,7 @@ def cal5_plan(label):
     warm += [inject_burst(label, "warm-inject", 16, 400, (1024, 3072, 6144), 0.3, 0.4)]
     lengths = (1024, 2048, 3072, 4096, 6144, 2048, 4096)
     work = [inject_burst(label, f"fx-inj-b{b}-o1800", b, 1800, lengths, 0.5, 0.6) for b in (8, 32)]
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def cal6_plan(label):
     """vLLM's default server, where the fixed shapes and the low-load judged runs disagree on a step
@@ -224,7 +227,7 @@ def cal6_plan(label):
     w = bench(label, "cal-bench-p1024-r4", 1024, 32, 40, 120, rate=4.0)
     w["calibration"] = True
     work.append(w)
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def cal7_plan(label):
     """Mixed 64-token steps under FULL_AND_PIECEWISE at 64/64, where steps of one shape in the step log
@@ -238,25 +241,16 @@ def cal7_plan(label):
     for standing in (128, 512):
         work.append(inject_burst(label, f"fx-inj-b8-s{standing}-o1500", 8, 1500,
                                  (128, 256, 512, 128, 512), 1.0, 1.0, standing_len=standing))
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 def plan(label):
-    if label.startswith("cal6-"):
-        return cal6_plan(label)
-    if label.startswith("cal7-"):
-        return cal7_plan(label)
-    if label.startswith("cal5-"):
-        return cal5_plan(label)
+    special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
+               ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan)]
+    for prefix, make in special:
+        if label.startswith(prefix):
+            return make(label)
     if label.endswith("-w2"):
         return w2_plan(label)
-    if label.startswith("cal4-"):
-        return cal4_plan(label)
-    if label.startswith("cal3-"):
-        return cal3_plan(label)
-    if label.startswith("cal-"):
-        return calibration_plan(label)
-    if label.startswith("cal2-"):
-        return cal2_plan(label)
     seqs, budget = LIMITS[label]
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
@@ -291,7 +285,7 @@ def plan(label):
                  bench(label, "e2e-dec-r16", 128, 256, 160, 120, rate=16.0)]
         if seqs >= 512:
             work.append(bench(label, "e2e-dec-sat512", 256, 128, 512, 150))
-    return {"format": "afd-vllm-plan", "schema_version": 1, "warmup": warm, "workloads": work}
+    return plan_document(warm, work)
 
 here = pathlib.Path(__file__).resolve().parent.parent / "plans"
 for label in sys.argv[1:] or LIMITS:
