@@ -41,6 +41,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Mixed 64-token steps at 64/64 with the prefill's prompt length and the decodes' context varied
     # apart.
     "cal7-piecewise-64-64": (64, 64),
+    # Eleventh batch (cal6, cal7 ran): what the first step after an idle spell costs, by how long the
+    # engine sat idle and by step kind (a piecewise graph or none), beside the same prompts on a
+    # running engine, and two calibration Poisson runs on the same server and host.
+    "cal8-piecewise-1024-8192": (1024, 8192),
 }
 
 def plan_document(warm, work):
@@ -243,9 +247,50 @@ def cal7_plan(label):
                                  (128, 256, 512, 128, 512), 1.0, 1.0, standing_len=standing))
     return plan_document(warm, work)
 
+def idle_spells(label, name, lengths, idles):
+    """Lone 4-token requests of each length in `lengths` on an engine left idle for each spell in
+    `idles` (seconds) before it: one 16-token request opens the workload and is done within 50 ms, and
+    each later request is sent its spell after the one before should be done (`IDLE_SERVICE_S`
+    allows for its prefill and three decodes). The record keeps every send and token time, so the
+    spell actually met is read from the data, not from this plan."""
+    w = fx(label, name, 16, 2, 1, 90)
+    at, inject = 0.05, []
+    for length in lengths:
+        for idle in idles:
+            at = round(at + idle, 3)
+            inject.append({"at_s": at, "input_len": length, "output_len": 4})
+            at += IDLE_SERVICE_S[length]
+    w["inject"] = inject
+    return w
+
+IDLE_SERVICE_S = {64: 0.05, 256: 0.06, 1024: 0.16, 2048: 0.2}
+
+def cal8_plan(label):
+    """vLLM's default server: the idle engine's first step. The profile's idle start (about 7 ms) comes
+    from lone prompts that one piecewise graph prefills, yet the sixth batch's lone 1,024-token prompts
+    (a step without graphs) met no such cost beside injected ones. Lone prompts of 64 and 256 tokens
+    (one piecewise step) and of 1,024 and 2,048 (no graph) after idle spells of 0.05-2.5 s, twice in two
+    orders; the same lengths injected beside one standing decode (the running engine); calibration
+    Poisson runs of 256-token prompts at 4 req/s and 1,024-token prompts at 2 req/s, which no table
+    reads and nothing judges."""
+    lengths = (64, 256, 1024, 2048)
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + lengths]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4)]
+    warm += [inject_burst(label, "warm-inject", 1, 400, (256, 1024), 0.3, 0.4)]
+    idles = (0.05, 0.3, 1.0, 2.5)
+    work = [idle_spells(label, "fx-idle-a", lengths, idles),
+            idle_spells(label, "fx-idle-b", lengths[::-1], idles[::-1]),
+            inject_burst(label, "fx-inj-b1-o3000", 1, 3000, lengths + lengths[::-1], 0.5, 1.0)]
+    for name, length, rate in (("cal-bench-p256-r4", 256, 4.0), ("cal-bench-p1024-r2", 1024, 2.0)):
+        w = bench(label, name, length, 32, 40, 120, rate=rate)
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
-               ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan)]
+               ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
+               ("cal8-", cal8_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -40,15 +40,15 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run the mean of 32 simulated draws of its arrivals
-    // (docs/fidelity.md, "Arrival draws"): median 9.996 % (the bar is 10 %: at 32 draws the
-    // first seed moves it by 0.02 points, at one draw by more than one), worst 89.9 % (graph 256/2048
-    // e2e-pre-r4 mean TPOT, whose first run stalled for a second on first-use compiles; its second
-    // run on a fresh server is 69 % off, and the two real runs are 67 % apart); 195 of 228 values
-    // within 25 %. With one draw (seed 0) they were 10.6 %, 87.1 % and 188. The ninth batch's 5 runs
-    // (vLLM's defaults, workloads no earlier run used) were predicted blind: median 13.3 %, worst
-    // 43.4 %; the tenth batch (the default server's mixed steps without graphs, fixed shapes) moved
-    // them to 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %.
-    assert!(median <= 0.1, "median |error| {median}");
+    // (docs/fidelity.md, "Arrival draws"): median 9.46 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
+    // mean TPOT, whose first run stalled for a second on first-use compiles; its second run on a
+    // fresh server is 69 % off, and the two real runs are 67 % apart); 195 of 228 values within
+    // 25 %. The eleventh batch's fixed shapes (cal6-cal8, calibration only) moved the median from
+    // 10.0 % (its runs' steps enter the default server's tables). The ninth batch's 5 runs (vLLM's
+    // defaults, workloads no earlier run used) were predicted blind: median 13.3 %, worst 43.4 %; the
+    // tenth batch (the default server's mixed steps without graphs, fixed shapes) moved them to
+    // 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %.
+    assert!(median <= 0.095, "median |error| {median}");
     assert!(worst <= 0.9, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -97,7 +97,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 22, "{runs:?}");
+    assert_eq!(runs.len(), 25, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
