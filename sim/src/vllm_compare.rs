@@ -189,7 +189,7 @@ pub struct FrontEnd<'a> {
     /// to first token and end-to-end latency; it delays no step.
     pub latency_ns: u64,
     /// What the first step after the engine sat idle costs beyond its period (the engine
-    /// profile's).
+    /// profile's, for the server's graph mode).
     pub idle_start_ns: u64,
     /// The front end's serial intake per request (the engine profile's): requests reach the engine
     /// one after another.
@@ -205,15 +205,18 @@ pub struct FrontEnd<'a> {
 }
 
 impl<'a> FrontEnd<'a> {
-    /// The front end an engine profile measured, for a server that schedules asynchronously or not.
-    pub fn of_profile(
-        profile: &afd_traces::vllm_run::VllmEngineProfile,
+    /// The front end an engine profile measured, for a server of graph mode `graph` that schedules
+    /// asynchronously or not.
+    pub fn of_engine(
+        engine: &crate::model::engine::EngineModel,
+        graph: &crate::serving::GraphMode,
         cached: &'a [u32],
         async_scheduling: bool,
     ) -> FrontEnd<'a> {
+        let profile = engine.profile();
         FrontEnd {
             latency_ns: profile.frontend_ns,
-            idle_start_ns: profile.idle_start_ns,
+            idle_start_ns: engine.idle_start_ns(graph),
             intake_ns: profile.intake_ns,
             text_token_ns: profile.text_token_ns,
             stream_token_ns: profile.stream_token_ns,

@@ -372,6 +372,12 @@ pub struct EngineModeCosts {
     /// decodes, the median. Zero when not measured.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub piecewise_decode_ns: f64,
+    /// What the first step after the engine sat idle costs beyond its period in this mode,
+    /// nanoseconds, where one server measured both: lone prompts on its idle engine against prompts of
+    /// the same length injected beside a small standing decode batch (one host, so its speed cancels).
+    /// Absent when no server of the mode measured such a pair: the profile's `idle_start_ns` prices it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_start_ns: Option<u64>,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }

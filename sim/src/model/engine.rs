@@ -433,6 +433,14 @@ fn mode_costs(
             .map(|p| p.1)
             .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
     };
+    let idle_start_s = idle::paired_idle_start_s(
+        mode,
+        runs,
+        &injected,
+        &tables,
+        &decode_period_ns,
+        &mut evidence,
+    );
     let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
     let decode_context_ns = context_slope_s(
         runs,
@@ -453,6 +461,7 @@ fn mode_costs(
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
         piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
+        idle_start_ns: idle_start_s.map(|s| (s * 1e9).round() as u64),
         evidence,
     };
     Ok((costs, injected))
@@ -1330,6 +1339,14 @@ impl EngineModel {
         &self.profile
     }
 
+    /// What the first step after the engine sat idle costs beyond its period in the deployment's
+    /// graph mode, nanoseconds: the mode's own figure where a server measured it, else the profile's.
+    pub fn idle_start_ns(&self, graph: &GraphMode) -> u64 {
+        self.mode(graph)
+            .and_then(|m| m.idle_start_ns)
+            .unwrap_or(self.profile.idle_start_ns)
+    }
+
     /// The modes the profile prices, as vLLM names them.
     pub fn mode_names(&self) -> Vec<&'static str> {
         self.profile
@@ -1481,5 +1498,6 @@ fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
     (ya + (yb - ya) * (x - xa) / (xb - xa)).max(0.0).round() as u64
 }
 
+mod idle;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -391,7 +391,8 @@ fn with_real_engine(
         .map(|r| f64::from(r.input_tokens))
         .sum::<f64>()
         / workload.requests.len().max(1) as f64;
-    afd_sim::vllm_compare::FrontEnd::of_profile(&profile, &[], true).apply(options, prompt_tokens);
+    afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], true)
+        .apply(options, prompt_tokens);
     eprintln!(
         "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
         profile.vllm_version, profile.gpu

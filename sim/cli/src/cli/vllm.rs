@@ -415,8 +415,9 @@ impl Setup {
                             ..Default::default()
                         },
                         |e| {
-                            vllm_compare::FrontEnd::of_profile(
-                                e.profile(),
+                            vllm_compare::FrontEnd::of_engine(
+                                e,
+                                &case.config.graph,
                                 &cached,
                                 case.async_scheduling,
                             )

@@ -25,6 +25,7 @@ pub(crate) fn mode_costs(
         piecewise_period_ns: vec![],
         piecewise_max_tokens: 0,
         piecewise_decode_ns: 0.0,
+        idle_start_ns: None,
         evidence: BTreeMap::new(),
     }
 }
@@ -778,6 +779,72 @@ fn injected_requests_price_the_front_end_and_lone_prompts_the_idle_start() {
     let piecewise_at_300 = interpolate(&p.modes[0].piecewise_period_ns, 300);
     assert_eq!(p.frontend_ns, 3_000_000);
     assert_eq!(p.idle_start_ns, 29_000_000 - piecewise_at_300 - 3_000_000);
+    // The lone 300-token prompt and the one injected beside 8 decodes are a pair of one server:
+    // 29 ms against 22 ms, plus the half standing period the running one waited, is 9 ms too.
+    assert_eq!(p.modes[0].idle_start_ns, Some(9_000_000));
+}
+
+/// A record of one 16-token request done at 0.2 s and requests injected after it at `(at, prompt,
+/// first token after sending)`, each done 10 ms after its first token.
+fn idle_spells(name: &str, injections: &[(f64, u32, f64)]) -> WorkloadRecord {
+    let mut r = burst(name, 1, 16, 0.004, 0.0);
+    let fixed = r.fixed.as_mut().unwrap();
+    fixed.requests[0].done_s = Some(0.2);
+    for &(at, input, ttft) in injections {
+        r.workload.inject.push(afd_traces::vllm_run::Injection {
+            at_s: at,
+            input_len: input,
+            output_len: 4,
+        });
+        fixed.requests.push(FixedShapeRequest {
+            sent_s: at,
+            chunk_s: vec![at + ttft, at + ttft + 0.005],
+            done_s: Some(at + ttft + 0.01),
+            ..Default::default()
+        });
+    }
+    r
+}
+
+#[test]
+fn a_mode_prices_the_idle_start_from_idle_and_running_prompts_of_one_server() {
+    // Beside 8 standing decodes (4 ms a step) a 256-token prompt got its first token 22 ms after it
+    // was sent. Alone on the idle engine the same prompt took 30 ms: 8 ms more, and 2 ms more again
+    // for the half step the running one waited before its own: 10 ms.
+    let running = injected("fx-inj-b8", 8, 0.004, &[(0.8, 256, 0.017)]);
+    let idle = idle_spells("fx-idle-a", &[(0.5, 256, 0.030), (1.5, 256, 0.030)]);
+    // Two requests sent 10 ms apart, each before the other's first token: neither met it idle.
+    let crowded = idle_spells("fx-idle-b", &[(0.5, 256, 0.030), (0.51, 256, 0.030)]);
+    let records = with_floor_records(vec![
+        burst("fx-d8", 8, 128, 0.004, 0.0),
+        running.clone(),
+        idle,
+        crowded.clone(),
+    ]);
+    let words = ["/m", "--max-num-seqs", "256"];
+    let p = derive(&[run(&words, records)], &["p".into()]).unwrap();
+    assert_eq!(p.modes[0].idle_start_ns, Some(10_000_000));
+    assert!(p.modes[0].evidence["idle_start_p256"].contains("p:fx-idle-a+256@1.5"));
+    assert!(!p.modes[0].evidence["idle_start_p256"].contains("fx-idle-b"));
+    // An idle engine that answers sooner than a running one costs nothing, not less than nothing.
+    let quick = idle_spells("fx-idle-a", &[(0.5, 256, 0.012)]);
+    let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), running, quick]);
+    let p = derive(&[run(&words, records)], &["p".into()]).unwrap();
+    assert_eq!(p.modes[0].idle_start_ns, Some(0));
+    // Without a pair the mode has no figure, and the engine model takes the profile's.
+    let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), crowded]);
+    let mut p = derive(&[run(&words, records)], &["p".into()]).unwrap();
+    assert_eq!(p.modes[0].idle_start_ns, None);
+    p.idle_start_ns = 7_000_000;
+    let graph = GraphMode::FullAndPiecewise {
+        capture_sizes: vec![],
+        piecewise_sizes: vec![512],
+    };
+    let mut engine = EngineModel::new(p.clone());
+    assert_eq!(engine.idle_start_ns(&graph), 7_000_000);
+    p.modes[0].idle_start_ns = Some(1_000_000);
+    engine = EngineModel::new(p);
+    assert_eq!(engine.idle_start_ns(&graph), 1_000_000);
 }
 
 #[test]
