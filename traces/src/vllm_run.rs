@@ -372,12 +372,17 @@ pub struct EngineModeCosts {
     /// decodes, the median. Zero when not measured.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub piecewise_decode_ns: f64,
-    /// What the first step after the engine sat idle costs beyond its period in this mode,
-    /// nanoseconds, where one server measured both: lone prompts on its idle engine against prompts of
-    /// the same length injected beside a small standing decode batch (one host, so its speed cancels).
-    /// Absent when no server of the mode measured such a pair: the profile's `idle_start_ns` prices it.
+    /// What a step without graphs that prefills beside no decode (every first step of an idle
+    /// engine) costs, as a ratio to the table's step of its tokens: lone prompts on one server's idle
+    /// engine against prompts of the same length injected beside a small standing decode batch of
+    /// the same server (one host, so its speed cancels), the median over such pairs. Absent when no
+    /// server of the mode measured a pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle_start_ns: Option<u64>,
+    pub pure_prefill_ratio: Option<f64>,
+    /// The same for a step that replays piecewise graphs (`FULL_AND_PIECEWISE` within the largest
+    /// capture size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pure_piecewise_ratio: Option<f64>,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }
@@ -413,6 +418,17 @@ impl VllmEngineProfile {
                 {
                     return Err(VllmRunError::Invalid(format!(
                         "mode {:?}: {name} must have ascending token counts and periods that never fall",
+                        m.mode
+                    )));
+                }
+            }
+            for (name, value) in [
+                ("pure_prefill_ratio", m.pure_prefill_ratio),
+                ("pure_piecewise_ratio", m.pure_piecewise_ratio),
+            ] {
+                if value.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                    return Err(VllmRunError::Invalid(format!(
+                        "mode {:?}: {name} is not a finite positive ratio",
                         m.mode
                     )));
                 }

@@ -433,7 +433,7 @@ fn mode_costs(
             .map(|p| p.1)
             .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
     };
-    let idle_start_s = idle::paired_idle_start_s(
+    let (pure_prefill_ratio, pure_piecewise_ratio) = idle::pure_prefill_ratios(
         mode,
         runs,
         &injected,
@@ -461,7 +461,8 @@ fn mode_costs(
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
         piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
-        idle_start_ns: idle_start_s.map(|s| (s * 1e9).round() as u64),
+        pure_prefill_ratio: pure_prefill_ratio.map(|r| (r * 1e4).round() / 1e4),
+        pure_piecewise_ratio: pure_piecewise_ratio.map(|r| (r * 1e4).round() / 1e4),
         evidence,
     };
     Ok((costs, injected))
@@ -1340,11 +1341,14 @@ impl EngineModel {
     }
 
     /// What the first step after the engine sat idle costs beyond its period in the deployment's
-    /// graph mode, nanoseconds: the mode's own figure where a server measured it, else the profile's.
+    /// graph mode, nanoseconds: the profile's figure, or none where the mode prices a step that
+    /// prefills beside no decode from its own paired measurements (that step is the idle engine's
+    /// first; [`EngineModeCosts::pure_prefill_ratio`]).
     pub fn idle_start_ns(&self, graph: &GraphMode) -> u64 {
-        self.mode(graph)
-            .and_then(|m| m.idle_start_ns)
-            .unwrap_or(self.profile.idle_start_ns)
+        match self.mode(graph) {
+            Some(m) if m.pure_prefill_ratio.is_some() || m.pure_piecewise_ratio.is_some() => 0,
+            _ => self.profile.idle_start_ns,
+        }
     }
 
     /// The modes the profile prices, as vLLM names them.
@@ -1443,6 +1447,7 @@ impl EngineModel {
                 {
                     let period = interpolate(&costs.piecewise_period_ns, tokens)
                         + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
+                    let period = pure(period, decodes, costs.pure_piecewise_ratio);
                     (period, period)
                 }
                 // The torch.compile'd model without graphs: host-bound up to thousands of tokens
@@ -1450,6 +1455,7 @@ impl EngineModel {
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     let period = interpolate(&costs.nonuniform_period_ns, tokens)
                         + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
+                    let period = pure(period, decodes, costs.pure_prefill_ratio);
                     (period, period)
                 }
                 _ => (
@@ -1479,6 +1485,15 @@ pub struct EngineStepCost {
     pub period_ns: u64,
     /// How long the host issues the step, nanoseconds, at most `period_ns`.
     pub host_ns: u64,
+}
+
+/// A non-uniform step's period: `ratio` times the table's when it prefills beside no decode (the
+/// mode's measured [`EngineModeCosts::pure_prefill_ratio`] or `pure_piecewise_ratio`), else as is.
+fn pure(period: u64, decodes: u32, ratio: Option<f64>) -> u64 {
+    match ratio {
+        Some(r) if decodes == 0 => (period as f64 * r).round() as u64,
+        _ => period,
+    }
 }
 
 /// Piecewise-linear in batch size; flat below the first point, the last segment's slope above.

@@ -209,3 +209,16 @@ fn injected_requests_are_for_fixed_shapes_within_the_timeout() {
         .to_string();
     assert!(err.contains("inject is for fixed-shape"), "{err}");
 }
+
+#[test]
+fn an_engine_profile_refuses_a_pure_prefill_ratio_that_is_not_positive() {
+    let shipped = builtin_engine_profile("h200").unwrap();
+    let profile = VllmEngineProfile::from_json(shipped).unwrap();
+    assert!(profile.modes.iter().any(|m| m.pure_prefill_ratio.is_some()));
+    for (field, bad) in [("pure_prefill_ratio", 0.0), ("pure_piecewise_ratio", -0.5)] {
+        let mut value: serde_json::Value = serde_json::from_str(shipped).unwrap();
+        value["modes"][0][field] = serde_json::json!(bad);
+        let err = VllmEngineProfile::from_json(&value.to_string()).unwrap_err();
+        assert!(err.to_string().contains(field), "{err}");
+    }
+}

@@ -40,13 +40,14 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run the mean of 32 simulated draws of its arrivals
-    // (docs/fidelity.md, "Arrival draws"): median 9.46 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
+    // (docs/fidelity.md, "Arrival draws"): median 9.40 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
     // mean TPOT, whose first run stalled for a second on first-use compiles; its second run on a
     // fresh server is 69 % off, and the two real runs are 67 % apart); 194 of 228 values within
     // 25 %. The eleventh batch's fixed shapes (cal6-cal8, calibration only) moved the median from
-    // 10.0 % (its runs' steps enter the default server's tables); the idle start per graph mode
-    // took graph 256/8192-r2 e2e-pre-r4 mean TTFT from 24.7 to 25.1 % (FULL_DECODE_ONLY's idle
-    // start went from the profile's 5.3 ms to its own 7.3 ms). The ninth batch's 5 runs (vLLM's
+    // 10.0 to 9.46 % (its runs' steps enter the default server's tables); pricing a prefill beside no
+    // decode from paired idle and running prompts (docs/fidelity.md, "The eleventh batch") to 9.40 %
+    // (the default server's e2e-pre-r4 mean TTFT 38.7 -> 16.4 %; graph 256/8192-r2 e2e-pre-r4 mean
+    // TTFT 24.7 -> 25.1 %, over the 25 % line). The ninth batch's 5 runs (vLLM's
     // defaults, workloads no earlier run used) were predicted blind: median 13.3 %, worst 43.4 %; the
     // tenth batch (the default server's mixed steps without graphs, fixed shapes) moved them to
     // 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %.

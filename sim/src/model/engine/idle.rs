@@ -1,7 +1,8 @@
-//! The idle engine's first step, per graph mode: lone prompts on one server's idle engine set
-//! against prompts of the same length injected beside a small standing decode batch of the same
-//! server. One server means one host, so the host's speed (which moves these steps by tens of
-//! per cent between loans of the same GPU kind) cancels out of the difference.
+//! A step that prefills beside no decode (every first step of an idle engine), per graph mode and
+//! step kind: lone prompts on one server's idle engine set against prompts of the same length
+//! injected beside a small standing decode batch of the same server. One server means one host, so
+//! the host's speed (which moves these steps by tens of per cent between loans of the same GPU
+//! kind) cancels out of the comparison.
 
 use std::collections::BTreeMap;
 
@@ -12,24 +13,28 @@ use super::{
     isolated_ttft, median, plain_burst, serve_limits,
 };
 
-/// What the first step after an idle spell costs beyond its period in this mode, seconds, at least
-/// zero, or `None` when no server of the mode measured a pair.
+/// What a step that prefills beside no decode costs against the same step beside decodes in this
+/// mode, as ratios `(without graphs, piecewise graphs)`, each `None` where no server of the mode
+/// measured a pair. Eager steps take none (no eager server measured one).
 ///
-/// The model gives a lone prompt on an idle engine `intake + idle start + step(L, no decode) + rest`
-/// and a prompt injected beside a standing batch `intake + standing period / 2 + step(L, decodes) +
-/// rest` ([`super::stepping_frontend_s`]). So one pair (a server and a prompt length `L` measured
-/// both ways, each side its median) gives `idle start = idle first token − running first token +
-/// standing period / 2 + what the standing decodes add to the step in the model`. The median over
-/// pairs.
-pub(super) fn paired_idle_start_s(
+/// The model gives a lone prompt of `L` tokens on an idle engine `intake + r × step(L, no decode) +
+/// rest` and one injected beside a standing batch `intake + standing period / 2 + step(L, decodes) +
+/// rest` ([`super::stepping_frontend_s`]), where `step(L, decodes)` is the standing streams' gap
+/// while it ran. So one pair (a server and a prompt length measured both ways, each side its
+/// median) gives `r = (idle first token − running first token + standing period / 2 + step) /
+/// (step − what the standing decodes add to it in the model)`. The median over each kind's pairs.
+pub(super) fn pure_prefill_ratios(
     mode: &str,
     runs: &[(&str, &VllmRun)],
     injected: &[Injected],
     tables: &StepTables,
     decode_period_ns: &[(u32, u64)],
     evidence: &mut BTreeMap<String, String>,
-) -> Option<f64> {
-    let mut figures = Vec::new();
+) -> (Option<f64>, Option<f64>) {
+    if mode == EAGER {
+        return (None, None);
+    }
+    let (mut graphless, mut piecewise) = (Vec::new(), Vec::new());
     for (name, run) in runs {
         let idle = idle_first_tokens(run);
         let mut lengths: Vec<u32> = idle.iter().map(|(l, _, _)| *l).collect();
@@ -45,31 +50,39 @@ pub(super) fn paired_idle_start_s(
                         && i.batch <= STEPPING_FRONTEND_MAX_BATCH
                 })
                 .collect();
-            let (Some(idle_s), Some(running_s), Some(standing_s), Some(decodes_s)) = (
+            let of = |f: &dyn Fn(&Injected) -> f64| median(running.iter().map(|i| f(i)).collect());
+            let (Some(idle_s), Some(running_s), Some(standing_s), Some(step_s), Some(decodes_s)) = (
                 median(
                     idle.iter()
                         .filter(|(l, _, _)| *l == length)
                         .map(|(_, t, _)| *t)
                         .collect(),
                 ),
-                median(running.iter().map(|i| i.ttft_s).collect()),
-                median(running.iter().map(|i| i.standing_s).collect()),
-                median(
-                    running
-                        .iter()
-                        .map(|i| decodes_add_s(mode, i, tables, decode_period_ns))
-                        .collect(),
-                ),
+                of(&|i| i.ttft_s),
+                of(&|i| i.standing_s),
+                of(&|i| i.period_s),
+                of(&|i| decodes_add_s(mode, i, tables, decode_period_ns)),
             ) else {
                 continue;
             };
-            figures.push(idle_s - running_s + standing_s / 2.0 + decodes_s);
+            let alone_s = step_s - decodes_s;
+            if alone_s <= 0.0 {
+                continue;
+            }
+            let ratio = (idle_s - running_s + standing_s / 2.0 + step_s) / alone_s;
+            let graphs = is_piecewise(mode, running[0], tables);
+            let (figures, key) = if graphs {
+                (&mut piecewise, "pure_piecewise")
+            } else {
+                (&mut graphless, "pure_prefill")
+            };
+            figures.push(ratio);
             let sources = idle
                 .iter()
                 .filter(|(l, _, _)| *l == length)
                 .map(|(_, _, workload)| format!("{name}:{workload}"))
                 .chain(running.iter().map(|i| i.evidence.clone()));
-            let entry = evidence.entry(format!("idle_start_p{length}")).or_default();
+            let entry = evidence.entry(format!("{key}_p{length}")).or_default();
             for source in sources {
                 if !entry.is_empty() {
                     entry.push_str(", ");
@@ -78,7 +91,15 @@ pub(super) fn paired_idle_start_s(
             }
         }
     }
-    median(figures).map(|s| s.max(0.0))
+    let ratio = |figures: Vec<f64>| median(figures).filter(|r| *r > 0.0);
+    (ratio(graphless), ratio(piecewise))
+}
+
+/// Whether the step an injected prompt was prefilled in replayed piecewise graphs.
+fn is_piecewise(mode: &str, i: &Injected, tables: &StepTables) -> bool {
+    mode == FULL_AND_PIECEWISE
+        && !tables.piecewise.is_empty()
+        && i.tokens <= tables.piecewise_max_tokens
 }
 
 /// What the standing decodes beside an injected prompt add to its step in the model, seconds: the
@@ -95,7 +116,7 @@ fn decodes_add_s(
         let alone = interpolate(decode_period_ns, 1);
         return with.saturating_sub(alone) as f64 / 1e9;
     }
-    if mode == FULL_AND_PIECEWISE && i.tokens <= tables.piecewise_max_tokens {
+    if is_piecewise(mode, i, tables) {
         return tables.piecewise_decode_s * decodes;
     }
     tables.mixed_decode_s * decodes

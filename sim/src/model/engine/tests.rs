@@ -25,7 +25,8 @@ pub(crate) fn mode_costs(
         piecewise_period_ns: vec![],
         piecewise_max_tokens: 0,
         piecewise_decode_ns: 0.0,
-        idle_start_ns: None,
+        pure_prefill_ratio: None,
+        pure_piecewise_ratio: None,
         evidence: BTreeMap::new(),
     }
 }
@@ -779,9 +780,11 @@ fn injected_requests_price_the_front_end_and_lone_prompts_the_idle_start() {
     let piecewise_at_300 = interpolate(&p.modes[0].piecewise_period_ns, 300);
     assert_eq!(p.frontend_ns, 3_000_000);
     assert_eq!(p.idle_start_ns, 29_000_000 - piecewise_at_300 - 3_000_000);
-    // The lone 300-token prompt and the one injected beside 8 decodes are a pair of one server:
-    // 29 ms against 22 ms, plus the half standing period the running one waited, is 9 ms too.
-    assert_eq!(p.modes[0].idle_start_ns, Some(9_000_000));
+    // The lone 300-token prompt and the one injected beside 8 decodes are a pair of one server: 29
+    // ms against 22 ms, plus the half standing period the running one waited, is 9 ms more than
+    // its 17 ms step (piecewise graphs; no decode term here): a prefill alone costs 26/17 of it.
+    assert_eq!(p.modes[0].pure_piecewise_ratio, Some(1.5294));
+    assert_eq!(p.modes[0].pure_prefill_ratio, None);
 }
 
 /// A record of one 16-token request done at 0.2 s and requests injected after it at `(at, prompt,
@@ -807,10 +810,11 @@ fn idle_spells(name: &str, injections: &[(f64, u32, f64)]) -> WorkloadRecord {
 }
 
 #[test]
-fn a_mode_prices_the_idle_start_from_idle_and_running_prompts_of_one_server() {
-    // Beside 8 standing decodes (4 ms a step) a 256-token prompt got its first token 22 ms after it
-    // was sent. Alone on the idle engine the same prompt took 30 ms: 8 ms more, and 2 ms more again
-    // for the half step the running one waited before its own: 10 ms.
+fn a_prefill_beside_no_decode_is_priced_from_idle_and_running_prompts_of_one_server() {
+    // Beside 8 standing decodes (4 ms a step) a 256-token prompt was prefilled in a 17 ms step and
+    // got its first token 22 ms after it was sent. Alone on the idle engine the same prompt took 30
+    // ms: its step took 30 - 22 + 2 (the half step the running one waited) + 17 = 27 ms, 27/17 of
+    // the step beside the decodes.
     let running = injected("fx-inj-b8", 8, 0.004, &[(0.8, 256, 0.017)]);
     let idle = idle_spells("fx-idle-a", &[(0.5, 256, 0.030), (1.5, 256, 0.030)]);
     // Two requests sent 10 ms apart, each before the other's first token: neither met it idle.
@@ -823,28 +827,38 @@ fn a_mode_prices_the_idle_start_from_idle_and_running_prompts_of_one_server() {
     ]);
     let words = ["/m", "--max-num-seqs", "256"];
     let p = derive(&[run(&words, records)], &["p".into()]).unwrap();
-    assert_eq!(p.modes[0].idle_start_ns, Some(10_000_000));
-    assert!(p.modes[0].evidence["idle_start_p256"].contains("p:fx-idle-a+256@1.5"));
-    assert!(!p.modes[0].evidence["idle_start_p256"].contains("fx-idle-b"));
-    // An idle engine that answers sooner than a running one costs nothing, not less than nothing.
+    assert_eq!(p.modes[0].pure_piecewise_ratio, Some(1.5882));
+    let evidence = &p.modes[0].evidence["pure_piecewise_p256"];
+    assert!(evidence.contains("p:fx-idle-a+256@1.5"), "{evidence}");
+    assert!(evidence.contains("p:fx-inj-b8+256@0.8"), "{evidence}");
+    assert!(!evidence.contains("fx-idle-b"), "{evidence}");
+    // An idle engine that answers sooner prices a cheaper step: 12 - 22 + 2 + 17 = 9 ms.
     let quick = idle_spells("fx-idle-a", &[(0.5, 256, 0.012)]);
     let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), running, quick]);
     let p = derive(&[run(&words, records)], &["p".into()]).unwrap();
-    assert_eq!(p.modes[0].idle_start_ns, Some(0));
-    // Without a pair the mode has no figure, and the engine model takes the profile's.
+    assert_eq!(p.modes[0].pure_piecewise_ratio, Some(0.5294));
+    let graph = GraphMode::FullAndPiecewise {
+        capture_sizes: vec![8, 512],
+        piecewise_sizes: vec![8, 512],
+    };
+    let engine = EngineModel::new(p.clone());
+    let table = interpolate(&p.modes[0].piecewise_period_ns, 256);
+    let alone = engine
+        .step_cost(&graph, &shape(false, 0, 256, 256))
+        .unwrap();
+    assert_eq!(alone.period_ns, (table as f64 * 0.5294).round() as u64);
+    let beside = engine
+        .step_cost(&graph, &shape(false, 1, 256, 257))
+        .unwrap();
+    assert!(beside.period_ns >= table, "{beside:?}");
+    // The ratio prices the idle engine's first step: no idle start is added to it.
+    assert_eq!(engine.idle_start_ns(&graph), 0);
+    // Without a pair the mode has no ratio, and the engine model takes the profile's idle start.
     let records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.004, 0.0), crowded]);
     let mut p = derive(&[run(&words, records)], &["p".into()]).unwrap();
-    assert_eq!(p.modes[0].idle_start_ns, None);
+    assert_eq!(p.modes[0].pure_piecewise_ratio, None);
     p.idle_start_ns = 7_000_000;
-    let graph = GraphMode::FullAndPiecewise {
-        capture_sizes: vec![],
-        piecewise_sizes: vec![512],
-    };
-    let mut engine = EngineModel::new(p.clone());
-    assert_eq!(engine.idle_start_ns(&graph), 7_000_000);
-    p.modes[0].idle_start_ns = Some(1_000_000);
-    engine = EngineModel::new(p);
-    assert_eq!(engine.idle_start_ns(&graph), 1_000_000);
+    assert_eq!(EngineModel::new(p).idle_start_ns(&graph), 7_000_000);
 }
 
 #[test]
