@@ -721,8 +721,27 @@ fn provenance(spec: &VllmSpec, started: SystemTime) -> Result<VllmProvenance, Vl
 
 /// A command's stdout, or why it failed (its stderr tail), within `timeout`.
 fn command_output(program: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
-    let dir = std::env::temp_dir().join(format!("afd-probe-cmd-{}", std::process::id()));
+    in_scratch_dir(|dir| command_output_in(dir, program, args, timeout))
+}
+
+/// Runs `f` with a scratch folder of its own (one per call: commands may run on several threads),
+/// removed afterwards however `f` ends.
+fn in_scratch_dir<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("afd-probe-cmd-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let result = f(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn command_output_in(
+    dir: &Path,
+    program: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
     let (out_path, err_path) = (dir.join("out"), dir.join("err"));
     let out = File::create(&out_path).map_err(|e| e.to_string())?;
     let err = File::create(&err_path).map_err(|e| e.to_string())?;
@@ -749,7 +768,6 @@ fn command_output(program: &str, args: &[&str], timeout: Duration) -> Result<Str
     };
     let stdout = read_lossy(&out_path);
     let stderr = read_lossy(&err_path);
-    let _ = std::fs::remove_dir_all(&dir);
     match status {
         Some(s) if s.success() => Ok(stdout),
         Some(s) => Err(format!(

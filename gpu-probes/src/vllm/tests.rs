@@ -138,3 +138,23 @@ fn a_text_prompt_is_the_words_the_dummy_tokenizer_reads_back() {
     assert_eq!(text_prompt(&[1000, 7, 59_999]), "t1000 t7 t59999");
     assert_eq!(text_prompt(&[]), "");
 }
+
+#[test]
+fn a_command_that_cannot_start_leaves_no_scratch_folder() {
+    let mut used = None;
+    let err = in_scratch_dir(|dir| {
+        used = Some(dir.to_owned());
+        assert!(dir.is_dir());
+        command_output_in(
+            dir,
+            "/nonexistent/afd-probe-test-program",
+            &[],
+            Duration::from_secs(5),
+        )
+    })
+    .unwrap_err();
+    assert!(err.contains("cannot run"), "{err}");
+    assert!(!used.unwrap().exists());
+    let out = command_output("sh", &["-c", "echo ok"], Duration::from_secs(5)).unwrap();
+    assert_eq!(out.trim(), "ok");
+}
