@@ -67,6 +67,8 @@ pub(crate) struct EngineProfileArgs {
 Examples:
   afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json.gz    every bench record of a run file
   afd-sim compare result.json --serve-args 'vllm serve /models/dsv2l --enforce-eager --max-num-seqs 256'
+  afd-sim compare traces/data/vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz --calibration
+                                                          its calibration bench runs, judged nowhere
 
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
 `vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
@@ -82,6 +84,11 @@ pub(crate) struct CompareArgs {
     /// The server's command line (`vllm serve MODEL --flag ...`), for a plain bench result.
     #[arg(long, value_name = "COMMAND")]
     serve_args: Option<String>,
+    /// Compare a run file's calibration bench runs instead of its judged ones. Those sent all at
+    /// once may have priced the engine profile's decode periods; those at a request rate priced
+    /// nothing, and check the model on runs no table read.
+    #[arg(long)]
+    calibration: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -177,8 +184,14 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
-        cases_of(&run, &args.result, &setup.model)?
+        cases_of(&run, &args.result, &setup.model, args.calibration)?
     } else {
+        if args.calibration {
+            bail!(
+                "--calibration: {} is a plain bench result; only a run file of `afd-probe vllm` marks calibration runs",
+                args.result.display()
+            );
+        }
         let Some(command) = &args.serve_args else {
             bail!(
                 "{} is a plain bench result: give the server's command line with --serve-args",
@@ -235,7 +248,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let run = VllmRun::from_json(&text).with_context(|| path.display().to_string())?;
-        cases.extend(cases_of(&run, path, &setup.model)?);
+        cases.extend(cases_of(&run, path, &setup.model, false)?);
     }
     if cases.is_empty() {
         bail!(
@@ -445,14 +458,21 @@ impl Setup {
     }
 }
 
-fn cases_of(run: &VllmRun, path: &Path, model: &ModelArch) -> anyhow::Result<Vec<Case>> {
+/// The bench records of a run file to compare: its judged ones, or with `calibration` its
+/// calibration ones.
+fn cases_of(
+    run: &VllmRun,
+    path: &Path,
+    model: &ModelArch,
+    calibration: bool,
+) -> anyhow::Result<Vec<Case>> {
     let words: Vec<String> = strip_probe_words(&run.serve_args);
     let config = vllm_compare::plain_config(&words, GpuKind::H200, model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(run
         .records
         .iter()
-        .filter(|r| r.failure.is_none() && !r.workload.calibration)
+        .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)
         .filter_map(|r| {
             Some(Case {
                 run: stem(path),

@@ -253,3 +253,36 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--real-engine prices a plain"));
 }
+
+#[test]
+fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
+    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz");
+    let path = file.to_str().unwrap();
+    let out = afd_sim(&["compare", path, "--calibration", "--json", "--draws", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for workload in ["cal-bench-p256-r4", "cal-bench-p1024-r2"] {
+        assert!(text.contains(workload), "{workload} missing: {text}");
+    }
+    // Without the flag the file has no judged bench run to compare.
+    let out = afd_sim(&["compare", path, "--json"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("cal-bench"));
+    // A plain bench result marks nothing as calibration.
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("result.json");
+    std::fs::write(&result, r#"{"completed": 4, "total_input_tokens": 400, "total_output_tokens": 40, "request_rate": "inf"}"#).unwrap();
+    let out = afd_sim(&[
+        "compare",
+        result.to_str().unwrap(),
+        "--calibration",
+        "--serve-args",
+        "vllm serve /m",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--calibration"));
+}
