@@ -45,6 +45,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # engine sat idle and by step kind (a piecewise graph or none), beside the same prompts on a
     # running engine, and two calibration Poisson runs on the same server and host.
     "cal8-piecewise-1024-8192": (1024, 8192),
+    # Planned, not yet run (the sixth session's last device call ran past its limit): the same idle
+    # spells and running-engine prompts on an eager server (the eleventh batch's pairs priced the
+    # graph modes only).
+    "cal9-eager-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -247,19 +251,20 @@ def cal7_plan(label):
                                  (128, 256, 512, 128, 512), 1.0, 1.0, standing_len=standing))
     return plan_document(warm, work)
 
-def idle_spells(label, name, lengths, idles):
+def idle_spells(label, name, lengths, idles, service=None):
     """Lone 4-token requests of each length in `lengths` on an engine left idle for each spell in
-    `idles` (seconds) before it: one 16-token request opens the workload and is done within 50 ms, and
-    each later request is sent its spell after the one before should be done (`IDLE_SERVICE_S`
-    allows for its prefill and three decodes). The record keeps every send and token time, so the
-    spell actually met is read from the data, not from this plan."""
+    `idles` (seconds) before it: one 16-token request opens the workload and is done within 50 ms
+    (`service[16]` where given), and each later request is sent its spell after the one before should
+    be done (`service`, by default `IDLE_SERVICE_S`, allows for its prefill and three decodes). The
+    record keeps every send and token time, so the spell actually met is read from the data, not from
+    this plan."""
     w = fx(label, name, 16, 2, 1, 90)
-    at, inject = 0.05, []
+    at, inject = (service or IDLE_SERVICE_S).get(16, 0.05), []
     for length in lengths:
         for idle in idles:
             at = round(at + idle, 3)
             inject.append({"at_s": at, "input_len": length, "output_len": 4})
-            at += IDLE_SERVICE_S[length]
+            at += (service or IDLE_SERVICE_S)[length]
     w["inject"] = inject
     return w
 
@@ -287,10 +292,25 @@ def cal8_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+EAGER_IDLE_SERVICE_S = {16: 0.3, 64: 0.3, 256: 0.35, 1024: 0.45, 2048: 0.55}
+
+def cal9_plan(label):
+    """An eager server (256/2048): lone prompts after idle spells and the same lengths beside one
+    standing decode, as `cal8_plan` on vLLM's defaults, so that eager steps get the pairs that price
+    a prefill beside no decode. Short: the session's last device minutes."""
+    lengths = (64, 256, 1024, 2048)
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + lengths]
+    warm += [fx(label, "warm-d1", 64, 8, 1)]
+    idles = (0.05, 0.3, 1.0)
+    work = [idle_spells(label, "fx-idle-a", lengths, idles, EAGER_IDLE_SERVICE_S),
+            idle_spells(label, "fx-idle-b", lengths[::-1], idles[::-1], EAGER_IDLE_SERVICE_S),
+            inject_burst(label, "fx-inj-b1-o200", 1, 200, lengths + lengths[::-1], 0.5, 1.0)]
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
-               ("cal8-", cal8_plan)]
+               ("cal8-", cal8_plan), ("cal9-", cal9_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

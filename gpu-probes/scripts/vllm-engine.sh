@@ -13,7 +13,8 @@
 #        cal5-piecewise-1024-8192: mixed steps without graphs on vLLM's defaults;
 #        cal6-piecewise-1024-8192: steps past the capture size beside 4 decodes, and a Poisson calibration run;
 #        cal7-piecewise-64-64: mixed steps with the prompt length and the decodes' context varied apart;
-#        cal8-piecewise-1024-8192: the idle engine's first step by idle spell and step kind, two Poisson calibration runs)
+#        cal8-piecewise-1024-8192: the idle engine's first step by idle spell and step kind, two Poisson calibration runs;
+#        cal9-eager-256-2048: the same idle spells and running-engine prompts on an eager server)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -48,6 +49,7 @@ for i in "${!labels[@]}"; do
     piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
+    cal9-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal4-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
