@@ -384,27 +384,7 @@ fn mode_costs(
             "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
         ));
     }
-    // Isolated prefills: their first token, less the front end, is one non-uniform step.
-    let mut prefills: Vec<(u32, f64, String)> = fixed
-        .iter()
-        .filter(|(_, r, _)| r.workload.input_len >= *FLOOR_INPUTS.start())
-        .filter_map(|(name, r, q)| {
-            Some((
-                r.workload.input_len,
-                isolated_ttft(q)? - frontend_s,
-                format!("{name}:{}", r.workload.name),
-            ))
-        })
-        .collect();
-    prefills.sort_by_key(|p| p.0);
-    let floors: Vec<f64> = prefills
-        .iter()
-        .filter(|p| FLOOR_INPUTS.contains(&p.0))
-        .map(|p| p.1)
-        .collect();
-    for p in prefills.iter().filter(|p| FLOOR_INPUTS.contains(&p.0)) {
-        evidence.insert(format!("floor_p{}", p.0), p.2.clone());
-    }
+    let floors = isolated_prefill_steps(&fixed, frontend_s, &mut evidence);
     // Large prefill steps are priced by their kernels, which no mode replays as a graph: a mode
     // measured only on small budgets takes the figure every server's bursts give.
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
@@ -466,6 +446,31 @@ fn mode_costs(
         evidence,
     };
     Ok((costs, injected))
+}
+
+/// Isolated prefills of [`FLOOR_INPUTS`] tokens: their first token, less the front end, is one
+/// non-uniform step (the mode's floor).
+fn isolated_prefill_steps(
+    fixed: &[Fixed<'_>],
+    frontend_s: f64,
+    evidence: &mut BTreeMap<String, String>,
+) -> Vec<f64> {
+    let mut prefills: Vec<(u32, f64, String)> = fixed
+        .iter()
+        .filter(|(_, r, _)| FLOOR_INPUTS.contains(&r.workload.input_len))
+        .filter_map(|(name, r, q)| {
+            Some((
+                r.workload.input_len,
+                isolated_ttft(q)? - frontend_s,
+                format!("{name}:{}", r.workload.name),
+            ))
+        })
+        .collect();
+    prefills.sort_by_key(|p| p.0);
+    for p in &prefills {
+        evidence.insert(format!("floor_p{}", p.0), p.2.clone());
+    }
+    prefills.into_iter().map(|p| p.1).collect()
 }
 
 /// Uniform decode: the median gap between streamed tokens of each burst of B short prompts (no
