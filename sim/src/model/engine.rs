@@ -413,14 +413,8 @@ fn mode_costs(
             .map(|p| p.1)
             .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
     };
-    let (pure_prefill_ratio, pure_piecewise_ratio) = idle::pure_prefill_ratios(
-        mode,
-        runs,
-        &injected,
-        &tables,
-        &decode_period_ns,
-        &mut evidence,
-    );
+    let (pure_prefill_ratio, pure_piecewise_ratio) =
+        idle::pure_prefill_ratios(mode, runs, &injected, &tables, &mut evidence);
     let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
     let decode_context_ns = context_slope_s(
         runs,

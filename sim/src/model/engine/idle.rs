@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use afd_traces::vllm_run::VllmRun;
 
 use super::{
-    EAGER, FULL_AND_PIECEWISE, Injected, STEPPING_FRONTEND_MAX_BATCH, StepTables, interpolate,
-    isolated_ttft, median, plain_burst, serve_limits,
+    EAGER, FULL_AND_PIECEWISE, Injected, STEPPING_FRONTEND_MAX_BATCH, StepTables, isolated_ttft,
+    median, plain_burst, serve_limits,
 };
 
 /// What a step that prefills beside no decode costs against the same step beside decodes in this
@@ -28,7 +28,6 @@ pub(super) fn pure_prefill_ratios(
     runs: &[(&str, &VllmRun)],
     injected: &[Injected],
     tables: &StepTables,
-    decode_period_ns: &[(u32, u64)],
     evidence: &mut BTreeMap<String, String>,
 ) -> (Option<f64>, Option<f64>) {
     if mode == EAGER {
@@ -61,7 +60,7 @@ pub(super) fn pure_prefill_ratios(
                 of(&|i| i.ttft_s),
                 of(&|i| i.standing_s),
                 of(&|i| i.period_s),
-                of(&|i| decodes_add_s(mode, i, tables, decode_period_ns)),
+                of(&|i| decodes_add_s(mode, i, tables)),
             ) else {
                 continue;
             };
@@ -102,20 +101,10 @@ fn is_piecewise(mode: &str, i: &Injected, tables: &StepTables) -> bool {
         && i.tokens <= tables.piecewise_max_tokens
 }
 
-/// What the standing decodes beside an injected prompt add to its step in the model, seconds: the
-/// difference between the step the model prices for it and the same step alone.
-fn decodes_add_s(
-    mode: &str,
-    i: &Injected,
-    tables: &StepTables,
-    decode_period_ns: &[(u32, u64)],
-) -> f64 {
+/// What the standing decodes beside an injected prompt add to its step in a graph mode's model,
+/// seconds: the decode term of its step kind times the decodes.
+fn decodes_add_s(mode: &str, i: &Injected, tables: &StepTables) -> f64 {
     let decodes = f64::from(i.decoding);
-    if mode == EAGER {
-        let with = interpolate(decode_period_ns, i.decoding + 1);
-        let alone = interpolate(decode_period_ns, 1);
-        return with.saturating_sub(alone) as f64 / 1e9;
-    }
     if is_piecewise(mode, i, tables) {
         return tables.piecewise_decode_s * decodes;
     }
