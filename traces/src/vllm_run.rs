@@ -277,8 +277,9 @@ pub struct VllmEngineProfile {
     /// (requests injected beside a standing decode burst).
     pub frontend_ns: u64,
     /// What the first step after the engine sat idle costs beyond its period, nanoseconds: lone
-    /// prompts' first tokens against requests injected into a running engine. Zero when not
-    /// measured, and in profiles written before it existed.
+    /// prompts' first tokens against requests injected into a running engine. A mode with a
+    /// pure-prefill ratio ([`EngineModeCosts::pure_prefill_ratio`]) prices that step by the ratio
+    /// instead and adds none. Zero when not measured, and in profiles written before it existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_start_ns: u64,
     pub modes: Vec<EngineModeCosts>,
