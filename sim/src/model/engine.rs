@@ -435,8 +435,8 @@ fn mode_costs(
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
         piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
-        pure_prefill_ratio: pure_prefill_ratio.map(|r| (r * 1e4).round() / 1e4),
-        pure_piecewise_ratio: pure_piecewise_ratio.map(|r| (r * 1e4).round() / 1e4),
+        pure_prefill_ratio,
+        pure_piecewise_ratio,
         evidence,
     };
     Ok((costs, injected))

@@ -34,12 +34,9 @@ pub(super) fn pure_prefill_ratios(
         return (None, None);
     }
     let (mut graphless, mut piecewise) = (Vec::new(), Vec::new());
+    let mut sources: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, run) in runs {
-        let idle = idle_first_tokens(run);
-        let mut lengths: Vec<u32> = idle.iter().map(|(l, _, _)| *l).collect();
-        lengths.sort_unstable();
-        lengths.dedup();
-        for length in lengths {
+        for (length, lone) in idle_first_tokens(run) {
             let running: Vec<&Injected> = injected
                 .iter()
                 .filter(|i| {
@@ -51,12 +48,7 @@ pub(super) fn pure_prefill_ratios(
                 .collect();
             let of = |f: &dyn Fn(&Injected) -> f64| median(running.iter().map(|i| f(i)).collect());
             let (Some(idle_s), Some(running_s), Some(standing_s), Some(step_s), Some(decodes_s)) = (
-                median(
-                    idle.iter()
-                        .filter(|(l, _, _)| *l == length)
-                        .map(|(_, t, _)| *t)
-                        .collect(),
-                ),
+                median(lone.iter().map(|(ttft, _)| *ttft).collect()),
                 of(&|i| i.ttft_s),
                 of(&|i| i.standing_s),
                 of(&|i| i.period_s),
@@ -68,29 +60,31 @@ pub(super) fn pure_prefill_ratios(
             if alone_s <= 0.0 {
                 continue;
             }
-            let ratio = (idle_s - running_s + standing_s / 2.0 + step_s) / alone_s;
-            let graphs = is_piecewise(mode, running[0], tables);
-            let (figures, key) = if graphs {
+            let (figures, key) = if is_piecewise(mode, running[0], tables) {
                 (&mut piecewise, "pure_piecewise")
             } else {
                 (&mut graphless, "pure_prefill")
             };
-            figures.push(ratio);
-            let sources = idle
-                .iter()
-                .filter(|(l, _, _)| *l == length)
-                .map(|(_, _, workload)| format!("{name}:{workload}"))
-                .chain(running.iter().map(|i| i.evidence.clone()));
-            let entry = evidence.entry(format!("{key}_p{length}")).or_default();
-            for source in sources {
-                if !entry.is_empty() {
-                    entry.push_str(", ");
-                }
-                entry.push_str(&source);
-            }
+            figures.push((idle_s - running_s + standing_s / 2.0 + step_s) / alone_s);
+            sources
+                .entry(format!("{key}_p{length}"))
+                .or_default()
+                .extend(
+                    lone.iter()
+                        .map(|(_, workload)| format!("{name}:{workload}"))
+                        .chain(running.iter().map(|i| i.evidence.clone())),
+                );
         }
     }
-    let ratio = |figures: Vec<f64>| median(figures).filter(|r| *r > 0.0);
+    for (key, list) in sources {
+        evidence.insert(key, list.join(", "));
+    }
+    // Four decimals: the profile is read and diffed by people.
+    let ratio = |figures: Vec<f64>| {
+        median(figures)
+            .filter(|r| *r > 0.0)
+            .map(|r| (r * 1e4).round() / 1e4)
+    };
     (ratio(graphless), ratio(piecewise))
 }
 
@@ -111,14 +105,15 @@ fn decodes_add_s(mode: &str, i: &Injected, tables: &StepTables) -> f64 {
     tables.mixed_decode_s * decodes
 }
 
-/// `(prompt length, first token seconds, workload)` of every request that met the server's engine
-/// idle and was prefilled in one step: a burst's only request with nothing injected, and an injected
-/// request sent once every other request of its burst was done and before any other was sent.
-fn idle_first_tokens(run: &VllmRun) -> Vec<(u32, f64, String)> {
+/// By prompt length, `(first token seconds, workload)` of every request that met the server's
+/// engine idle and was prefilled in one step: a burst's only request with nothing injected, and an
+/// injected request sent once every other request of its burst was done and before any other was
+/// sent.
+fn idle_first_tokens(run: &VllmRun) -> BTreeMap<u32, Vec<(f64, String)>> {
+    let mut out: BTreeMap<u32, Vec<(f64, String)>> = BTreeMap::new();
     let Some((_, budget)) = serve_limits(run) else {
-        return Vec::new();
+        return out;
     };
-    let mut out = Vec::new();
     for r in &run.records {
         let w = &r.workload;
         let Some(fixed) = &r.fixed else { continue };
@@ -128,8 +123,10 @@ fn idle_first_tokens(run: &VllmRun) -> Vec<(u32, f64, String)> {
         let requests = &fixed.requests;
         let n = w.num_prompts as usize;
         if n == 1 && w.inject.is_empty() {
-            if let Some(ttft) = isolated_ttft(requests) {
-                out.push((w.input_len, ttft, w.name.clone()));
+            if let Some(ttft) = isolated_ttft(requests).filter(|_| w.input_len <= budget) {
+                out.entry(w.input_len)
+                    .or_default()
+                    .push((ttft, w.name.clone()));
             }
             continue;
         }
@@ -142,15 +139,13 @@ fn idle_first_tokens(run: &VllmRun) -> Vec<(u32, f64, String)> {
                     || other.sent_s >= first
                     || other.done_s.is_some_and(|done| done <= q.sent_s)
             });
-            if alone {
-                out.push((
-                    spec.input_len,
+            if alone && spec.input_len <= budget {
+                out.entry(spec.input_len).or_default().push((
                     first - q.sent_s,
                     format!("{}+{}@{}", w.name, spec.input_len, spec.at_s),
                 ));
             }
         }
     }
-    out.retain(|(length, _, _)| *length <= budget);
     out
 }
