@@ -258,17 +258,30 @@ def idle_spells(label, name, lengths, idles, service=None):
     be done (`service`, by default `IDLE_SERVICE_S`, allows for its prefill and three decodes). The
     record keeps every send and token time, so the spell actually met is read from the data, not from
     this plan."""
+    service = service or IDLE_SERVICE_S
     w = fx(label, name, 16, 2, 1, 90)
-    at, inject = (service or IDLE_SERVICE_S).get(16, 0.05), []
+    at, inject = service.get(16, 0.05), []
     for length in lengths:
         for idle in idles:
             at = round(at + idle, 3)
             inject.append({"at_s": at, "input_len": length, "output_len": 4})
-            at += (service or IDLE_SERVICE_S)[length]
+            at += service[length]
     w["inject"] = inject
     return w
 
 IDLE_SERVICE_S = {64: 0.05, 256: 0.06, 1024: 0.16, 2048: 0.2}
+
+IDLE_LENGTHS = (64, 256, 1024, 2048)
+
+def idle_pairs(label, idles, standing_output, service=None):
+    """The workloads that pair a server's idle engine with its running one: lone prompts of
+    `IDLE_LENGTHS` after each idle spell in `idles`, in two orders, and the same lengths injected 1 s
+    apart beside one standing decode of `standing_output` tokens."""
+    lengths = IDLE_LENGTHS
+    return [idle_spells(label, "fx-idle-a", lengths, idles, service),
+            idle_spells(label, "fx-idle-b", lengths[::-1], idles[::-1], service),
+            inject_burst(label, f"fx-inj-b1-o{standing_output}", 1, standing_output,
+                         lengths + lengths[::-1], 0.5, 1.0)]
 
 def cal8_plan(label):
     """vLLM's default server: the idle engine's first step. The profile's idle start (about 7 ms) comes
@@ -278,14 +291,10 @@ def cal8_plan(label):
     orders; the same lengths injected beside one standing decode (the running engine); calibration
     Poisson runs of 256-token prompts at 4 req/s and 1,024-token prompts at 2 req/s, which no table
     reads and nothing judges."""
-    lengths = (64, 256, 1024, 2048)
-    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + lengths]
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + IDLE_LENGTHS]
     warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4)]
     warm += [inject_burst(label, "warm-inject", 1, 400, (256, 1024), 0.3, 0.4)]
-    idles = (0.05, 0.3, 1.0, 2.5)
-    work = [idle_spells(label, "fx-idle-a", lengths, idles),
-            idle_spells(label, "fx-idle-b", lengths[::-1], idles[::-1]),
-            inject_burst(label, "fx-inj-b1-o3000", 1, 3000, lengths + lengths[::-1], 0.5, 1.0)]
+    work = idle_pairs(label, (0.05, 0.3, 1.0, 2.5), 3000)
     for name, length, rate in (("cal-bench-p256-r4", 256, 4.0), ("cal-bench-p1024-r2", 1024, 2.0)):
         w = bench(label, name, length, 32, 40, 120, rate=rate)
         w["calibration"] = True
@@ -298,14 +307,9 @@ def cal9_plan(label):
     """An eager server (256/2048): lone prompts after idle spells and the same lengths beside one
     standing decode, as `cal8_plan` on vLLM's defaults, so that eager steps get the pairs that price
     a prefill beside no decode. Short: the session's last device minutes."""
-    lengths = (64, 256, 1024, 2048)
-    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + lengths]
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + IDLE_LENGTHS]
     warm += [fx(label, "warm-d1", 64, 8, 1)]
-    idles = (0.05, 0.3, 1.0)
-    work = [idle_spells(label, "fx-idle-a", lengths, idles, EAGER_IDLE_SERVICE_S),
-            idle_spells(label, "fx-idle-b", lengths[::-1], idles[::-1], EAGER_IDLE_SERVICE_S),
-            inject_burst(label, "fx-inj-b1-o200", 1, 200, lengths + lengths[::-1], 0.5, 1.0)]
-    return plan_document(warm, work)
+    return plan_document(warm, idle_pairs(label, (0.05, 0.3, 1.0), 200, EAGER_IDLE_SERVICE_S))
 
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
