@@ -49,6 +49,13 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # spells and running-engine prompts on an eager server (the eleventh batch's pairs priced the
     # graph modes only).
     "cal9-eager-256-2048": (256, 2048),
+    # Twelfth batch: the eager mixed step, each prompt length twice beside standing batches of 1, 4,
+    # 16 and 64 (the eleventh batch's and cal2's single injections disagreed by batch).
+    "cal10-eager-256-2048": (256, 2048),
+    # What a decode's context costs a replayed FULL graph under vLLM's default FULL_AND_PIECEWISE
+    # (only FULL_DECODE_ONLY servers had measured it): long-context decode bursts and the same
+    # batches at 128-token contexts, on one server.
+    "cal11-piecewise-1024-8192": (1024, 8192),
 }
 
 def plan_document(warm, work):
@@ -311,10 +318,40 @@ def cal9_plan(label):
     warm += [fx(label, "warm-d1", 64, 8, 1)]
     return plan_document(warm, idle_pairs(label, (0.05, 0.3, 1.0), 200, EAGER_IDLE_SERVICE_S))
 
+def cal10_plan(label):
+    """An eager server (256/2048): what a prefill adds to an eager step, measured often enough to tell
+    a batch dependence from a host's drift. Prompts of `IDLE_LENGTHS` tokens, each twice (0.8 s apart,
+    so each injected step has standing steps around it), beside standing batches of 1, 4, 16 and 64
+    decodes of 128-token prompts. The warm-ups inject every length beside 1 and 64 decodes first: a
+    mixed step's fused-MoE Triton kernels compile on the first use of their size (the eleventh
+    batch's cal9 met 0.5-0.6 s compiles at its first 256- and 1,024-token injections)."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16,) + IDLE_LENGTHS]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64)]
+    warm += [inject_burst(label, f"warm-inject-b{b}", b, 60, IDLE_LENGTHS, 0.3, 0.5) for b in (1, 64)]
+    lengths = IDLE_LENGTHS + IDLE_LENGTHS
+    work = [inject_burst(label, f"fx-inj-b{b}-o200", b, 200, lengths, 0.5, 0.8) for b in (1, 4, 16, 64)]
+    return plan_document(warm, work)
+
+def cal11_plan(label):
+    """vLLM's default server: uniform decode bursts of 16-128 requests at contexts of 1,024-4,096
+    tokens (each prefilled in at most a quarter as many steps as it decodes, so the median gap is a
+    decode step's), beside the same batches at 128-token contexts: what each context token adds to a
+    replayed FULL graph's decode step under FULL_AND_PIECEWISE."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 16, 32, 64, 128)]
+    warm += [fx(label, "warm-b16-c4096", 4096, 2, 16, 90)]
+    work = []
+    for b, c, out in ((64, 2048, 64), (16, 4096, 64), (32, 4096, 128), (128, 1024, 64)):
+        work += [fx(label, f"fx-d{b}-c{c}-o{out}", c, out, b, 90),
+                 fx(label, f"fx-d{b}-c128-o{out}", 128, out, b, 90)]
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
-               ("cal8-", cal8_plan), ("cal9-", cal9_plan)]
+               ("cal8-", cal8_plan), ("cal9-", cal9_plan),
+               ("cal10-", cal10_plan),
+               ("cal11-", cal11_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

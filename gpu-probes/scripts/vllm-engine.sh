@@ -14,7 +14,9 @@
 #        cal6-piecewise-1024-8192: steps past the capture size beside 4 decodes, and a Poisson calibration run;
 #        cal7-piecewise-64-64: mixed steps with the prompt length and the decodes' context varied apart;
 #        cal8-piecewise-1024-8192: the idle engine's first step by idle spell and step kind, two Poisson calibration runs;
-#        cal9-eager-256-2048: the same idle spells and running-engine prompts on an eager server)
+#        cal9-eager-256-2048: the same idle spells and running-engine prompts on an eager server;
+#        cal10-eager-256-2048: each prompt length injected twice beside 1, 4, 16 and 64 eager decodes;
+#        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -46,10 +48,10 @@ for i in "${!labels[@]}"; do
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE
-    piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
+    piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192|cal11-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
-    cal9-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal4-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
