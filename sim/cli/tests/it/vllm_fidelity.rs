@@ -40,7 +40,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run the mean of 32 simulated draws of its arrivals
-    // (docs/fidelity.md, "Arrival draws"): median 9.40 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
+    // (docs/fidelity.md, "Arrival draws"): median 9.94 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
     // mean TPOT, whose first run stalled for a second on first-use compiles; its second run on a
     // fresh server is 69 % off, and the two real runs are 67 % apart); 194 of 228 values within
     // 25 %. The eleventh batch's fixed shapes (cal6-cal8, calibration only) moved the median from
@@ -50,8 +50,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // TTFT 24.7 -> 25.1 %, over the 25 % line). The ninth batch's 5 runs (vLLM's
     // defaults, workloads no earlier run used) were predicted blind: median 13.3 %, worst 43.4 %; the
     // tenth batch (the default server's mixed steps without graphs, fixed shapes) moved them to
-    // 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %.
-    assert!(median <= 0.095, "median |error| {median}");
+    // 5.9 % and 83.0 %, and the first 71 runs from 9.4 % to 11.0 %. The twelfth batch's fixed shapes
+    // (cal9-cal11, calibration only; docs/fidelity.md, "The twelfth batch"): eager injections moved
+    // the median to 9.59 % (the eager prefill extras at 300-2,048 tokens fell from 21.4 to 9.0-12.8
+    // ms), the default server's own long-context decode slope (8.1 ns a context token, none before)
+    // to 9.94 %.
+    assert!(median <= 0.0995, "median |error| {median}");
     assert!(worst <= 0.9, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -100,7 +104,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 25, "{runs:?}");
+    assert_eq!(runs.len(), 28, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
