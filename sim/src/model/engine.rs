@@ -189,7 +189,8 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         .collect::<Result<_, _>>()?;
     let intake_s = median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0);
     let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
-    let modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
+    let mut modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
+    share_decode_context(&mut modes);
     let sources = runs
         .iter()
         .zip(names)
@@ -216,6 +217,30 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
     })
+}
+
+/// A uniform decode batch replays the same FULL CUDA graph under `FULL_DECODE_ONLY` and
+/// `FULL_AND_PIECEWISE` (vllm/v1/worker/gpu/cudagraph_utils.py `dispatch`), so its attention's cost
+/// per context token is one kernel's: a graph mode whose servers ran no long-context decode burst
+/// takes the slope the other graph mode measured, and says so in its evidence. Eager decodes are the
+/// host's and keep their own.
+fn share_decode_context(modes: &mut [EngineModeCosts]) {
+    let measured =
+        |m: &EngineModeCosts| m.evidence.keys().any(|k| k.starts_with("decode_context_"));
+    let Some((slope, from)) = modes
+        .iter()
+        .find(|m| m.mode != EAGER && measured(m))
+        .map(|m| (m.decode_context_ns, m.mode.clone()))
+    else {
+        return;
+    };
+    for m in modes.iter_mut().filter(|m| m.mode != EAGER && !measured(m)) {
+        m.decode_context_ns = slope;
+        m.evidence.insert(
+            "decode_context_shared".into(),
+            format!("{from}: the same FULL graph replays its uniform decode batches"),
+        );
+    }
 }
 
 /// `(latency, idle start)`: `idle_frontend_s` is what a lone prompt met on an idle engine beyond its

@@ -502,6 +502,37 @@ fn long_contexts_add_to_a_decode_step_what_their_burst_measured() {
     assert!(longer > short, "{longer} vs {short}");
 }
 
+#[test]
+fn a_graph_mode_without_long_context_bursts_takes_the_other_graph_modes_slope() {
+    let measured = |name: &str, slope: f64| {
+        let mut m = mode_costs(name, vec![(1, 3_000_000)], 80_000_000, 10_000.0);
+        m.decode_context_ns = slope;
+        m.evidence
+            .insert("decode_context_fx-d16-c4096-o64".into(), "g.json:x".into());
+        m
+    };
+    let unmeasured = |name: &str| mode_costs(name, vec![(1, 3_000_000)], 80_000_000, 10_000.0);
+    // The piecewise mode ran no long-context burst: it takes the decode-only mode's 8 ns; eager
+    // (host-bound decodes) keeps its own none.
+    let mut modes = vec![
+        unmeasured(EAGER),
+        unmeasured(FULL_AND_PIECEWISE),
+        measured(FULL_DECODE_ONLY, 8.0),
+    ];
+    share_decode_context(&mut modes);
+    assert_eq!(modes[0].decode_context_ns, 0.0);
+    assert_eq!(modes[1].decode_context_ns, 8.0);
+    assert!(modes[1].evidence["decode_context_shared"].starts_with(FULL_DECODE_ONLY));
+    // A mode that measured its own (even a slope of 0) keeps it.
+    let mut modes = vec![
+        measured(FULL_AND_PIECEWISE, 0.0),
+        measured(FULL_DECODE_ONLY, 8.0),
+    ];
+    share_decode_context(&mut modes);
+    assert_eq!(modes[0].decode_context_ns, 0.0);
+    assert!(!modes[0].evidence.contains_key("decode_context_shared"));
+}
+
 /// A standing burst of `n` 128-token prompts streaming a token every `gap_s` from 0.1 s for 2 s, and
 /// one 4-token request of each `(at_s, input_len, step_s)` injected into it: its first token comes
 /// `step_s` + 5 ms after it is sent, and every standing stream shows one gap of `step_s` there.
