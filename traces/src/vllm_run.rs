@@ -384,6 +384,15 @@ pub struct EngineModeCosts {
     /// capture size).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pure_piecewise_ratio: Option<f64>,
+    /// The most tokens a step priced by `pure_prefill_ratio` schedules: the longest prompt of its
+    /// pairs, times the tables' grouping reach (a measured point stands for steps within 1.5× of
+    /// its tokens). Larger steps that prefill beside no decode cost the table. Absent (in profiles
+    /// written before it existed): the ratio prices every such step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pure_prefill_max_tokens: Option<u32>,
+    /// The same for `pure_piecewise_ratio`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pure_piecewise_max_tokens: Option<u32>,
     /// The records each figure came from (`file:workload`).
     pub evidence: BTreeMap<String, String>,
 }

@@ -421,14 +421,26 @@ fn mode_costs(
     // The requests injected into standing bursts price the step tables here and the front end's
     // latency on a running engine in `derive` ([`split_frontend_s`]).
     let injected = injected_steps(runs, &decode_period_ns, mode == EAGER);
-    let tables = step_tables(
-        mode,
-        runs,
-        &injected,
-        &decode_period_ns,
-        frontend_s,
-        &mut evidence,
-    );
+    let tables = |pure, evidence: &mut BTreeMap<String, String>| {
+        step_tables(
+            mode,
+            runs,
+            &injected,
+            &decode_period_ns,
+            frontend_s,
+            pure,
+            evidence,
+        )
+    };
+    let mut tables_now = tables((None, None), &mut evidence);
+    // The pairs price a step beside no decode against the tables' mixed one; the bursts' spans that
+    // held such steps are then read on the same footing (`step_tables`).
+    let (pure_prefill, pure_piecewise) =
+        idle::pure_prefill_ratios(mode, runs, &injected, &tables_now, &mut evidence);
+    if pure_prefill.is_some() || pure_piecewise.is_some() {
+        tables_now = tables((pure_prefill, pure_piecewise), &mut evidence);
+    }
+    let tables = tables_now;
     // A server measured without isolated prefills (the piecewise one) takes its table's least step.
     let nonuniform_floor_ns = match median(floors) {
         Some(floor) => (floor.max(0.0) * 1e9) as u64,
@@ -438,8 +450,6 @@ fn mode_costs(
             .map(|p| p.1)
             .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
     };
-    let (pure_prefill_ratio, pure_piecewise_ratio) =
-        idle::pure_prefill_ratios(mode, runs, &injected, &tables, &mut evidence);
     let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
     let decode_context_ns = context_slope_s(
         runs,
@@ -460,8 +470,10 @@ fn mode_costs(
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
         piecewise_decode_ns: (tables.piecewise_decode_s * 1e9).round(),
-        pure_prefill_ratio,
-        pure_piecewise_ratio,
+        pure_prefill_ratio: pure_prefill.map(|p| p.ratio),
+        pure_piecewise_ratio: pure_piecewise.map(|p| p.ratio),
+        pure_prefill_max_tokens: pure_prefill.map(|p| p.max_tokens),
+        pure_piecewise_max_tokens: pure_piecewise.map(|p| p.max_tokens),
         evidence,
     };
     Ok((costs, injected))
@@ -665,6 +677,7 @@ fn step_tables(
     injected: &[Injected],
     decode_period_ns: &[(u32, u64)],
     frontend_s: f64,
+    (pure_prefill, pure_piecewise): (Option<idle::PureRatio>, Option<idle::PureRatio>),
     evidence: &mut BTreeMap<String, String>,
 ) -> StepTables {
     let mut tables = StepTables::default();
@@ -692,15 +705,28 @@ fn step_tables(
     let piecewise_per_decode = tables.piecewise_decode_s;
     let mut points: Vec<(f64, f64, String)> = Vec::new();
     let mut piecewise = Vec::new();
+    // A span's steps that prefilled beside no decode cost the mode's pure-prefill ratio times the
+    // table in the model (`EngineModel::step_cost`), the others the table and their decodes' term:
+    // the table's step is the span's period less the decode term, over the ratio's share of it.
+    let on_table = |period_s: f64, span: &Span, pure: Option<idle::PureRatio>| {
+        let ratio = idle::PureRatio::at(
+            pure.map(|p| p.ratio),
+            pure.map(|p| p.max_tokens),
+            span.tokens.round() as u32,
+        );
+        period_s / (1.0 + span.pure_share * (ratio - 1.0))
+    };
     for span in span_points(runs, decode_period_ns, frontend_s) {
         // Under FULL_AND_PIECEWISE a burst's steps within the largest capture size replayed the
         // piecewise graphs (a lone prompt chunked at 64 tokens): they belong to that table.
         if mode == FULL_AND_PIECEWISE && span.tokens <= f64::from(span.max_capture) {
             tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(span.max_capture);
             let period = span.period_s - piecewise_per_decode * span.decodes;
+            let period = on_table(period, &span, pure_piecewise);
             piecewise.push((span.tokens, period, span.evidence));
         } else {
             let period = span.period_s - per_decode * span.decodes;
+            let period = on_table(period, &span, pure_prefill);
             points.push((span.tokens, period, span.evidence));
         }
     }
@@ -1203,6 +1229,8 @@ struct Span {
     tokens: f64,
     /// Mean decodes beside the prefill in them.
     decodes: f64,
+    /// The share of them that scheduled no decode.
+    pure_share: f64,
     /// Period of one such step.
     period_s: f64,
     /// The server's largest capture size.
@@ -1261,9 +1289,11 @@ fn span_points(
             };
             let tokens = mean(|s| s.ctx_tokens + s.gen_tokens);
             let decodes = mean(|s| s.gen_requests);
+            let pure_share = mean(|s| u32::from(s.gen_requests == 0));
             (period.is_finite() && period > 0.0).then(|| Span {
                 tokens,
                 decodes,
+                pure_share,
                 period_s: period,
                 max_capture: max_capture(run, seqs, budget),
                 evidence: format!("{name}:{}", r.workload.name),
@@ -1471,7 +1501,13 @@ impl EngineModel {
                 {
                     let period = interpolate(&costs.piecewise_period_ns, tokens)
                         + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
-                    let period = pure(period, decodes, costs.pure_piecewise_ratio);
+                    let period = pure(
+                        period,
+                        decodes,
+                        costs.pure_piecewise_ratio,
+                        costs.pure_piecewise_max_tokens,
+                        tokens,
+                    );
                     (period, period)
                 }
                 // The torch.compile'd model without graphs: host-bound up to thousands of tokens
@@ -1479,7 +1515,13 @@ impl EngineModel {
                 _ if !costs.nonuniform_period_ns.is_empty() => {
                     let period = interpolate(&costs.nonuniform_period_ns, tokens)
                         + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
-                    let period = pure(period, decodes, costs.pure_prefill_ratio);
+                    let period = pure(
+                        period,
+                        decodes,
+                        costs.pure_prefill_ratio,
+                        costs.pure_prefill_max_tokens,
+                        tokens,
+                    );
                     (period, period)
                 }
                 _ => (
@@ -1512,12 +1554,20 @@ pub struct EngineStepCost {
 }
 
 /// A non-uniform step's period: `ratio` times the table's when it prefills beside no decode (the
-/// mode's measured [`EngineModeCosts::pure_prefill_ratio`] or `pure_piecewise_ratio`), else as is.
-fn pure(period: u64, decodes: u32, ratio: Option<f64>) -> u64 {
-    match ratio {
-        Some(r) if decodes == 0 => (period as f64 * r).round() as u64,
-        _ => period,
+/// mode's measured [`EngineModeCosts::pure_prefill_ratio`] or `pure_piecewise_ratio`) and schedules
+/// at most the tokens its pairs reach (`pure_prefill_max_tokens`, `pure_piecewise_max_tokens`),
+/// else as is.
+fn pure(
+    period: u64,
+    decodes: u32,
+    ratio: Option<f64>,
+    max_tokens: Option<u32>,
+    tokens: u32,
+) -> u64 {
+    if decodes > 0 {
+        return period;
     }
+    (period as f64 * idle::PureRatio::at(ratio, max_tokens, tokens)).round() as u64
 }
 
 /// Piecewise-linear in batch size; flat below the first point, the last segment's slope above.

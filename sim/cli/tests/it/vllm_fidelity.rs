@@ -40,9 +40,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run the mean of 32 simulated draws of its arrivals
-    // (docs/fidelity.md, "Arrival draws"): median 9.94 %, worst 89.9 % (graph 256/2048 e2e-pre-r4
+    // (docs/fidelity.md, "Arrival draws"): median 9.23 %, worst 90.3 % (graph 256/2048 e2e-pre-r4
     // mean TPOT, whose first run stalled for a second on first-use compiles; its second run on a
-    // fresh server is 69 % off, and the two real runs are 67 % apart); 194 of 228 values within
+    // fresh server is 69 % off, and the two real runs are 67 % apart); 193 of 228 values within
     // 25 %. The eleventh batch's fixed shapes (cal6-cal8, calibration only) moved the median from
     // 10.0 to 9.46 % (its runs' steps enter the default server's tables); pricing a prefill beside no
     // decode from paired idle and running prompts (docs/fidelity.md, "The eleventh batch") to 9.40 %
@@ -54,9 +54,11 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // (cal9-cal11, calibration only; docs/fidelity.md, "The twelfth batch"): eager injections moved
     // the median to 9.59 % (the eager prefill extras at 300-2,048 tokens fell from 21.4 to 9.0-12.8
     // ms), the default server's own long-context decode slope (8.1 ns a context token, none before)
-    // to 9.94 %.
-    assert!(median <= 0.0995, "median |error| {median}");
-    assert!(worst <= 0.9, "worst |error| {worst}");
+    // to 9.94 %. Reading the bursts' steps beside no decode on the pure-prefill ratio's footing, and
+    // the ratio only within the reach of its pairs (docs/fidelity.md, "The twelfth batch"): 9.23 %,
+    // worst 89.9 -> 90.3 %, 194 -> 193 within 25 %.
+    assert!(median <= 0.095, "median |error| {median}");
+    assert!(worst <= 0.905, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -68,7 +70,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 194, "{within_25} of 228 values within 25 %");
+    assert!(within_25 >= 193, "{within_25} of 228 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];

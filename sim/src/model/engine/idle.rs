@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use afd_traces::vllm_run::VllmRun;
 
 use super::{
-    EAGER, FULL_AND_PIECEWISE, Injected, STEPPING_FRONTEND_MAX_BATCH, StepTables, isolated_ttft,
-    median, plain_burst, serve_limits,
+    EAGER, FULL_AND_PIECEWISE, Injected, STEPPING_FRONTEND_MAX_BATCH, StepTables,
+    TABLE_GROUP_RATIO, isolated_ttft, median, plain_burst, serve_limits,
 };
 
 /// What a step that prefills beside no decode costs against the same step beside decodes in this
@@ -33,7 +33,7 @@ pub(super) fn pure_prefill_ratios(
     injected: &[Injected],
     tables: &StepTables,
     evidence: &mut BTreeMap<String, String>,
-) -> (Option<f64>, Option<f64>) {
+) -> (Option<PureRatio>, Option<PureRatio>) {
     if mode == EAGER {
         return (None, None);
     }
@@ -69,7 +69,10 @@ pub(super) fn pure_prefill_ratios(
             } else {
                 (&mut graphless, "pure_prefill")
             };
-            figures.push((idle_s - running_s + standing_s / 2.0 + step_s) / alone_s);
+            figures.push((
+                (idle_s - running_s + standing_s / 2.0 + step_s) / alone_s,
+                length,
+            ));
             sources
                 .entry(format!("{key}_p{length}"))
                 .or_default()
@@ -84,12 +87,35 @@ pub(super) fn pure_prefill_ratios(
         evidence.insert(key, list.join(", "));
     }
     // Four decimals: the profile is read and diffed by people.
-    let ratio = |figures: Vec<f64>| {
-        median(figures)
-            .filter(|r| *r > 0.0)
-            .map(|r| (r * 1e4).round() / 1e4)
+    let ratio = |figures: Vec<(f64, u32)>| {
+        let longest = figures.iter().map(|&(_, length)| length).max()?;
+        let ratio = median(figures.into_iter().map(|(r, _)| r).collect()).filter(|r| *r > 0.0)?;
+        Some(PureRatio {
+            ratio: (ratio * 1e4).round() / 1e4,
+            max_tokens: (f64::from(longest) * TABLE_GROUP_RATIO).floor() as u32,
+        })
     };
     (ratio(graphless), ratio(piecewise))
+}
+
+/// A measured pure-prefill ratio and the most tokens a step it prices schedules (the longest prompt
+/// of its pairs, within the tables' grouping reach).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct PureRatio {
+    pub(super) ratio: f64,
+    pub(super) max_tokens: u32,
+}
+
+impl PureRatio {
+    /// The ratio a non-uniform step of `tokens` that prefills beside no decode takes: 1 past the
+    /// reach of the pairs that measured it.
+    pub(super) fn at(ratio: Option<f64>, max_tokens: Option<u32>, tokens: u32) -> f64 {
+        match (ratio, max_tokens) {
+            (Some(r), Some(max)) if tokens <= max => r,
+            (Some(r), None) => r,
+            _ => 1.0,
+        }
+    }
 }
 
 /// Whether the step an injected prompt was prefilled in replayed piecewise graphs.

@@ -27,6 +27,8 @@ pub(crate) fn mode_costs(
         piecewise_decode_ns: 0.0,
         pure_prefill_ratio: None,
         pure_piecewise_ratio: None,
+        pure_prefill_max_tokens: None,
+        pure_piecewise_max_tokens: None,
         evidence: BTreeMap::new(),
     }
 }
@@ -882,6 +884,14 @@ fn a_prefill_beside_no_decode_is_priced_from_idle_and_running_prompts_of_one_ser
         .step_cost(&graph, &shape(false, 1, 256, 257))
         .unwrap();
     assert!(beside.period_ns >= table, "{beside:?}");
+    // The pairs measured 256-token prompts: the ratio reaches steps of up to 384 tokens, and a
+    // larger one beside no decode costs the table.
+    assert_eq!(p.modes[0].pure_piecewise_max_tokens, Some(384));
+    let table = interpolate(&p.modes[0].piecewise_period_ns, 500);
+    let past = engine
+        .step_cost(&graph, &shape(false, 0, 500, 500))
+        .unwrap();
+    assert_eq!(past.period_ns, table);
     // The ratio prices the idle engine's first step: no idle start is added to it.
     assert_eq!(engine.idle_start_ns(&graph), 0);
     // Without a pair the mode has no ratio, and the engine model takes the profile's idle start.
@@ -890,6 +900,61 @@ fn a_prefill_beside_no_decode_is_priced_from_idle_and_running_prompts_of_one_ser
     assert_eq!(p.modes[0].pure_piecewise_ratio, None);
     p.idle_start_ns = 7_000_000;
     assert_eq!(EngineModel::new(p).idle_start_ns(&graph), 7_000_000);
+}
+
+#[test]
+fn a_spans_steps_beside_no_decode_enter_the_table_on_the_ratios_footing() {
+    // FULL_DECODE_ONLY at 64/64: a lone 1,024-token prompt's 16 chunks, each a step beside no
+    // decode. Where the mode's pairs price such a step at 1.1 of the mixed one, the span is read as
+    // 1.1 of the table's (mixed) step, so that the model gives the chunk back what it measured.
+    let words = [
+        "/m",
+        "--max-num-seqs",
+        "64",
+        "--max-num-batched-tokens",
+        "64",
+        "-cc",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ];
+    let records = with_floor_records(vec![
+        burst("fx-d8", 8, 128, 0.004, 0.0),
+        chunked("fx-p1024", 1024, 64, 0.066 * 16.0),
+    ]);
+    let server = run(&words, records);
+    let runs = [("g", &server)];
+    let decode = vec![(8, 4_000_000)];
+    let injected = injected_steps(&runs, &decode, false);
+    let table_at_64 = |pure| {
+        let mut evidence = BTreeMap::new();
+        let tables = step_tables(
+            FULL_DECODE_ONLY,
+            &runs,
+            &injected,
+            &decode,
+            0.0,
+            pure,
+            &mut evidence,
+        );
+        interpolate(&tables.nonuniform, 64) as f64
+    };
+    let plain = table_at_64((None, None));
+    let reach = |max_tokens| idle::PureRatio {
+        ratio: 1.1,
+        max_tokens,
+    };
+    let on_ratio = table_at_64((Some(reach(96)), None));
+    assert!(
+        (on_ratio * 1.1 - plain).abs() < 2.0,
+        "{on_ratio} × 1.1 vs {plain}"
+    );
+    // A ratio whose pairs reach no step of the span's tokens leaves it as measured.
+    assert_eq!(table_at_64((Some(reach(32)), None)), plain);
+    // The ratio a step takes: within the reach, past it, and in profiles without a reach.
+    let at = idle::PureRatio::at;
+    assert_eq!(at(Some(1.1), Some(96), 64), 1.1);
+    assert_eq!(at(Some(1.1), Some(96), 97), 1.0);
+    assert_eq!(at(Some(1.1), None, 10_000), 1.1);
+    assert_eq!(at(None, Some(96), 64), 1.0);
 }
 
 #[test]
