@@ -14,8 +14,9 @@ use super::{
 };
 
 /// What a step that prefills beside no decode costs against the same step beside decodes in this
-/// mode, as ratios `(without graphs, piecewise graphs)`, each `None` where no server of the mode
-/// measured a pair. Eager steps take none: the pairs of the one eager server that measured them
+/// mode, as ratios `(without graphs, piecewise graphs)` with the most tokens each prices (1.5× the
+/// longest prompt of its pairs), each `None` where no server of the mode measured a pair. Eager
+/// steps take none: the pairs of the one eager server that measured them
 /// (`cal9-eager-256-2048`) give 0.40-1.52, each from one or two running prompts, which meet an eager
 /// step of 40-50 ms at a random point of it, and its lone prompts' first tokens (about 2.2 of the
 /// request's own decode gaps, 87-127 ms) are what the eager model already gives a step beside no
