@@ -907,15 +907,9 @@ fn a_spans_steps_beside_no_decode_enter_the_table_on_the_ratios_footing() {
     // FULL_DECODE_ONLY at 64/64: a lone 1,024-token prompt's 16 chunks, each a step beside no
     // decode. Where the mode's pairs price such a step at 1.1 of the mixed one, the span is read as
     // 1.1 of the table's (mixed) step, so that the model gives the chunk back what it measured.
-    let words = [
-        "/m",
-        "--max-num-seqs",
-        "64",
-        "--max-num-batched-tokens",
-        "64",
-        "-cc",
-        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
-    ];
+    let mut words = DECODE_ONLY_8192.to_vec();
+    words[2] = "64";
+    words.extend(["--max-num-seqs", "64"]);
     let records = with_floor_records(vec![
         burst("fx-d8", 8, 128, 0.004, 0.0),
         chunked("fx-p1024", 1024, 64, 0.066 * 16.0),
