@@ -421,7 +421,7 @@ fn mode_costs(
     // The requests injected into standing bursts price the step tables here and the front end's
     // latency on a running engine in `derive` ([`split_frontend_s`]).
     let injected = injected_steps(runs, &decode_period_ns, mode == EAGER);
-    let tables = |pure, evidence: &mut BTreeMap<String, String>| {
+    let tables_with = |pure, evidence: &mut BTreeMap<String, String>| {
         step_tables(
             mode,
             runs,
@@ -432,15 +432,14 @@ fn mode_costs(
             evidence,
         )
     };
-    let mut tables_now = tables((None, None), &mut evidence);
+    let mut tables = tables_with((None, None), &mut evidence);
     // The pairs price a step beside no decode against the tables' mixed one; the bursts' spans that
     // held such steps are then read on the same footing (`step_tables`).
     let (pure_prefill, pure_piecewise) =
-        idle::pure_prefill_ratios(mode, runs, &injected, &tables_now, &mut evidence);
+        idle::pure_prefill_ratios(mode, runs, &injected, &tables, &mut evidence);
     if pure_prefill.is_some() || pure_piecewise.is_some() {
-        tables_now = tables((pure_prefill, pure_piecewise), &mut evidence);
+        tables = tables_with((pure_prefill, pure_piecewise), &mut evidence);
     }
-    let tables = tables_now;
     // A server measured without isolated prefills (the piecewise one) takes its table's least step.
     let nonuniform_floor_ns = match median(floors) {
         Some(floor) => (floor.max(0.0) * 1e9) as u64,
@@ -709,11 +708,7 @@ fn step_tables(
     // table in the model (`EngineModel::step_cost`), the others the table and their decodes' term:
     // the table's step is the span's period less the decode term, over the ratio's share of it.
     let on_table = |period_s: f64, span: &Span, pure: Option<idle::PureRatio>| {
-        let ratio = idle::PureRatio::at(
-            pure.map(|p| p.ratio),
-            pure.map(|p| p.max_tokens),
-            span.tokens.round() as u32,
-        );
+        let ratio = pure.map_or(1.0, |p| p.at(span.tokens.round() as u32));
         period_s / (1.0 + span.pure_share * (ratio - 1.0))
     };
     for span in span_points(runs, decode_period_ns, frontend_s) {
@@ -1567,7 +1562,8 @@ fn pure(
     if decodes > 0 {
         return period;
     }
-    (period as f64 * idle::PureRatio::at(ratio, max_tokens, tokens)).round() as u64
+    let ratio = idle::PureRatio::of(ratio, max_tokens).map_or(1.0, |p| p.at(tokens));
+    (period as f64 * ratio).round() as u64
 }
 
 /// Piecewise-linear in batch size; flat below the first point, the last segment's slope above.

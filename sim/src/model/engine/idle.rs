@@ -108,13 +108,21 @@ pub(super) struct PureRatio {
 }
 
 impl PureRatio {
+    /// A profile's ratio and reach; a profile written before the reach existed prices every step.
+    pub(super) fn of(ratio: Option<f64>, max_tokens: Option<u32>) -> Option<PureRatio> {
+        ratio.map(|ratio| PureRatio {
+            ratio,
+            max_tokens: max_tokens.unwrap_or(u32::MAX),
+        })
+    }
+
     /// The ratio a non-uniform step of `tokens` that prefills beside no decode takes: 1 past the
     /// reach of the pairs that measured it.
-    pub(super) fn at(ratio: Option<f64>, max_tokens: Option<u32>, tokens: u32) -> f64 {
-        match (ratio, max_tokens) {
-            (Some(r), Some(max)) if tokens <= max => r,
-            (Some(r), None) => r,
-            _ => 1.0,
+    pub(super) fn at(self, tokens: u32) -> f64 {
+        if tokens <= self.max_tokens {
+            self.ratio
+        } else {
+            1.0
         }
     }
 }

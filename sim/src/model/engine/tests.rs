@@ -944,7 +944,9 @@ fn a_spans_steps_beside_no_decode_enter_the_table_on_the_ratios_footing() {
     // A ratio whose pairs reach no step of the span's tokens leaves it as measured.
     assert_eq!(table_at_64((Some(reach(32)), None)), plain);
     // The ratio a step takes: within the reach, past it, and in profiles without a reach.
-    let at = idle::PureRatio::at;
+    let at = |ratio, max_tokens, tokens| {
+        idle::PureRatio::of(ratio, max_tokens).map_or(1.0, |p| p.at(tokens))
+    };
     assert_eq!(at(Some(1.1), Some(96), 64), 1.1);
     assert_eq!(at(Some(1.1), Some(96), 97), 1.0);
     assert_eq!(at(Some(1.1), None, 10_000), 1.1);
