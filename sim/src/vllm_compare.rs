@@ -13,7 +13,7 @@ use crate::launch::serving_config_from_command_lines;
 use crate::model::arch::ModelArch;
 use crate::model::cost::CostModel;
 use crate::model::hardware::GpuKind;
-use crate::model::workload::{Arrivals, RandomDataset, random_workload};
+use crate::model::workload::{ArrivalDraw, Arrivals, RandomDataset, random_workload_drawn};
 use crate::rng::Seed;
 use crate::serving::{Placement, ServingConfig};
 use crate::topology::RuleSet;
@@ -253,36 +253,58 @@ pub fn async_scheduling(words: &[String]) -> bool {
     on
 }
 
-/// How many draws of an arrival-bound run's arrivals `compare` simulates by default. `vllm bench
-/// serve` draws its Poisson (gamma) gaps from numpy's generator, which the simulator does not replay:
-/// one simulated draw is as arbitrary as any other, and at a few requests a second the metrics that
-/// rare coincidences set (two prompts in one step, which on vLLM's default server leaves the
-/// piecewise graphs) differ from draw to draw by more than the model's own error. Their mean over
-/// draws is the prediction: what such a run gives on average.
-pub const ARRIVAL_DRAWS: u32 = 32;
+/// How `compare` draws an arrival-bound run's send times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendTimes {
+    /// The gaps `vllm bench serve --seed SEED` drew (numpy's legacy generator, replayed exactly:
+    /// `model/workload/vllm_bench.rs`): the simulated client sends when the real one did, and one
+    /// simulation is the prediction. At a few requests a second the metrics rare coincidences set
+    /// (two prompts in one step, which on vLLM's default server leaves the piecewise graphs) differ
+    /// from draw to draw by more than the model's own error, so only the run's own draw judges it.
+    Bench { seed: u32 },
+    /// `draws` draws of the simulator's own generator (seeds `seed`, `seed + 1`, ...), each metric
+    /// the mean over them: what such a run gives on average, for a result whose seed is unknown.
+    Simulator { draws: u32 },
+}
+
+impl SendTimes {
+    /// The simulations `compare` runs of `setting`: one for the bench's draw or a run that sends
+    /// every prompt at once, else the asked draws (at least one).
+    pub fn simulations(self, setting: &BenchSetting) -> u32 {
+        match (self, setting.request_rate) {
+            (SendTimes::Simulator { draws }, Some(_)) => draws.max(1),
+            _ => 1,
+        }
+    }
+}
 
 /// Simulates the bench run on `config` and sets each metric beside the real one. An arrival-bound
-/// run (a request rate) is simulated `draws` times, with seeds `seed`, `seed + 1`, ..., and each
-/// metric is the mean over the draws ([`ARRIVAL_DRAWS`]); a run that sends every prompt at once has
-/// one outcome and is simulated once. `cost` builds each draw's cost model (draws run in parallel).
+/// run is simulated at the send times `send` gives: once at the bench's own, or the mean over
+/// several of the simulator's draws; a run that sends every prompt at once has one outcome and is
+/// simulated once. `seed` seeds everything else the run draws (routing); `cost` builds each
+/// simulation's cost model (they run in parallel).
 pub fn compare(
     config: &ServingConfig,
     cost: &(dyn Fn() -> Result<CostModel, String> + Sync),
     setting: &BenchSetting,
     real: &serde_json::Value,
     seed: Seed,
-    draws: u32,
+    send: SendTimes,
     front: &FrontEnd,
 ) -> Result<Vec<MetricRow>, String> {
     use rayon::prelude::*;
-    let draws = draws_of(setting, draws);
-    let outcomes = (0..u64::from(draws))
+    let gaps = match send {
+        SendTimes::Bench { seed } => ArrivalDraw::VllmBench { seed },
+        SendTimes::Simulator { .. } => ArrivalDraw::Simulator,
+    };
+    let outcomes = (0..u64::from(send.simulations(setting)))
         .into_par_iter()
         .map(|k| {
             simulate_bench(
                 config,
                 cost()?,
                 setting,
+                gaps,
                 Seed(seed.0.wrapping_add(k)),
                 front,
             )
@@ -308,21 +330,12 @@ pub fn compare(
         .collect())
 }
 
-/// The draws `compare` simulates of `setting` when asked for `draws`: that many (at least one) for an
-/// arrival-bound run, one for a run that sends every prompt at once.
-pub fn draws_of(setting: &BenchSetting, draws: u32) -> u32 {
-    if setting.request_rate.is_some() {
-        draws.max(1)
-    } else {
-        1
-    }
-}
-
 /// One simulated draw of the bench run: each metric of [`METRICS`], in order.
 fn simulate_bench(
     config: &ServingConfig,
     cost: CostModel,
     setting: &BenchSetting,
+    gaps: ArrivalDraw,
     seed: Seed,
     front: &FrontEnd,
 ) -> Result<[f64; METRICS.len()], String> {
@@ -339,8 +352,9 @@ fn simulate_bench(
             burstiness: setting.burstiness,
         },
     };
-    let mut workload = random_workload(dataset, arrivals, setting.max_concurrency, seed)
-        .map_err(|e| e.to_string())?;
+    let mut workload =
+        random_workload_drawn(dataset, arrivals, gaps, setting.max_concurrency, seed)
+            .map_err(|e| e.to_string())?;
     // A cached prefix is never prefilled: the request schedules only its other tokens.
     for (request, &c) in workload.requests.iter_mut().zip(front.cached) {
         request.input_tokens = request.input_tokens.saturating_sub(c).max(1);

@@ -16,6 +16,9 @@ use rand_distr::{Distribution, Gamma};
 use crate::rng::{RngStream, Seed, SimRng, stream};
 use crate::time::{SimDuration, SimTime};
 
+mod vllm_bench;
+pub use vllm_bench::NumpyRandomState;
+
 /// One request as the client will send it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestSpec {
@@ -54,6 +57,16 @@ pub enum Arrivals {
     AllAtOnce,
     /// Gamma inter-arrivals with shape `burstiness` and mean `1 / rate` (Poisson at burstiness 1).
     Gamma { rate: f64, burstiness: f64 },
+}
+
+/// Whose generator draws the gaps of [`Arrivals::Gamma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrivalDraw {
+    /// The simulator's own arrivals stream of the run's seed.
+    Simulator,
+    /// Exactly the gaps `vllm bench serve --seed SEED` draws (numpy's legacy generator; see
+    /// `vllm_bench.rs`), so a simulated run sends when the real client sent.
+    VllmBench { seed: u32 },
 }
 
 /// One request of a replayed trace (converted from `afd-traces` records by the caller).
@@ -126,22 +139,20 @@ impl Arrivals {
             Arrivals::Gamma { rate, burstiness } => {
                 let gamma = Gamma::new(burstiness, 1.0 / (rate * burstiness))
                     .expect("validated: shape and scale are positive and finite");
-                let mut cumulative = Vec::with_capacity(n);
-                let mut total = 0.0f64;
-                for _ in 0..n {
-                    total += gamma.sample(rng);
-                    cumulative.push(total);
-                }
-                let scale = if total > 0.0 {
-                    n as f64 / rate / total
-                } else {
-                    1.0
-                };
-                cumulative
-                    .into_iter()
-                    .map(|secs| SimTime::ZERO + SimDuration::from_secs_f64(secs * scale))
-                    .collect()
+                rescaled(n, rate, || gamma.sample(rng))
             }
+        }
+    }
+
+    /// The send times `draw` gives `n` requests.
+    pub fn drawn_send_times(self, n: usize, draw: ArrivalDraw, seed: Seed) -> Vec<SimTime> {
+        match (self, draw) {
+            (Arrivals::Gamma { rate, burstiness }, ArrivalDraw::VllmBench { seed }) => {
+                let mut numpy = NumpyRandomState::new(seed);
+                let theta = 1.0 / (rate * burstiness);
+                rescaled(n, rate, || numpy.gamma(burstiness, theta))
+            }
+            _ => self.send_times(n, &mut stream(seed, RngStream::Arrivals)),
         }
     }
 
@@ -160,6 +171,25 @@ impl Arrivals {
     }
 }
 
+/// `n` gaps from `gap`, summed and rescaled so the last send is at `n / rate` (`get_request`).
+fn rescaled(n: usize, rate: f64, mut gap: impl FnMut() -> f64) -> Vec<SimTime> {
+    let mut cumulative = Vec::with_capacity(n);
+    let mut total = 0.0f64;
+    for _ in 0..n {
+        total += gap();
+        cumulative.push(total);
+    }
+    let scale = if total > 0.0 {
+        n as f64 / rate / total
+    } else {
+        1.0
+    };
+    cumulative
+        .into_iter()
+        .map(|secs| SimTime::ZERO + SimDuration::from_secs_f64(secs * scale))
+        .collect()
+}
+
 fn check_concurrency(max_concurrency: Option<u32>) -> Result<(), WorkloadError> {
     if max_concurrency == Some(0) {
         return Err(WorkloadError::Concurrency);
@@ -167,10 +197,27 @@ fn check_concurrency(max_concurrency: Option<u32>) -> Result<(), WorkloadError> 
     Ok(())
 }
 
-/// Builds the `vllm bench serve` random-dataset workload.
+/// Builds the `vllm bench serve` random-dataset workload, its gaps from the simulator's stream.
 pub fn random_workload(
     dataset: RandomDataset,
     arrivals: Arrivals,
+    max_concurrency: Option<u32>,
+    seed: Seed,
+) -> Result<Workload, WorkloadError> {
+    random_workload_drawn(
+        dataset,
+        arrivals,
+        ArrivalDraw::Simulator,
+        max_concurrency,
+        seed,
+    )
+}
+
+/// Builds the `vllm bench serve` random-dataset workload, its gaps drawn by `draw`.
+pub fn random_workload_drawn(
+    dataset: RandomDataset,
+    arrivals: Arrivals,
+    gaps: ArrivalDraw,
     max_concurrency: Option<u32>,
     seed: Seed,
 ) -> Result<Workload, WorkloadError> {
@@ -206,7 +253,7 @@ pub fn random_workload(
     let outputs: Vec<u32> = (0..n)
         .map(|_| draw(&mut lengths, dataset.output_len))
         .collect();
-    let times = arrivals.send_times(n, &mut stream(seed, RngStream::Arrivals));
+    let times = arrivals.drawn_send_times(n, gaps, seed);
     let requests = (0..n)
         .map(|i| RequestSpec {
             intended_send: times[i],

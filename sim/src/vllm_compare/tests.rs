@@ -170,12 +170,24 @@ fn an_arrival_bound_run_is_predicted_as_the_mean_of_its_draws() {
     let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
     let (setting, real) = bench(Some(20.0));
     let front = FrontEnd::default();
-    let one = |seed| compare(&config, &cost, &setting, &real, Seed(seed), 1, &front).unwrap();
-    let draws = [one(7), one(8), one(9)];
-    let mean = compare(&config, &cost, &setting, &real, Seed(7), 3, &front).unwrap();
+    let draws = |n| SendTimes::Simulator { draws: n };
+    let one = |seed| {
+        compare(
+            &config,
+            &cost,
+            &setting,
+            &real,
+            Seed(seed),
+            draws(1),
+            &front,
+        )
+        .unwrap()
+    };
+    let outcomes = [one(7), one(8), one(9)];
+    let mean = compare(&config, &cost, &setting, &real, Seed(7), draws(3), &front).unwrap();
     assert_eq!(mean.len(), 3, "only the metrics the real result has");
     for (k, row) in mean.iter().enumerate() {
-        let expected = draws.iter().map(|d| d[k].predicted).sum::<f64>() / 3.0;
+        let expected = outcomes.iter().map(|d| d[k].predicted).sum::<f64>() / 3.0;
         assert!(
             (row.predicted - expected).abs() <= 1e-9 * expected.abs(),
             "{}: {} against the draws' mean {expected}",
@@ -184,7 +196,7 @@ fn an_arrival_bound_run_is_predicted_as_the_mean_of_its_draws() {
         );
     }
     // The draws differ (else the mean says nothing about them).
-    assert!(draws[0] != draws[1] || draws[1] != draws[2]);
+    assert!(outcomes[0] != outcomes[1] || outcomes[1] != outcomes[2]);
 }
 
 #[test]
@@ -192,7 +204,29 @@ fn a_run_that_sends_every_prompt_at_once_is_simulated_once() {
     let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
     let (setting, real) = bench(None);
     let front = FrontEnd::default();
-    let once = compare(&config, &cost, &setting, &real, Seed(3), 1, &front).unwrap();
-    let many = compare(&config, &cost, &setting, &real, Seed(3), 5, &front).unwrap();
+    let draws = |n| SendTimes::Simulator { draws: n };
+    let once = compare(&config, &cost, &setting, &real, Seed(3), draws(1), &front).unwrap();
+    let many = compare(&config, &cost, &setting, &real, Seed(3), draws(5), &front).unwrap();
     assert_eq!(once, many);
+    let bench = SendTimes::Bench { seed: 5 };
+    assert_eq!(bench.simulations(&setting), 1);
+    assert_eq!(
+        compare(&config, &cost, &setting, &real, Seed(3), bench, &front).unwrap(),
+        once
+    );
+}
+
+#[test]
+fn the_bench_draw_is_one_simulation_at_the_real_clients_send_times() {
+    let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
+    let (setting, real) = bench(Some(20.0));
+    let front = FrontEnd::default();
+    let bench = |seed| SendTimes::Bench { seed };
+    assert_eq!(bench(1).simulations(&setting), 1);
+    assert_eq!(SendTimes::Simulator { draws: 4 }.simulations(&setting), 4);
+    let run = |send| compare(&config, &cost, &setting, &real, Seed(0), send, &front).unwrap();
+    // Another bench seed is another draw; the same one is the same run.
+    assert_eq!(run(bench(1)), run(bench(1)));
+    assert_ne!(run(bench(1)), run(bench(2)));
+    assert_ne!(run(bench(1)), run(SendTimes::Simulator { draws: 1 }));
 }

@@ -10,8 +10,8 @@ use clap::Args;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::workload::{
-    Arrivals, ExpertPopularity, RandomDataset, TraceEntry, Workload, random_workload,
-    trace_workload,
+    ArrivalDraw, Arrivals, ExpertPopularity, RandomDataset, TraceEntry, Workload,
+    random_workload_drawn, trace_workload,
 };
 use afd_sim::rng::Seed;
 use afd_traces::model_config::{BUILTIN_MODEL_NAMES, ModelConfig};
@@ -85,6 +85,16 @@ pub(crate) struct WorkloadArgs {
     /// Requests in flight at most, or `none` [default: 32].
     #[arg(long, help_heading = "Workload")]
     pub(crate) max_concurrency: Option<String>,
+    /// Draw the request gaps exactly as `vllm bench serve --seed SEED` does (numpy's legacy
+    /// generator), so the simulated client sends when that bench run's client did; without it the
+    /// gaps are the simulator's own draw of --seed.
+    #[arg(
+        long,
+        value_name = "SEED",
+        conflicts_with = "trace",
+        help_heading = "Workload"
+    )]
+    pub(crate) bench_seed: Option<u32>,
     /// Replay a workload trace (Azure CSV, Mooncake JSONL, or a token-count CSV).
     #[arg(long, help_heading = "Workload")]
     pub(crate) trace: Option<PathBuf>,
@@ -136,8 +146,12 @@ impl WorkloadArgs {
                     output_len: self.output_len,
                     range_ratio: self.random_range_ratio,
                 };
+                let gaps = match self.bench_seed {
+                    Some(seed) => ArrivalDraw::VllmBench { seed },
+                    None => ArrivalDraw::Simulator,
+                };
                 Ok((
-                    random_workload(dataset, arrivals, max_concurrency, seed)?,
+                    random_workload_drawn(dataset, arrivals, gaps, max_concurrency, seed)?,
                     "random".to_owned(),
                 ))
             }

@@ -73,9 +73,11 @@ Examples:
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
 `vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
 (num_prompts, request_rate, burstiness, max_concurrency, token totals; the random dataset at fixed
-lengths). A run at a request rate is simulated --draws times (seeds --seed, --seed + 1, ...) and each
-metric is the mean over the draws: `vllm bench serve`'s own Poisson draw is not replayed. Costs: the
-GPU's built-in profile plus its built-in engine profile (or --engine).
+lengths). A run at a request rate is simulated at the send times `vllm bench serve` drew: its gaps
+come from numpy's legacy generator seeded with the bench's --seed, replayed exactly (a run file
+records the seed; a plain result does not, so give --bench-seed unless the bench ran on vLLM's
+default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
+the GPU's built-in profile plus its built-in engine profile (or --engine).
 Exit status: 0, or 2 for bad input.")]
 pub(crate) struct CompareArgs {
     /// A run file of `afd-probe vllm`, or a `vllm bench serve --save-result` JSON.
@@ -89,6 +91,10 @@ pub(crate) struct CompareArgs {
     /// nothing, and check the model on runs no table read.
     #[arg(long)]
     calibration: bool,
+    /// The `--seed` a plain result's `vllm bench serve` ran with (vLLM's default is 0): its request
+    /// gaps are replayed from it. A run file records its own.
+    #[arg(long, value_name = "SEED")]
+    bench_seed: Option<u32>,
     #[command(flatten)]
     common: Common,
 }
@@ -136,14 +142,15 @@ struct Common {
     /// Price steps from kernels alone, without the engine's host floors (to see what they add).
     #[arg(long)]
     no_engine: bool,
-    /// Seed of the simulated workload (draw k of an arrival-bound run takes seed + k).
+    /// Seed of what the simulation draws besides the bench's send times (expert routing; with
+    /// --draws, draw k's send times take seed + k).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Draws of an arrival-bound run's Poisson arrivals to simulate; each metric is their mean.
-    /// `vllm bench serve`'s own draw is not replayed, so one simulated draw is as arbitrary as
-    /// another. Runs that send every prompt at once are simulated once.
-    #[arg(long, default_value_t = vllm_compare::ARRIVAL_DRAWS, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    draws: u32,
+    /// Instead of the bench's own send times, simulate an arrival-bound run at N draws of the
+    /// simulator's generator and report each metric's mean (what such a run gives on average).
+    /// Runs that send every prompt at once are simulated once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    draws: Option<u32>,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -183,6 +190,12 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                 args.result.display()
             );
         }
+        if args.bench_seed.is_some() {
+            bail!(
+                "--bench-seed: {} is a run file and records each bench run's own seed",
+                args.result.display()
+            );
+        }
         let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
         cases_of(&run, &args.result, &setup.model, args.calibration)?
     } else {
@@ -206,6 +219,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             workload: stem(&args.result),
             config,
             result: value,
+            bench_seed: args.bench_seed.unwrap_or(0),
             computed_prompt_tokens: None,
             // The words as the shell splits them (the line already parsed as a deployment above).
             async_scheduling: vllm_compare::async_scheduling(
@@ -265,6 +279,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "worst_abs_error": verdict.worst,
             "seed": setup.seed.0,
             "arrival_draws": setup.draws,
+            "send_times": if setup.draws.is_some() { "simulator draws" } else { "vllm bench seed" },
             "graph_over_eager_tpot": verdict.ratios.iter().map(|r| json!({
                 "workload": r.workload, "limits": r.limits, "server": r.server, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
@@ -301,6 +316,8 @@ struct Case {
     workload: String,
     config: ServingConfig,
     result: Value,
+    /// The `--seed` of the run's `vllm bench serve` (its send times are replayed from it).
+    bench_seed: u32,
     /// Prompt tokens the engine's per-step log shows computed, when the record has the log.
     computed_prompt_tokens: Option<u64>,
     /// Whether the server schedules one step ahead (its serve words).
@@ -322,7 +339,9 @@ struct CaseRows {
     /// Prompt tokens the prefix cache served (from the per-step log): a run that found earlier
     /// runs' prompts cached is not a repeat of one that computed them.
     cached: usize,
-    /// Simulated draws of the run's arrivals whose mean each prediction is.
+    /// The send times simulated: the bench's own, or draws of the simulator's.
+    send: vllm_compare::SendTimes,
+    /// Simulations whose mean each prediction is.
     draws: u32,
     rows: Vec<MetricRow>,
 }
@@ -332,6 +351,10 @@ impl CaseRows {
         json!({
             "run": self.case_run, "server": self.label, "workload": self.workload,
             "draws": self.draws,
+            "bench_seed": match self.send {
+                vllm_compare::SendTimes::Bench { seed } => Some(seed),
+                vllm_compare::SendTimes::Simulator { .. } => None,
+            },
             "metrics": self.rows.iter().map(|r| json!({
                 "metric": r.key, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
@@ -348,7 +371,8 @@ struct Setup {
     gpu: GpuKind,
     engine: Option<Arc<EngineModel>>,
     seed: Seed,
-    draws: u32,
+    /// `--draws`: simulator draws instead of the bench's own send times.
+    draws: Option<u32>,
 }
 
 impl Setup {
@@ -414,13 +438,19 @@ impl Setup {
                     .map_or_else(Vec::new, |computed| {
                         vllm_compare::cached_prefixes(&case.config, &setting, computed)
                     });
+                let send = match self.draws {
+                    Some(draws) => vllm_compare::SendTimes::Simulator { draws },
+                    None => vllm_compare::SendTimes::Bench {
+                        seed: case.bench_seed,
+                    },
+                };
                 let rows = vllm_compare::compare(
                     &case.config,
                     &cost,
                     &setting,
                     &case.result,
                     self.seed,
-                    self.draws,
+                    send,
                     &self.engine.as_ref().map_or_else(
                         || vllm_compare::FrontEnd {
                             cached: &cached,
@@ -450,7 +480,8 @@ impl Setup {
                     mode: case.config.graph.name(),
                     setting,
                     cached: cached.iter().map(|&c| c as usize).sum(),
-                    draws: vllm_compare::draws_of(&setting, self.draws),
+                    send,
+                    draws: send.simulations(&setting),
                     rows,
                 })
             })
@@ -469,23 +500,35 @@ fn cases_of(
     let words: Vec<String> = strip_probe_words(&run.serve_args);
     let config = vllm_compare::plain_config(&words, GpuKind::H200, model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(run
+    let cases = run
         .records
         .iter()
         .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)
-        .filter_map(|r| {
-            Some(Case {
+        .filter(|r| r.bench_result.is_some());
+    cases
+        .map(|r| {
+            // `np.random.seed` takes 0..=2**32 - 1; the bench would have refused another.
+            let bench_seed = u32::try_from(r.workload.seed).map_err(|_| {
+                anyhow::anyhow!(
+                    "{} {}: seed {} is beyond the 0..=4294967295 numpy (and so `vllm bench serve`) accepts",
+                    path.display(),
+                    r.workload.name,
+                    r.workload.seed
+                )
+            })?;
+            Ok(Case {
                 run: stem(path),
                 label: run.label.clone(),
                 workload: r.workload.name.clone(),
                 config: config.clone(),
-                result: r.bench_result.clone()?,
+                result: r.bench_result.clone().unwrap_or_default(),
+                bench_seed,
                 async_scheduling: vllm_compare::async_scheduling(&words),
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
             })
         })
-        .collect())
+        .collect()
 }
 
 /// The serve words without the ones the probe adds that change no timing (`--host`, `--port`,
@@ -768,6 +811,7 @@ mod tests {
                 max_concurrency: None,
             },
             cached,
+            send: vllm_compare::SendTimes::Bench { seed: 0 },
             draws: 1,
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",

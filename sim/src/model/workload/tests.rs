@@ -43,6 +43,45 @@ fn fixed_lengths_and_rescaled_poisson_arrivals() {
 }
 
 #[test]
+fn a_vllm_bench_draw_sends_when_the_real_client_sent() {
+    let text = include_str!("../../../tests/fixtures/numpy-legacy-gamma.json");
+    let fixture: serde_json::Value = serde_json::from_str(text).unwrap();
+    let cases = fixture["send_times"].as_array().unwrap();
+    assert_eq!(cases.len(), 3);
+    for case in cases {
+        let seed = u32::try_from(case["seed"].as_u64().unwrap()).unwrap();
+        let n = u32::try_from(case["num_prompts"].as_u64().unwrap()).unwrap();
+        let arrivals = Arrivals::Gamma {
+            rate: case["request_rate"].as_f64().unwrap(),
+            burstiness: case["burstiness"].as_f64().unwrap(),
+        };
+        // The simulator's seed plays no part in a vllm-bench draw.
+        let workload = random_workload_drawn(
+            dataset(n),
+            arrivals,
+            ArrivalDraw::VllmBench { seed },
+            None,
+            Seed(99),
+        )
+        .unwrap();
+        let want = case["send_s"].as_array().unwrap();
+        assert_eq!(workload.requests.len(), want.len());
+        for (r, w) in workload.requests.iter().zip(want) {
+            let want = SimTime::ZERO + SimDuration::from_secs_f64(w.as_f64().unwrap());
+            let gap = r.intended_send.as_ns().abs_diff(want.as_ns());
+            assert!(
+                gap <= 1,
+                "seed {seed}: sent at {:?}, numpy {want:?}",
+                r.intended_send
+            );
+        }
+        // The simulator's own draw is another one.
+        let own = random_workload(dataset(n), arrivals, None, Seed(99)).unwrap();
+        assert_ne!(own.requests, workload.requests);
+    }
+}
+
+#[test]
 fn infinite_rate_sends_everything_at_once() {
     let workload = random_workload(dataset(3), Arrivals::AllAtOnce, None, Seed(1)).unwrap();
     assert!(
