@@ -56,6 +56,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # (only FULL_DECODE_ONLY servers had measured it): long-context decode bursts and the same
     # batches at 128-token contexts, on one server.
     "cal11-piecewise-1024-8192": (1024, 8192),
+    # Thirteenth batch: FULL_DECODE_ONLY's steps that prefill 2,048-token prompts beside long-context
+    # decodes, each step's period read from the microsecond stamps the probe now gives every log line.
+    "cal12-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -346,12 +349,38 @@ def cal11_plan(label):
                  fx(label, f"fx-d{b}-c128-o{out}", 128, out, b, 90)]
     return plan_document(warm, work)
 
+def cal12_plan(label):
+    """FULL_DECODE_ONLY at 256/2048, with every log line stamped to the microsecond (the probe sets
+    VLLM_LOGGING_PREFIX), so each step's period is read from the step log itself, not from the
+    clients' token times: steps that prefill 2,048-token prompts beside decodes of 2,048-token
+    contexts. Sixty-four such prompts at once, twice (their steady steps hold two chunks beside 15
+    decodes, and took 75-120 ms on one server); the same prompts injected one at a time beside 1, 4
+    and 16 standing decodes of 2,048-token contexts; and calibration `vllm bench serve` runs of
+    2,048-token prompts at 4 req/s (two seeds), 8 req/s and all at once, which no table reads and
+    nothing judges (the graph 256/2048 servers' judged `pre-r4` stepped at about 180 ms, per
+    second-resolution log stamps, where the fixed shapes priced 81 ms)."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 64, 256, 1024, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64)]
+    warm += [inject_burst(label, f"warm-inject-b{b}", b, 120, (2048, 2048, 1024), 0.3, 0.3,
+                          standing_len=2048) for b in (1, 16)]
+    warm += [fx(label, "warm-d64-c2048", 2048, 4, 64, 90)]
+    work = [fx(label, f"fx-d64-c2048-{rep}", 2048, 16, 64, 90) for rep in "ab"]
+    for b in (1, 4, 16):
+        work.append(inject_burst(label, f"fx-inj-b{b}-s2048-o800", b, 800,
+                                 (2048, 2048, 2048, 2048, 1024, 256), 0.5, 0.5, standing_len=2048))
+    for name, rate in (("cal-bench-p2048-r4-a", 4.0), ("cal-bench-p2048-r4-b", 4.0),
+                       ("cal-bench-p2048-r8", 8.0), ("cal-bench-p2048-sat", None)):
+        w = bench(label, name, 2048, 32, 64 if rate is None else 40, 120, rate=rate)
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
                ("cal8-", cal8_plan), ("cal9-", cal9_plan),
                ("cal10-", cal10_plan),
-               ("cal11-", cal11_plan)]
+               ("cal11-", cal11_plan), ("cal12-", cal12_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

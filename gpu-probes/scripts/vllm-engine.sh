@@ -16,7 +16,8 @@
 #        cal8-piecewise-1024-8192: the idle engine's first step by idle spell and step kind, two Poisson calibration runs;
 #        cal9-eager-256-2048: the same idle spells and running-engine prompts on an eager server;
 #        cal10-eager-256-2048: each prompt length injected twice beside 1, 4, 16 and 64 eager decodes;
-#        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults)
+#        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults;
+#        cal12-graph-256-2048: 2,048-token prefill steps beside long-context decodes, stamped step logs)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -52,7 +53,7 @@ for i in "${!labels[@]}"; do
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    cal4-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal4-graph-256-2048|cal12-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
   hook=()

@@ -134,6 +134,7 @@ pub fn run(spec: &VllmSpec, mut progress: impl FnMut(&str)) -> Result<VllmRun, V
                         .iter()
                         .any(|p| k.starts_with(p))
                 })
+                .chain(server_env().into_iter().map(|(k, v)| (k.to_owned(), v)))
                 .collect(),
             backends: log::backends(&read_lossy(&log_path)),
             startup_s,
@@ -339,7 +340,8 @@ fn bench_serve(context: &Context<'_>, w: &Workload) -> Result<serde_json::Value,
     let log = context.out_dir.join(format!("bench-{}.log", w.name));
     let result = context.out_dir.join(format!("bench-{}.json", w.name));
     let _ = std::fs::remove_file(&result);
-    let mut child = spawn_logged(context.vllm_command, &words, &log).map_err(|e| e.to_string())?;
+    let mut child =
+        spawn_logged(context.vllm_command, &words, &log, &[]).map_err(|e| e.to_string())?;
     let status = wait_bounded(&mut child, Duration::from_secs_f64(w.timeout_s));
     match status {
         Some(s) if s.success() => {}
@@ -532,10 +534,9 @@ impl Server {
     ) -> Result<Self, VllmError> {
         let mut all = vec!["serve".to_owned()];
         all.extend_from_slice(words);
-        let child = spawn_logged(vllm_command, &all, log_path).map_err(VllmError::io(format!(
-            "starting {}",
-            vllm_command.join(" ")
-        )))?;
+        let child = spawn_logged(vllm_command, &all, log_path, &server_env()).map_err(
+            VllmError::io(format!("starting {}", vllm_command.join(" "))),
+        )?;
         Ok(Self {
             child,
             log_path: log_path.to_owned(),
@@ -611,7 +612,26 @@ fn run_hook(
     }
 }
 
-fn spawn_logged(command: &[String], args: &[String], log: &Path) -> std::io::Result<Child> {
+/// What the probe adds to the server's environment: every log line stamped with the wall-clock
+/// second it was written, to the microsecond (`VLLM_LOGGING_PREFIX` is put in front of vLLM's log
+/// format, vllm/logger.py, so a `%(created)` field there is a logging field), unless the caller set a
+/// prefix of their own. The per-step lines then say when the front end learned of each step's end,
+/// where vLLM's own stamp has whole seconds ([`log::step`] reads it into `EngineStep::logged_s`).
+fn server_env() -> Vec<(&'static str, String)> {
+    if std::env::var_os(LOG_PREFIX_VAR).is_some() {
+        return Vec::new();
+    }
+    vec![(LOG_PREFIX_VAR, log::STAMP_PREFIX.to_owned())]
+}
+
+const LOG_PREFIX_VAR: &str = "VLLM_LOGGING_PREFIX";
+
+fn spawn_logged(
+    command: &[String],
+    args: &[String],
+    log: &Path,
+    env: &[(&str, String)],
+) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
     let (program, rest) = command
         .split_first()
@@ -619,6 +639,7 @@ fn spawn_logged(command: &[String], args: &[String], log: &Path) -> std::io::Res
     let out = File::create(log)?;
     let err = out.try_clone()?;
     Command::new(program)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(rest)
         .args(args)
         .stdin(Stdio::null())

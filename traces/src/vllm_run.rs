@@ -236,6 +236,10 @@ pub struct FixedShapeRequest {
 /// `elapsed_ms` is the time the engine core blocked waiting for the step's model output, not the step's
 /// period: with async scheduling (vLLM 0.26's default) the next step is scheduled and launched while this
 /// one runs (vllm/v1/engine/core.py, `capture_iteration_details`). Use it for step shapes, not durations.
+/// `logged_s` is when the front end wrote the line (Unix seconds, to the microsecond; the probe stamps
+/// every log line through `VLLM_LOGGING_PREFIX`): it learns of each step's end once the engine core
+/// hands the step's outputs over, so the gaps between consecutive steps' stamps are their periods as
+/// the front end saw them. Absent in runs made before the stamp.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineStep {
@@ -246,6 +250,8 @@ pub struct EngineStep {
     pub gen_tokens: u32,
     pub elapsed_ms: f64,
     pub kv_usage_pct: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_s: Option<f64>,
 }
 
 /// Schema version of an engine profile.

@@ -47,6 +47,10 @@ const BACKEND_MARKERS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The log prefix the probe gives the server (`VLLM_LOGGING_PREFIX`): each line's creation time in
+/// Unix seconds with microseconds, then a space.
+pub const STAMP_PREFIX: &str = "%(created).6f ";
+
 /// Every iteration line in `text`, in order.
 pub fn steps(text: &str) -> Vec<EngineStep> {
     text.lines().filter_map(step).collect()
@@ -56,10 +60,24 @@ pub fn steps(text: &str) -> Vec<EngineStep> {
 /// tokens, iteration elapsed time: x ms, GPU KV cache usage: y%` line (vllm/v1/metrics/loggers.py,
 /// `_log_iteration_details`); dummy DP iterations are skipped.
 pub fn step(line: &str) -> Option<EngineStep> {
-    let rest = &line[line.find("Iteration(")? + "Iteration(".len()..];
+    let at = line.find("Iteration(")?;
+    let rest = &line[at + "Iteration(".len()..];
     if rest.contains("(dummy)") {
         return None;
     }
+    // The probe's stamp: the first word before the level that reads as Unix seconds with a fraction
+    // (vLLM's own `12-01 21:00:00` stamp and the `(APIServer pid=7)` tag never do).
+    let logged_s = line[..at]
+        .split_whitespace()
+        .take_while(|w| !matches!(*w, "DEBUG" | "INFO" | "WARNING" | "ERROR"))
+        .find_map(|w| {
+            let (whole, frac) = w.split_once('.')?;
+            (whole.len() >= 9
+                && whole.bytes().all(|b| b.is_ascii_digit())
+                && !frac.is_empty()
+                && frac.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| w.parse::<f64>().ok())?
+        });
     let (iteration, rest) = rest.split_once("):")?;
     let numbers: Vec<f64> = rest
         .split(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -86,6 +104,7 @@ pub fn step(line: &str) -> Option<EngineStep> {
         gen_tokens: gen_tokens as u32,
         elapsed_ms,
         kv_usage_pct,
+        logged_s,
     })
 }
 
@@ -146,6 +165,28 @@ mod tests {
             (41, 1, 64, 0, 0)
         );
         assert_eq!((s.elapsed_ms, s.kv_usage_pct), (12.34, 0.5));
+    }
+
+    #[test]
+    fn the_probes_stamp_gives_the_line_its_microsecond() {
+        assert_eq!(step(LINE).unwrap().logged_s, None);
+        let stamped = LINE.replace(") INFO", ") 1796193253.123456 INFO");
+        let s = step(&stamped).unwrap();
+        assert_eq!(s.logged_s, Some(1_796_193_253.123_456));
+        assert_eq!((s.iteration, s.ctx_tokens, s.elapsed_ms), (41, 64, 12.34));
+        // A number that is not a Unix second, or one after the level, is no stamp.
+        assert_eq!(
+            step(&LINE.replace(") INFO", ") 12.5 INFO"))
+                .unwrap()
+                .logged_s,
+            None
+        );
+        assert_eq!(
+            step(&LINE.replace("INFO ", "INFO 1796193253.1 "))
+                .unwrap()
+                .logged_s,
+            None
+        );
     }
 
     #[test]

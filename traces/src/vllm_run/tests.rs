@@ -110,12 +110,19 @@ fn a_run_round_trips() {
                     ..Default::default()
                 }],
             }),
-            steps: vec![EngineStep {
-                iteration: 3,
-                gen_requests: 8,
-                gen_tokens: 8,
-                ..Default::default()
-            }],
+            steps: vec![
+                EngineStep {
+                    iteration: 3,
+                    gen_requests: 8,
+                    gen_tokens: 8,
+                    ..Default::default()
+                },
+                EngineStep {
+                    iteration: 4,
+                    logged_s: Some(1_796_193_253.123_456),
+                    ..Default::default()
+                },
+            ],
             metrics_after: String::new(),
         }],
     };
