@@ -59,6 +59,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Thirteenth batch: FULL_DECODE_ONLY's steps that prefill 2,048-token prompts beside long-context
     # decodes, each step's period read from the microsecond stamps the probe now gives every log line.
     "cal12-graph-256-2048": (256, 2048),
+    # Eager steps that continue a chunked prefill (a chunk with computed context) at the seed
+    # recipe's 64/64 budget, stamped: the eager 64/64 servers' arrival-bound prefill runs stepped
+    # slower than their own decode bursts.
+    "cal13-eager-64-64": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -375,12 +379,34 @@ def cal12_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+def cal13_plan(label):
+    """Chunked prefill at a 64-token budget with every log line stamped (the probe's
+    VLLM_LOGGING_PREFIX), so each chunk's step period is read from the step log: lone prompts of
+    1,024 and 256 tokens (16 and 4 chunks, the first without computed context, the rest with 64-960
+    tokens of it) and of 64 tokens (one chunk, none), three times each; the same lengths injected
+    1.2 s apart beside 1 and 4 standing decodes; and a calibration `vllm bench serve` run of
+    1,024-token prompts at 1 req/s (its own seed), which no table reads and nothing judges."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 64, 256, 1024)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4)]
+    warm += [inject_burst(label, "warm-inject", 1, 40, (64, 1024), 0.3, 0.5)]
+    work = []
+    for length in (1024, 256, 64):
+        for rep in "abc":
+            work.append(fx(label, f"fx-p{length}-{rep}", length, 4, 1, 90))
+    for b in (1, 4):
+        work.append(inject_burst(label, f"fx-inj-b{b}-o120", b, 120, (1024, 64, 1024, 256), 0.5, 1.2))
+    w = bench(label, "cal-bench-p1024-r1", 1024, 32, 16, 150, rate=1.0)
+    w["calibration"] = True
+    work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
                ("cal8-", cal8_plan), ("cal9-", cal9_plan),
                ("cal10-", cal10_plan),
-               ("cal11-", cal11_plan), ("cal12-", cal12_plan)]
+               ("cal11-", cal11_plan), ("cal12-", cal12_plan),
+               ("cal13-", cal13_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -17,7 +17,8 @@
 #        cal9-eager-256-2048: the same idle spells and running-engine prompts on an eager server;
 #        cal10-eager-256-2048: each prompt length injected twice beside 1, 4, 16 and 64 eager decodes;
 #        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults;
-#        cal12-graph-256-2048: 2,048-token prefill steps beside long-context decodes, stamped step logs)
+#        cal12-graph-256-2048: 2,048-token prefill steps beside long-context decodes, stamped step logs;
+#        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -38,7 +39,7 @@ labels=("$@")
 for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
-    eager-64-64)    plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
+    eager-64-64|cal13-eager-64-64) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
