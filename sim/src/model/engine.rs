@@ -409,7 +409,7 @@ fn mode_costs(
             "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
         ));
     }
-    let floors = isolated_prefill_steps(&fixed, frontend_s, &mut evidence);
+    let floors = isolated_prefill_steps(runs, &fixed, frontend_s, &mut evidence);
     // Large prefill steps are priced by their kernels, which no mode replays as a graph: a mode
     // measured only on small budgets takes the figure every server's bursts give.
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
@@ -478,16 +478,26 @@ fn mode_costs(
     Ok((costs, injected))
 }
 
-/// Isolated prefills of [`FLOOR_INPUTS`] tokens: their first token, less the front end, is one
-/// non-uniform step (the mode's floor).
+/// Isolated prefills of [`FLOOR_INPUTS`] tokens that fit their server's budget: their first token,
+/// less the front end, is one non-uniform step (the mode's floor). A prompt the budget chunks is
+/// as many steps as chunks (a 1,024-token prompt at 64/64 is sixteen), no floor.
 fn isolated_prefill_steps(
+    runs: &[(&str, &VllmRun)],
     fixed: &[Fixed<'_>],
     frontend_s: f64,
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<f64> {
+    let fits = |name: &str, input_len: u32| {
+        runs.iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, run)| budget(run))
+            .is_some_and(|b| input_len <= b)
+    };
     let mut prefills: Vec<(u32, f64, String)> = fixed
         .iter()
-        .filter(|(_, r, _)| FLOOR_INPUTS.contains(&r.workload.input_len))
+        .filter(|(name, r, _)| {
+            FLOOR_INPUTS.contains(&r.workload.input_len) && fits(name, r.workload.input_len)
+        })
         .filter_map(|(name, r, q)| {
             Some((
                 r.workload.input_len,
@@ -741,19 +751,22 @@ fn step_tables(
 
 /// What each standing decode adds to an injected request's mixed step: over pairs of injections of
 /// one prompt length into bursts of one server with different batches, the difference of their
-/// steps over the difference of their decodes, the median (0 when no pair, never below 0).
+/// steps over the difference of their decodes, the median weighted by that difference squared (0
+/// when no pair, never below 0). A pair's slope errs by its steps' noise over its decodes'
+/// difference, so its weight is the inverse of that error's variance: cal12's pairs 3-15 decodes
+/// apart (host noise of 10-20 ms a step, slopes of ±3 ms a decode) weigh 1/160 to 1/4,000 of cal2's
+/// pair 192 apart.
 fn decode_slope_s(injected: &[&Injected]) -> f64 {
     let mut slopes = Vec::new();
     for (k, a) in injected.iter().enumerate() {
         for b in &injected[k + 1..] {
             if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
-                slopes.push(
-                    (b.period_s - a.period_s) / (f64::from(b.decoding) - f64::from(a.decoding)),
-                );
+                let apart = f64::from(b.decoding) - f64::from(a.decoding);
+                slopes.push(((b.period_s - a.period_s) / apart, apart * apart));
             }
         }
     }
-    median(slopes).unwrap_or(0.0).max(0.0)
+    weighted_median(slopes).unwrap_or(0.0).max(0.0)
 }
 
 /// The mixed step a request injected into a standing decode burst was prefilled in.
@@ -1149,9 +1162,11 @@ fn text_token_s(run: &VllmRun) -> Vec<f64> {
 }
 
 /// The front end's serial cost per streamed token: over the calibration bench runs (all prompts at
-/// once, one shape) whose mean time per output token is more than [`FRONTEND_BOUND_RATIO`] times the
-/// engine's decode period at their batch, that time over the batch; the median of them. Below that
-/// ratio the engine sets the pace and the run tells nothing of the front end. The mean time per
+/// once, one shape, a prefill of at most a quarter of their decode steps) whose mean time per output
+/// token is more than [`FRONTEND_BOUND_RATIO`] times the engine's decode period at their batch, that
+/// time over the batch; the median of them. Below that ratio the engine sets the pace and the run
+/// tells nothing of the front end; a run of many prefill steps sets its time per output token by
+/// them (cal12's 64 prompts of 2,048 tokens, 32 out: 45 ms a token, all prefill). The mean time per
 /// output token, not the median inter-token latency: `vllm bench serve` stamps each server-sent
 /// event as it parses it, so events read together show gaps near zero
 /// (vllm/benchmarks/lib/endpoint_request_func.py).
@@ -1167,6 +1182,9 @@ fn stream_token_s(
         }
         for (_, run) in runs {
             for r in &run.records {
+                if !few_prefill_steps(run, &r.workload) {
+                    continue;
+                }
                 let Some(tpot_s) = calibration_tpot_s(r) else {
                     continue;
                 };
@@ -1358,6 +1376,26 @@ fn pool_adjacent_violators(points: Vec<(f64, f64, f64)>) -> Vec<(Vec<f64>, f64, 
         }
     }
     pooled
+}
+
+/// The weighted median of `(value, weight)` pairs: the value at which the sorted values' cumulative
+/// weight first passes half the total, or the mean of it and the next where it lands on half exactly
+/// (so equal weights give [`median`]).
+fn weighted_median(mut pairs: Vec<(f64, f64)>) -> Option<f64> {
+    pairs.retain(|(v, w)| v.is_finite() && w.is_finite() && *w > 0.0);
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = pairs.iter().map(|p| p.1).sum::<f64>() / 2.0;
+    let mut reached = 0.0;
+    for (i, &(value, weight)) in pairs.iter().enumerate() {
+        reached += weight;
+        if reached > half {
+            return Some(value);
+        }
+        if reached == half {
+            return Some((value + pairs.get(i + 1).map_or(value, |p| p.0)) / 2.0);
+        }
+    }
+    None
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {

@@ -41,17 +41,20 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 9.83 %, worst 90.1 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 81 ms, and the
-    // two real runs are 67 % apart); 198 of 228 values within 25 %; 13 of 39 ratios within 10 %.
-    // The mean over 32 draws of the simulator's own generator, as before: 9.23 %, 90.3 %, 193, 11.
-    // Earlier steps: the eleventh batch's fixed shapes (cal6-cal8, calibration only) moved the
-    // median from 10.0 to 9.46 %, pricing a prefill beside no decode from paired idle and running
-    // prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier run used)
-    // were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch's fixed shapes (cal9-cal11)
-    // and the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.099, "median |error| {median}");
-    assert!(worst <= 0.902, "worst |error| {worst}");
+    // own send times"): median 8.69 %, worst 90.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 74 ms, and the
+    // two real runs are 67 % apart); 193 of 228 values within 25 %; 12 of 39 ratios within 10 %.
+    // The steps: the bench's own send times moved facb078's 9.23 % (mean over 32 simulator draws)
+    // to 9.83 %; the thirteenth batch's fixed shapes (cal12, calibration only) with a decode's cost
+    // in a mixed step weighted by how far apart each pair's decodes are (docs/fidelity.md, "The
+    // thirteenth batch") to 8.73 %; the fourteenth batch's (cal13, eager chunked prefill at 64/64)
+    // to 8.69 %. Earlier: the eleventh batch's fixed shapes (cal6-cal8) moved
+    // the median from 10.0 to 9.46 %, pricing a prefill beside no decode from paired idle and
+    // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
+    // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
+    // the pure-prefill ratio's footing to 9.23 %.
+    assert!(median <= 0.087, "median |error| {median}");
+    assert!(worst <= 0.906, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -63,7 +66,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 198, "{within_25} of 228 values within 25 %");
+    assert!(within_25 >= 193, "{within_25} of 228 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -77,9 +80,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 13 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 12 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 13,
+        within >= 12,
         "graph/eager TPOT ratios within 10 %: {within} of 39"
     );
 }
@@ -99,7 +102,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 28, "{runs:?}");
+    assert_eq!(runs.len(), 30, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);

@@ -1183,3 +1183,24 @@ fn requests_injected_close_together_price_no_step() {
     assert!(table.iter().all(|&(t, _)| t != 264), "{table:?}");
     assert!(table.contains(&(308, 70_000_000)), "{table:?}");
 }
+
+#[test]
+fn a_weighted_median_passes_half_the_weight() {
+    assert_eq!(weighted_median(vec![]), None);
+    // Equal weights: the plain median, odd and even.
+    assert_eq!(
+        weighted_median(vec![(3.0, 1.0), (1.0, 1.0), (2.0, 1.0)]),
+        Some(2.0)
+    );
+    assert_eq!(
+        weighted_median(vec![(4.0, 1.0), (1.0, 1.0), (2.0, 1.0), (3.0, 1.0)]),
+        Some(2.5)
+    );
+    assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    // One heavy value outweighs many light ones; zero, negative and non-finite weights count nothing.
+    let light = (0..5).map(|k| (-1.0 - f64::from(k), 1.0));
+    let pairs: Vec<(f64, f64)> = light
+        .chain([(0.2, 100.0), (9.0, 0.0), (7.0, f64::NAN)])
+        .collect();
+    assert_eq!(weighted_median(pairs), Some(0.2));
+}
