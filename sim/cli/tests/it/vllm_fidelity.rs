@@ -21,6 +21,23 @@ fn afd_sim(args: &[&str]) -> std::process::Output {
         .expect("afd-sim runs")
 }
 
+/// `afd-sim` with `args` must exit 2 with an error that names `what`.
+fn refused(args: &[&str], what: &str) {
+    let out = afd_sim(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(what), "{args:?} names no {what}: {stderr}");
+}
+
+/// `afd-sim` with `args` then `extra`, which must succeed and print JSON: that JSON and its stderr.
+fn afd_sim_json(args: &[&str], extra: &[&str]) -> (serde_json::Value, String) {
+    let all: Vec<&str> = args.iter().chain(extra).copied().collect();
+    let out = afd_sim(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
 #[test]
 fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let dir = data("vllm");
@@ -214,7 +231,7 @@ fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
 #[test]
 fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     let tpot = |extra: &[&str]| {
-        let mut args = vec![
+        let args = [
             "predict",
             "--serve-args",
             "vllm serve deepseek-ai/DeepSeek-V2-Lite --enforce-eager --max-num-seqs 64",
@@ -226,18 +243,8 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
             "16",
             "--json",
         ];
-        args.extend_from_slice(extra);
-        let out = afd_sim(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        (
-            v["mean_tpot_ms"].as_f64().unwrap(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (v, stderr) = afd_sim_json(&args, extra);
+        (v["mean_tpot_ms"].as_f64().unwrap(), stderr)
     };
     // The engine's eager decode step is host-bound at about 77 ms (the built-in profile); the
     // kernels alone are a few ms.
@@ -293,13 +300,7 @@ fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
 fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     let file = data("vllm/h200-dsv2l-graph-256-2048-r2.json.gz");
     let path = file.to_str().unwrap();
-    let out = afd_sim(&["compare", path, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cases: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (cases, _) = afd_sim_json(&["compare", path, "--json"], &[]);
     let case = |name: &str| {
         cases
             .as_array()
@@ -315,8 +316,7 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     assert_eq!(pre["draws"], 1);
     assert!(case("e2e-pre-sat")["bench_seed"].is_number());
     // --draws asks for the simulator's own draws instead.
-    let out = afd_sim(&["compare", path, "--json", "--draws", "2"]);
-    let drawn: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (drawn, _) = afd_sim_json(&["compare", path, "--json", "--draws", "2"], &[]);
     let drawn_pre = drawn
         .as_array()
         .unwrap()
@@ -326,29 +326,20 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     assert!(drawn_pre["bench_seed"].is_null());
     assert_eq!(drawn_pre["draws"], 2);
     // A run file carries its seeds: --bench-seed is refused, by name.
-    let out = afd_sim(&["compare", path, "--bench-seed", "1"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--bench-seed"));
+    refused(&["compare", path, "--bench-seed", "1"], "--bench-seed");
     // A plain result: the bench's seed given, or vLLM's default 0; predict sends the same way.
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("result.json");
     std::fs::write(&result, r#"{"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 64, "request_rate": 4.0, "mean_ttft_ms": 50.0}"#).unwrap();
     let ttft = |extra: &[&str]| {
-        let mut args = vec![
+        let args = [
             "compare",
             result.to_str().unwrap(),
             "--serve-args",
             "vllm serve /m --enforce-eager",
             "--json",
         ];
-        args.extend_from_slice(extra);
-        let out = afd_sim(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (v, _) = afd_sim_json(&args, extra);
         (
             v[0]["bench_seed"].clone(),
             v[0]["metrics"][0]["predicted"].as_f64().unwrap(),
@@ -358,23 +349,31 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     assert_eq!(seed, 0);
     assert_eq!(ttft(&["--bench-seed", "0"]).1, default);
     assert_ne!(ttft(&["--bench-seed", "7"]).1, default);
-    let out = afd_sim(&[
-        "compare",
-        result.to_str().unwrap(),
-        "--serve-args",
-        "vllm serve /m",
+    // numpy's seeds are 0..=2**32 - 1; a trace brings its own arrivals.
+    let plain = result.to_str().unwrap();
+    refused(
+        &[
+            "compare",
+            plain,
+            "--serve-args",
+            "vllm serve /m",
+            "--bench-seed=-1",
+        ],
         "--bench-seed",
-        "-1",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "numpy's seeds are 0..=2**32 - 1"
     );
-    let out = afd_sim(&["predict", "--bench-seed", "3", "--trace", "t.csv"]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "a trace brings its own arrivals"
+    refused(
+        &[
+            "compare",
+            plain,
+            "--serve-args",
+            "vllm serve /m",
+            "--bench-seed",
+            "4294967296",
+        ],
+        "--bench-seed",
+    );
+    refused(
+        &["predict", "--bench-seed", "3", "--trace", "t.csv"],
+        "--bench-seed",
     );
 }

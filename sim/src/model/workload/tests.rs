@@ -44,11 +44,9 @@ fn fixed_lengths_and_rescaled_poisson_arrivals() {
 
 #[test]
 fn a_vllm_bench_draw_sends_when_the_real_client_sent() {
-    let text = include_str!("../../../tests/fixtures/numpy-legacy-gamma.json");
-    let fixture: serde_json::Value = serde_json::from_str(text).unwrap();
-    let cases = fixture["send_times"].as_array().unwrap();
+    let cases = vllm_bench::numpy_fixture("send_times");
     assert_eq!(cases.len(), 3);
-    for case in cases {
+    for case in &cases {
         let seed = u32::try_from(case["seed"].as_u64().unwrap()).unwrap();
         let n = u32::try_from(case["num_prompts"].as_u64().unwrap()).unwrap();
         let arrivals = Arrivals::Gamma {

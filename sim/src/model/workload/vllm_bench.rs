@@ -110,17 +110,23 @@ impl NumpyRandomState {
     }
 }
 
+/// The committed numpy draws (`sim/tests/fixtures/numpy-legacy-gamma.json`): the array at `key`.
+#[cfg(test)]
+pub(super) fn numpy_fixture(key: &str) -> Vec<serde_json::Value> {
+    let text = include_str!("../../../tests/fixtures/numpy-legacy-gamma.json");
+    let fixture: serde_json::Value = serde_json::from_str(text).unwrap();
+    fixture[key].as_array().unwrap().clone()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::NumpyRandomState;
+    use super::{NumpyRandomState, numpy_fixture};
 
     #[test]
     fn the_draws_are_numpys_own() {
-        let text = include_str!("../../../tests/fixtures/numpy-legacy-gamma.json");
-        let fixture: serde_json::Value = serde_json::from_str(text).unwrap();
-        let cases = fixture["cases"].as_array().unwrap();
+        let cases = numpy_fixture("cases");
         assert_eq!(cases.len(), 20);
-        for case in cases {
+        for case in &cases {
             let seed = u32::try_from(case["seed"].as_u64().unwrap()).unwrap();
             let shape = case["shape"].as_f64().unwrap();
             let mut state = NumpyRandomState::new(seed);
