@@ -35,7 +35,8 @@ fn afd_sim_json(args: &[&str], extra: &[&str]) -> (serde_json::Value, String) {
     let out = afd_sim(&all);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+    let json = serde_json::from_slice(&out.stdout).expect("afd-sim printed JSON");
+    (json, stderr)
 }
 
 #[test]
