@@ -27,6 +27,24 @@ for seed, n, rate, burstiness in ((92292, 40, 4.0, 1.0), (0, 160, 16.0, 0.5), (7
     send_times.append({"seed": seed, "num_prompts": n, "request_rate": rate,
                        "burstiness": burstiness,
                        "send_s": [float(d * factor) for d in delay_ts]})
+# With --ramp-up-strategy (and --request-rate inf) each gap takes the ramp's rate at its request
+# (_get_current_request_rate) and the offsets are not rescaled.
+for seed, n, strategy, start, end, burstiness in ((5, 30, "linear", 2, 10, 1.0),
+                                                 (9, 20, "exponential", 1, 16, 0.5)):
+    np.random.seed(seed)
+    delay_ts = []
+    for i in range(n):
+        progress = i / max(n - 1, 1)
+        if strategy == "linear":
+            rate = start + (end - start) * progress
+        else:
+            rate = start * ((end / start) ** progress)
+        delay_ts.append(np.random.gamma(shape=burstiness, scale=1.0 / (rate * burstiness)))
+    for i in range(1, len(delay_ts)):
+        delay_ts[i] += delay_ts[i - 1]
+    send_times.append({"seed": seed, "num_prompts": n, "request_rate": "inf", "burstiness": burstiness,
+                       "ramp_up_strategy": strategy, "ramp_up_start_rps": start,
+                       "ramp_up_end_rps": end, "send_s": [float(d) for d in delay_ts]})
 print(json.dumps({
     "source": f"numpy {np.__version__}: np.random.seed(seed); np.random.gamma(shape=shape, scale=1.0) x 24; "
               "send_times as vllm/benchmarks/serve.py get_request computes them",

@@ -13,7 +13,7 @@ use crate::launch::serving_config_from_command_lines;
 use crate::model::arch::ModelArch;
 use crate::model::cost::CostModel;
 use crate::model::hardware::GpuKind;
-use crate::model::workload::{ArrivalDraw, Arrivals, RandomDataset, random_workload_drawn};
+use crate::model::workload::{ArrivalDraw, Arrivals, RampUp, RandomDataset, random_workload_drawn};
 use crate::rng::Seed;
 use crate::serving::{Placement, ServingConfig};
 use crate::topology::RuleSet;
@@ -28,6 +28,16 @@ pub struct BenchSetting {
     pub request_rate: Option<f64>,
     pub burstiness: f64,
     pub max_concurrency: Option<u32>,
+    /// `--ramp-up-strategy` and its rates (the run's `request_rate` is then `inf`).
+    pub ramp_up: Option<RampUp>,
+}
+
+impl BenchSetting {
+    /// Whether the client paced its sends (a request rate or a ramp) rather than sending every
+    /// prompt at once.
+    pub fn arrival_bound(&self) -> bool {
+        self.request_rate.is_some() || self.ramp_up.is_some()
+    }
 }
 
 /// One metric, real and predicted.
@@ -104,6 +114,13 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
     if input_len == 0 || output_len == 0 {
         return Err("the result's requests have no input or output tokens".into());
     }
+    let ramp_up = ramp_up(result)?;
+    if ramp_up.is_some() && request_rate.is_some() {
+        return Err(
+            "a ramp-up beside a finite request_rate: vllm bench serve refuses --request-rate with --ramp-up-strategy"
+                .into(),
+        );
+    }
     Ok(BenchSetting {
         num_prompts: num_prompts as u32,
         input_len,
@@ -111,7 +128,41 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
         request_rate,
         burstiness,
         max_concurrency,
+        ramp_up,
     })
+}
+
+/// A result's `ramp_up_strategy` with its start and end rates, checked as `vllm bench serve` checks
+/// them (vllm/benchmarks/serve.py `main_async`).
+fn ramp_up(result: &serde_json::Value) -> Result<Option<RampUp>, String> {
+    let exponential = match result.get("ramp_up_strategy") {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::String(s)) if s == "linear" => false,
+        Some(serde_json::Value::String(s)) if s == "exponential" => true,
+        Some(v) => {
+            return Err(format!(
+                "ramp_up_strategy {v} is neither \"linear\" nor \"exponential\""
+            ));
+        }
+    };
+    let rps = |key: &str| {
+        result
+            .get(key)
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| format!("a ramp-up result needs a number {key:?}"))
+    };
+    let ramp = RampUp {
+        exponential,
+        start_rps: rps("ramp_up_start_rps")?,
+        end_rps: rps("ramp_up_end_rps")?,
+    };
+    Arrivals::RampUp {
+        ramp,
+        burstiness: 1.0,
+    }
+    .validate()
+    .map_err(|e| e.to_string())?;
+    Ok(Some(ramp))
 }
 
 /// The colocated deployment one plain `vllm serve` command runs (`words` after `serve`), judged by
@@ -271,8 +322,8 @@ impl SendTimes {
     /// The simulations `compare` runs of `setting`: one for the bench's draw or a run that sends
     /// every prompt at once, else the asked draws (at least one).
     pub fn simulations(self, setting: &BenchSetting) -> u32 {
-        match (self, setting.request_rate) {
-            (SendTimes::Simulator { draws }, Some(_)) => draws.max(1),
+        match self {
+            SendTimes::Simulator { draws } if setting.arrival_bound() => draws.max(1),
             _ => 1,
         }
     }
@@ -345,9 +396,13 @@ fn simulate_bench(
         output_len: setting.output_len,
         range_ratio: 0.0,
     };
-    let arrivals = match setting.request_rate {
-        None => Arrivals::AllAtOnce,
-        Some(rate) => Arrivals::Gamma {
+    let arrivals = match (setting.ramp_up, setting.request_rate) {
+        (Some(ramp), _) => Arrivals::RampUp {
+            ramp,
+            burstiness: setting.burstiness,
+        },
+        (None, None) => Arrivals::AllAtOnce,
+        (None, Some(rate)) => Arrivals::Gamma {
             rate,
             burstiness: setting.burstiness,
         },

@@ -57,6 +57,30 @@ pub enum Arrivals {
     AllAtOnce,
     /// Gamma inter-arrivals with shape `burstiness` and mean `1 / rate` (Poisson at burstiness 1).
     Gamma { rate: f64, burstiness: f64 },
+    /// `--ramp-up-strategy` (with `--request-rate inf`): request i's gap has shape `burstiness` and
+    /// the mean of the rate the ramp gives request i, and the send times are not rescaled.
+    RampUp { ramp: RampUp, burstiness: f64 },
+}
+
+/// `vllm bench serve --ramp-up-strategy linear|exponential --ramp-up-start-rps S --ramp-up-end-rps E`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RampUp {
+    pub exponential: bool,
+    pub start_rps: f64,
+    pub end_rps: f64,
+}
+
+impl RampUp {
+    /// The rate of request `index` of `total` (`_get_current_request_rate` in serve.py): from the
+    /// start to the end rate in steps of the request's progress, linearly or geometrically.
+    pub fn rate(self, index: usize, total: usize) -> f64 {
+        let progress = index as f64 / total.saturating_sub(1).max(1) as f64;
+        if self.exponential {
+            self.start_rps * (self.end_rps / self.start_rps).powf(progress)
+        } else {
+            self.start_rps + (self.end_rps - self.start_rps) * progress
+        }
+    }
 }
 
 /// Whose generator draws the gaps of [`Arrivals::Gamma`].
@@ -101,6 +125,10 @@ pub enum WorkloadError {
         burstiness: f64,
         scale: f64,
     },
+    #[error(
+        "a ramp-up from {start} to {end} req/s: vllm bench serve needs a positive start no larger than the end"
+    )]
+    RampUp { start: f64, end: f64 },
     #[error("--max-concurrency must be at least 1")]
     Concurrency,
     #[error("trace has no requests")]
@@ -112,6 +140,22 @@ pub enum WorkloadError {
 impl Arrivals {
     /// Checks rate and burstiness.
     pub fn validate(self) -> Result<Arrivals, WorkloadError> {
+        if let Arrivals::RampUp { ramp, burstiness } = self {
+            let RampUp {
+                start_rps: start,
+                end_rps: end,
+                ..
+            } = ramp;
+            if !(start.is_finite() && end.is_finite() && start > 0.0 && end >= start) {
+                return Err(WorkloadError::RampUp { start, end });
+            }
+            // Every rate of the ramp lies within [start, end]: the end's gamma is the one to check.
+            Arrivals::Gamma {
+                rate: end,
+                burstiness,
+            }
+            .validate()?;
+        }
         if let Arrivals::Gamma { rate, burstiness } = self {
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(WorkloadError::Rate(rate));
@@ -141,6 +185,11 @@ impl Arrivals {
                     .expect("validated: shape and scale are positive and finite");
                 rescaled(n, rate, || gamma.sample(rng))
             }
+            Arrivals::RampUp { ramp, burstiness } => cumulated(n, |i| {
+                Gamma::new(burstiness, 1.0 / (ramp.rate(i, n) * burstiness))
+                    .expect("validated: the ramp's rates are positive and finite")
+                    .sample(rng)
+            }),
         }
     }
 
@@ -152,6 +201,12 @@ impl Arrivals {
                 let theta = 1.0 / (rate * burstiness);
                 rescaled(n, rate, || numpy.gamma(burstiness, theta))
             }
+            (Arrivals::RampUp { ramp, burstiness }, ArrivalDraw::VllmBench { seed }) => {
+                let mut numpy = NumpyRandomState::new(seed);
+                cumulated(n, |i| {
+                    numpy.gamma(burstiness, 1.0 / (ramp.rate(i, n) * burstiness))
+                })
+            }
             _ => self.send_times(n, &mut stream(seed, RngStream::Arrivals)),
         }
     }
@@ -160,33 +215,48 @@ impl Arrivals {
         match self {
             Arrivals::AllAtOnce => None,
             Arrivals::Gamma { rate, .. } => Some(rate),
+            // vLLM reports a ramped run's rate as `inf` (it ran with `--request-rate inf`).
+            Arrivals::RampUp { .. } => None,
         }
     }
 
     fn burstiness(self) -> f64 {
         match self {
             Arrivals::AllAtOnce => 1.0,
-            Arrivals::Gamma { burstiness, .. } => burstiness,
+            Arrivals::Gamma { burstiness, .. } | Arrivals::RampUp { burstiness, .. } => burstiness,
         }
     }
 }
 
 /// `n` gaps from `gap`, summed and rescaled so the last send is at `n / rate` (`get_request`).
 fn rescaled(n: usize, rate: f64, mut gap: impl FnMut() -> f64) -> Vec<SimTime> {
-    let mut cumulative = Vec::with_capacity(n);
-    let mut total = 0.0f64;
-    for _ in 0..n {
-        total += gap();
-        cumulative.push(total);
-    }
+    let sums = sums(n, |_| gap());
+    let total = sums.last().copied().unwrap_or(0.0);
     let scale = if total > 0.0 {
         n as f64 / rate / total
     } else {
         1.0
     };
-    cumulative
-        .into_iter()
+    sums.into_iter()
         .map(|secs| SimTime::ZERO + SimDuration::from_secs_f64(secs * scale))
+        .collect()
+}
+
+/// `n` gaps from `gap` (given each request's index), summed as sent: a ramp-up is not rescaled.
+fn cumulated(n: usize, gap: impl FnMut(usize) -> f64) -> Vec<SimTime> {
+    sums(n, gap)
+        .into_iter()
+        .map(|secs| SimTime::ZERO + SimDuration::from_secs_f64(secs))
+        .collect()
+}
+
+fn sums(n: usize, mut gap: impl FnMut(usize) -> f64) -> Vec<f64> {
+    let mut total = 0.0f64;
+    (0..n)
+        .map(|i| {
+            total += gap(i);
+            total
+        })
         .collect()
 }
 

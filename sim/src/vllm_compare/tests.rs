@@ -35,6 +35,48 @@ fn the_setting_is_read_from_a_bench_result() {
 }
 
 #[test]
+fn a_ramped_result_is_read_as_vllm_bench_serve_ran_it() {
+    let ramped = |extra: serde_json::Value| {
+        let mut result = serde_json::json!({
+            "completed": 30, "total_input_tokens": 3840, "total_output_tokens": 960,
+            "request_rate": "inf", "burstiness": 1.0,
+            "ramp_up_strategy": "exponential", "ramp_up_start_rps": 1, "ramp_up_end_rps": 16
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            result[k] = v.clone();
+        }
+        bench_setting(&result)
+    };
+    let s = ramped(serde_json::json!({})).unwrap();
+    assert_eq!(
+        s.ramp_up,
+        Some(RampUp {
+            exponential: true,
+            start_rps: 1.0,
+            end_rps: 16.0
+        })
+    );
+    assert!(s.arrival_bound() && s.request_rate.is_none());
+    // What vllm bench serve refuses, refused by name.
+    for (extra, names) in [
+        (serde_json::json!({"request_rate": 4.0}), "--request-rate"),
+        (
+            serde_json::json!({"ramp_up_strategy": "cubic"}),
+            "ramp_up_strategy",
+        ),
+        (
+            serde_json::json!({"ramp_up_end_rps": null}),
+            "ramp_up_end_rps",
+        ),
+        (serde_json::json!({"ramp_up_start_rps": 0}), "ramp-up"),
+        (serde_json::json!({"ramp_up_start_rps": 20}), "ramp-up"),
+    ] {
+        let err = ramped(extra).unwrap_err();
+        assert!(err.contains(names), "{err}");
+    }
+}
+
+#[test]
 fn a_result_without_its_workload_names_the_missing_field() {
     let err = bench_setting(&serde_json::json!({"completed": 3, "request_rate": 1.0})).unwrap_err();
     assert!(err.contains("total_input_tokens"), "{err}");
@@ -115,6 +157,7 @@ fn cached_prefixes_give_the_uncomputed_prompt_tokens_to_the_first_requests_as_fu
         request_rate: None,
         burstiness: 1.0,
         max_concurrency: None,
+        ramp_up: None,
     };
     let cached = cached_prefixes(&config, &setting, 108_160);
     assert_eq!(cached.len(), 48);
@@ -158,6 +201,7 @@ fn bench(rate: Option<f64>) -> (BenchSetting, serde_json::Value) {
         request_rate: rate,
         burstiness: 1.0,
         max_concurrency: None,
+        ramp_up: None,
     };
     let real = serde_json::json!({
         "output_throughput": 100.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 5.0
@@ -224,6 +268,21 @@ fn the_bench_draw_is_one_simulation_at_the_real_clients_send_times() {
     let bench = |seed| SendTimes::Bench { seed };
     assert_eq!(bench(1).simulations(&setting), 1);
     assert_eq!(SendTimes::Simulator { draws: 4 }.simulations(&setting), 4);
+    // A ramp is as arrival-bound as a rate.
+    let ramp = BenchSetting {
+        request_rate: None,
+        ramp_up: Some(RampUp {
+            exponential: false,
+            start_rps: 5.0,
+            end_rps: 40.0,
+        }),
+        ..setting
+    };
+    assert_eq!(SendTimes::Simulator { draws: 4 }.simulations(&ramp), 4);
+    let run = |setting: &BenchSetting, send| {
+        compare(&config, &cost, setting, &real, Seed(0), send, &front).unwrap()
+    };
+    assert_ne!(run(&ramp, bench(1)), run(&setting, bench(1)));
     let run = |send| compare(&config, &cost, &setting, &real, Seed(0), send, &front).unwrap();
     // Another bench seed is another draw; the same one is the same run.
     assert_eq!(run(bench(1)), run(bench(1)));

@@ -72,8 +72,9 @@ Examples:
 
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
 `vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
-(num_prompts, request_rate, burstiness, max_concurrency, token totals; the random dataset at fixed
-lengths). A run at a request rate is simulated at the send times `vllm bench serve` drew: its gaps
+(num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token totals;
+the random dataset at fixed lengths). A run at a request rate or a ramp is simulated at the send times
+`vllm bench serve` drew: its gaps
 come from numpy's legacy generator seeded with the bench's --seed, replayed exactly (a run file
 records the seed; a plain result does not, so give --bench-seed unless the bench ran on vLLM's
 default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
@@ -809,6 +810,7 @@ mod tests {
                 request_rate: None,
                 burstiness: 1.0,
                 max_concurrency: None,
+                ramp_up: None,
             },
             cached,
             send: vllm_compare::SendTimes::Bench { seed: 0 },

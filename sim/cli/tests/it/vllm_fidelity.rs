@@ -21,6 +21,13 @@ fn afd_sim(args: &[&str]) -> std::process::Output {
         .expect("afd-sim runs")
 }
 
+/// A plain result of the ramp test's shape sent all at once, written into `dir`.
+fn plain_inf(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("inf.json");
+    std::fs::write(&path, r#"{"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 64, "request_rate": "inf", "mean_ttft_ms": 50.0}"#).expect("the temporary folder takes a file");
+    path.to_string_lossy().into_owned()
+}
+
 /// `afd-sim` with `args` must exit 2 with an error that names `what`.
 fn refused(args: &[&str], what: &str) {
     let out = afd_sim(args);
@@ -350,6 +357,26 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     assert_eq!(seed, 0);
     assert_eq!(ttft(&["--bench-seed", "0"]).1, default);
     assert_ne!(ttft(&["--bench-seed", "7"]).1, default);
+    // A ramped run is paced as the bench paced it; one the bench would refuse is refused.
+    let ramped = dir.path().join("ramped.json");
+    std::fs::write(&ramped, r#"{"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 64, "request_rate": "inf", "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8, "mean_ttft_ms": 50.0}"#).unwrap();
+    let ramped = ramped.to_str().unwrap();
+    let words = ["--serve-args", "vllm serve /m --enforce-eager", "--json"];
+    let (v, _) = afd_sim_json(&["compare", ramped], &words);
+    assert_eq!(v[0]["draws"], 1);
+    let (all_at_once, _) = afd_sim_json(&["compare", plain_inf(&dir).as_str()], &words);
+    assert_ne!(v[0]["metrics"], all_at_once[0]["metrics"]);
+    std::fs::write(dir.path().join("bad.json"), r#"{"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 64, "request_rate": 2.0, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8}"#).unwrap();
+    let bad = dir.path().join("bad.json");
+    refused(
+        &[
+            "compare",
+            bad.to_str().unwrap(),
+            "--serve-args",
+            "vllm serve /m",
+        ],
+        "--ramp-up-strategy",
+    );
     // numpy's seeds are 0..=2**32 - 1; a trace brings its own arrivals.
     let plain = result.to_str().unwrap();
     refused(

@@ -45,13 +45,24 @@ fn fixed_lengths_and_rescaled_poisson_arrivals() {
 #[test]
 fn a_vllm_bench_draw_sends_when_the_real_client_sent() {
     let cases = vllm_bench::numpy_fixture("send_times");
-    assert_eq!(cases.len(), 3);
+    assert_eq!(cases.len(), 5);
     for case in &cases {
         let seed = u32::try_from(case["seed"].as_u64().unwrap()).unwrap();
         let n = u32::try_from(case["num_prompts"].as_u64().unwrap()).unwrap();
-        let arrivals = Arrivals::Gamma {
-            rate: case["request_rate"].as_f64().unwrap(),
-            burstiness: case["burstiness"].as_f64().unwrap(),
+        let burstiness = case["burstiness"].as_f64().unwrap();
+        let arrivals = match case["ramp_up_strategy"].as_str() {
+            None => Arrivals::Gamma {
+                rate: case["request_rate"].as_f64().unwrap(),
+                burstiness,
+            },
+            Some(strategy) => Arrivals::RampUp {
+                ramp: RampUp {
+                    exponential: strategy == "exponential",
+                    start_rps: case["ramp_up_start_rps"].as_f64().unwrap(),
+                    end_rps: case["ramp_up_end_rps"].as_f64().unwrap(),
+                },
+                burstiness,
+            },
         };
         // The simulator's seed plays no part in a vllm-bench draw.
         let workload = random_workload_drawn(
@@ -77,6 +88,45 @@ fn a_vllm_bench_draw_sends_when_the_real_client_sent() {
         let own = random_workload(dataset(n), arrivals, None, Seed(99)).unwrap();
         assert_ne!(own.requests, workload.requests);
     }
+}
+
+#[test]
+fn a_ramp_goes_from_its_start_to_its_end_rate_and_refuses_what_vllm_refuses() {
+    let ramp = |exponential, start_rps, end_rps| RampUp {
+        exponential,
+        start_rps,
+        end_rps,
+    };
+    let linear = ramp(false, 2.0, 10.0);
+    assert_eq!(
+        (linear.rate(0, 5), linear.rate(2, 5), linear.rate(4, 5)),
+        (2.0, 6.0, 10.0)
+    );
+    let geometric = ramp(true, 1.0, 16.0);
+    assert!((geometric.rate(2, 5) - 4.0).abs() < 1e-12);
+    assert_eq!(linear.rate(0, 1), 2.0, "one request takes the start rate");
+    let ramped = |r| Arrivals::RampUp {
+        ramp: r,
+        burstiness: 1.0,
+    };
+    for bad in [
+        ramp(false, 0.0, 5.0),
+        ramp(true, 4.0, 2.0),
+        ramp(false, 1.0, f64::NAN),
+    ] {
+        let err = random_workload(dataset(3), ramped(bad), None, Seed(0)).unwrap_err();
+        assert!(err.to_string().contains("ramp-up"), "{err}");
+    }
+    // The simulator's own ramp: rates rise, so gaps shrink on average, and nothing is rescaled.
+    let w = random_workload(dataset(400), ramped(ramp(false, 1.0, 100.0)), None, Seed(3)).unwrap();
+    let at = |i: usize| w.requests[i].intended_send.as_secs_f64();
+    assert!(
+        at(199) - at(0) > 3.0 * (at(399) - at(200)),
+        "{} {}",
+        at(199),
+        at(399)
+    );
+    assert_eq!(w.request_rate, None);
 }
 
 #[test]
