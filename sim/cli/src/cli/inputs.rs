@@ -10,7 +10,7 @@ use clap::Args;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::workload::{
-    ArrivalDraw, Arrivals, ExpertPopularity, RandomDataset, TraceEntry, Workload,
+    ArrivalDraw, Arrivals, ExpertPopularity, RampUp, RandomDataset, TraceEntry, Workload,
     random_workload_drawn, trace_workload,
 };
 use afd_sim::rng::Seed;
@@ -85,6 +85,33 @@ pub(crate) struct WorkloadArgs {
     /// Requests in flight at most, or `none` [default: 32].
     #[arg(long, help_heading = "Workload")]
     pub(crate) max_concurrency: Option<String>,
+    /// Ramp the request rate over the run, as `vllm bench serve --ramp-up-strategy` does: request i
+    /// of N is sent at the rate --ramp-up-start-rps + (end − start)·i/(N−1) (linear) or
+    /// start·(end/start)^(i/(N−1)) (exponential). Takes the place of --request-rate.
+    #[arg(
+        long,
+        value_name = "linear|exponential",
+        value_parser = ["linear", "exponential"],
+        requires_all = ["ramp_up_start_rps", "ramp_up_end_rps"],
+        help_heading = "Workload"
+    )]
+    pub(crate) ramp_up_strategy: Option<String>,
+    /// The ramp's first request's rate, requests/s.
+    #[arg(
+        long,
+        value_name = "RPS",
+        requires = "ramp_up_strategy",
+        help_heading = "Workload"
+    )]
+    pub(crate) ramp_up_start_rps: Option<f64>,
+    /// The ramp's last request's rate, requests/s.
+    #[arg(
+        long,
+        value_name = "RPS",
+        requires = "ramp_up_strategy",
+        help_heading = "Workload"
+    )]
+    pub(crate) ramp_up_end_rps: Option<f64>,
     /// Draw the request gaps exactly as `vllm bench serve --seed SEED` does (numpy's legacy
     /// generator), so the simulated client sends when that bench run's client did; without it the
     /// gaps are the simulator's own draw of --seed.
@@ -134,9 +161,41 @@ impl WorkloadArgs {
         self.max_concurrency.as_deref().unwrap_or("32")
     }
 
+    /// `--ramp-up-strategy` with its start and end rates, when given.
+    pub(crate) fn ramp_up(&self) -> Option<(&str, f64, f64)> {
+        Some((
+            self.ramp_up_strategy.as_deref()?,
+            self.ramp_up_start_rps?,
+            self.ramp_up_end_rps?,
+        ))
+    }
+
     /// The workload and the dataset name the report gives it.
     pub(crate) fn workload(&self, seed: Seed) -> anyhow::Result<(Workload, String)> {
-        let arrivals = parse_arrivals(self.request_rate(), self.burstiness)?;
+        let arrivals = match self.ramp_up() {
+            Some((strategy, start_rps, end_rps)) => {
+                if self
+                    .request_rate
+                    .as_deref()
+                    .is_some_and(|r| !r.trim().eq_ignore_ascii_case("inf"))
+                {
+                    bail!(
+                        "--request-rate with --ramp-up-strategy: the ramp sets the rate (vllm bench serve refuses both)"
+                    );
+                }
+                let ramp = RampUp {
+                    exponential: strategy == "exponential",
+                    start_rps,
+                    end_rps,
+                };
+                Arrivals::RampUp {
+                    ramp,
+                    burstiness: self.burstiness,
+                }
+                .validate()?
+            }
+            None => parse_arrivals(self.request_rate(), self.burstiness)?,
+        };
         let max_concurrency = parse_concurrency(self.max_concurrency())?;
         match &self.trace {
             None => {

@@ -255,7 +255,12 @@ pub(crate) fn run(args: &PredictArgs) -> anyhow::Result<ExitCode> {
         let inputs = SaveResultInputs {
             model_id: &args.hardware.model,
             num_prompts: inputs.workload.requests.len(),
-            request_rate: args.workload.request_rate(),
+            // A ramped run is recorded as vLLM records it: `--request-rate inf` and the ramp.
+            request_rate: match args.workload.ramp_up() {
+                Some(_) => "inf",
+                None => args.workload.request_rate(),
+            },
+            ramp_up: args.workload.ramp_up(),
             burstiness: args.workload.burstiness,
             max_concurrency: parse_concurrency(args.workload.max_concurrency())?,
             percentiles: &percentiles,

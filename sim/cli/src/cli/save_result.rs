@@ -31,6 +31,8 @@ pub(crate) struct SaveResultInputs<'a> {
     pub(crate) request_rate: &'a str,
     pub(crate) burstiness: f64,
     pub(crate) max_concurrency: Option<u32>,
+    /// `--ramp-up-strategy`, `--ramp-up-start-rps`, `--ramp-up-end-rps`, when given.
+    pub(crate) ramp_up: Option<(&'a str, f64, f64)>,
     pub(crate) percentiles: &'a Percentiles,
     pub(crate) goodput: &'a [Objective],
 }
@@ -160,6 +162,11 @@ pub(crate) fn add_save_result_fields(
     );
     fields.insert("burstiness".to_owned(), json!(inputs.burstiness));
     fields.insert("max_concurrency".to_owned(), json!(inputs.max_concurrency));
+    if let Some((strategy, start, end)) = inputs.ramp_up {
+        fields.insert("ramp_up_strategy".to_owned(), json!(strategy));
+        fields.insert("ramp_up_start_rps".to_owned(), json!(start));
+        fields.insert("ramp_up_end_rps".to_owned(), json!(end));
+    }
     let served: Vec<&RequestRow> = rows.iter().filter(|r| is_served(r)).collect();
     fields.insert(
         "request_goodput".to_owned(),

@@ -441,11 +441,21 @@ fn capacity_search(args: &SweepArgs) -> anyhow::Result<Option<CapacitySearch>> {
     let by = match &args.capacity_by {
         Some(text) => CapacityBy::parse(text)
             .with_context(|| format!("--capacity-by must be rate or concurrency, got {text:?}"))?,
-        None if objective && w.request_rate.is_none() && w.max_concurrency.is_none() => {
+        None if objective
+            && w.request_rate.is_none()
+            && w.ramp_up().is_none()
+            && w.max_concurrency.is_none() =>
+        {
             CapacityBy::Rate
         }
         None => return Ok(None),
     };
+    if w.ramp_up().is_some() {
+        bail!(
+            "--ramp-up-strategy with --capacity-by {}: a capacity search sets the load itself; drop the ramp, or --capacity-by",
+            by.as_str()
+        );
+    }
     if !objective {
         bail!(
             "--capacity-by {}: a capacity is the highest load that meets an objective; give --tpot-slo and/or --ttft-slo",

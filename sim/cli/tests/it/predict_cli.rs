@@ -68,6 +68,66 @@ fn bad_flags_and_files_exit_2_naming_the_input() {
     fails_naming(&["predict", "--trace", trace], "trace.csv:2");
     fails_naming(&["predict", "--model", model], "config.json");
     fails_naming(&["predict", "--num-prompts", "many"], "--num-prompts");
+    let ramp = ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"];
+    fails_naming(&[&["predict"][..], &ramp].concat(), "--ramp-up-end-rps");
+    let rated = [
+        &["predict", "--request-rate", "3", "--ramp-up-end-rps", "4"][..],
+        &ramp,
+    ]
+    .concat();
+    fails_naming(&rated, "--ramp-up-strategy");
+    let falling = [&["predict", "--ramp-up-end-rps", "0.5"][..], &ramp].concat();
+    fails_naming(&falling, "ramp-up from 1 to 0.5");
+    let search = [
+        &[
+            "sweep",
+            "--gpus",
+            "2",
+            "--ttft-slo",
+            "500",
+            "--capacity-by",
+            "rate",
+        ][..],
+        &ramp,
+        &["--ramp-up-end-rps", "4", "--out", "never.csv"],
+    ]
+    .concat();
+    fails_naming(&search, "a capacity search sets the load itself");
+}
+
+#[test]
+fn a_ramped_prediction_is_recorded_as_vllm_bench_serve_records_one() {
+    let output = afd_sim(&[
+        "predict",
+        "--num-prompts",
+        "16",
+        "--input-len",
+        "100",
+        "--output-len",
+        "4",
+        "--ramp-up-strategy",
+        "exponential",
+        "--ramp-up-start-rps",
+        "1",
+        "--ramp-up-end-rps",
+        "16",
+        "--bench-seed",
+        "9",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["request_rate"], "inf");
+    assert_eq!(report["ramp_up_strategy"], "exponential");
+    assert_eq!(
+        (
+            report["ramp_up_start_rps"].as_f64(),
+            report["ramp_up_end_rps"].as_f64()
+        ),
+        (Some(1.0), Some(16.0))
+    );
+    // Gaps at 1 to 16 req/s, not rescaled: the 16 requests take several seconds, not one.
+    assert!(report["duration"].as_f64().unwrap() > 2.0, "{report}");
 }
 
 #[test]
