@@ -409,7 +409,7 @@ fn mode_costs(
             "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
         ));
     }
-    let floors = isolated_prefill_steps(runs, &fixed, frontend_s, &mut evidence);
+    let floors = isolated_prefill_steps(runs, frontend_s, &mut evidence);
     // Large prefill steps are priced by their kernels, which no mode replays as a graph: a mode
     // measured only on small budgets takes the figure every server's bursts give.
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
@@ -483,20 +483,19 @@ fn mode_costs(
 /// as many steps as chunks (a 1,024-token prompt at 64/64 is sixteen), no floor.
 fn isolated_prefill_steps(
     runs: &[(&str, &VllmRun)],
-    fixed: &[Fixed<'_>],
     frontend_s: f64,
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<f64> {
-    let fits = |name: &str, input_len: u32| {
-        runs.iter()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, run)| budget(run))
-            .is_some_and(|b| input_len <= b)
-    };
-    let mut prefills: Vec<(u32, f64, String)> = fixed
+    let mut prefills: Vec<(u32, f64, String)> = runs
         .iter()
-        .filter(|(name, r, _)| {
-            FLOOR_INPUTS.contains(&r.workload.input_len) && fits(name, r.workload.input_len)
+        .flat_map(|&(name, run)| {
+            let budget = budget(run);
+            fixed_records(&[(name, run)])
+                .into_iter()
+                .filter(move |(_, r, _)| {
+                    let input = r.workload.input_len;
+                    FLOOR_INPUTS.contains(&input) && budget.is_some_and(|b| input <= b)
+                })
         })
         .filter_map(|(name, r, q)| {
             Some((

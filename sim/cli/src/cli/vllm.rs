@@ -74,10 +74,9 @@ RESULT.json is an afd-probe vllm run file (its serve words give the deployment) 
 `vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
 (num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token totals;
 the random dataset at fixed lengths). A run at a request rate or a ramp is simulated at the send times
-`vllm bench serve` drew: its gaps
-come from numpy's legacy generator seeded with the bench's --seed, replayed exactly (a run file
-records the seed; a plain result does not, so give --bench-seed unless the bench ran on vLLM's
-default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
+`vllm bench serve` drew: its gaps come from numpy's legacy generator seeded with the bench's --seed,
+replayed exactly (a run file records the seed; a plain result does not, so give --bench-seed unless
+the bench ran on vLLM's default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
 the GPU's built-in profile plus its built-in engine profile (or --engine).
 Exit status: 0, or 2 for bad input.")]
 pub(crate) struct CompareArgs {
@@ -342,8 +341,6 @@ struct CaseRows {
     cached: usize,
     /// The send times simulated: the bench's own, or draws of the simulator's.
     send: vllm_compare::SendTimes,
-    /// Simulations whose mean each prediction is.
-    draws: u32,
     rows: Vec<MetricRow>,
 }
 
@@ -351,7 +348,8 @@ impl CaseRows {
     fn to_json(&self) -> Value {
         json!({
             "run": self.case_run, "server": self.label, "workload": self.workload,
-            "draws": self.draws,
+            // Simulations whose mean each prediction is.
+            "draws": self.send.simulations(&self.setting),
             "bench_seed": match self.send {
                 vllm_compare::SendTimes::Bench { seed } => Some(seed),
                 vllm_compare::SendTimes::Simulator { .. } => None,
@@ -482,7 +480,6 @@ impl Setup {
                     setting,
                     cached: cached.iter().map(|&c| c as usize).sum(),
                     send,
-                    draws: send.simulations(&setting),
                     rows,
                 })
             })
@@ -501,13 +498,11 @@ fn cases_of(
     let words: Vec<String> = strip_probe_words(&run.serve_args);
     let config = vllm_compare::plain_config(&words, GpuKind::H200, model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let cases = run
-        .records
+    run.records
         .iter()
         .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)
-        .filter(|r| r.bench_result.is_some());
-    cases
-        .map(|r| {
+        .filter_map(|r| Some((r, r.bench_result.as_ref()?)))
+        .map(|(r, result)| {
             // `np.random.seed` takes 0..=2**32 - 1; the bench would have refused another.
             let bench_seed = u32::try_from(r.workload.seed).map_err(|_| {
                 anyhow::anyhow!(
@@ -522,7 +517,7 @@ fn cases_of(
                 label: run.label.clone(),
                 workload: r.workload.name.clone(),
                 config: config.clone(),
-                result: r.bench_result.clone().unwrap_or_default(),
+                result: result.clone(),
                 bench_seed,
                 async_scheduling: vllm_compare::async_scheduling(&words),
                 computed_prompt_tokens: (!r.steps.is_empty())
@@ -814,7 +809,6 @@ mod tests {
             },
             cached,
             send: vllm_compare::SendTimes::Bench { seed: 0 },
-            draws: 1,
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",
                 real: tpot,
