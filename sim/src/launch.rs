@@ -472,7 +472,7 @@ impl Launch {
         if !report.is_clean() {
             return report;
         }
-        let Ok(config) = self.serving_config(gpu) else {
+        let Ok(config) = self.serving_config(gpu, model) else {
             return report;
         };
         match memory::plan(&config, model, gpu.spec().memory_bytes) {
@@ -500,11 +500,18 @@ impl Launch {
         }
     }
 
-    /// The timing view on GPUs of `gpu` (meant for a launch whose check is clean).
-    pub fn serving_config(&self, gpu: GpuKind) -> Result<ServingConfig, ServingConfigError> {
+    /// The timing view on GPUs of `gpu` serving `model` (meant for a launch whose check is clean;
+    /// the model's attention decides how vLLM resolves a plain server's `FULL` graphs).
+    pub fn serving_config(
+        &self,
+        gpu: GpuKind,
+        model: &ModelArch,
+    ) -> Result<ServingConfig, ServingConfigError> {
         match self {
             Launch::Afd(deployment) => ServingConfig::from_deployment(deployment, gpu),
-            Launch::Plain(plain) => ServingConfig::from_plain(&plain.server, plain.rules, gpu),
+            Launch::Plain(plain) => {
+                ServingConfig::from_plain(&plain.server, plain.rules, gpu, model)
+            }
         }
     }
 
@@ -590,7 +597,7 @@ pub fn serving_config_from_command_lines(
     if !report.is_clean() {
         return Err(LaunchError::Refused(report));
     }
-    let config = launch.serving_config(gpu)?;
+    let config = launch.serving_config(gpu, model)?;
     memory::plan(&config, model, gpu.spec().memory_bytes)?;
     Ok(Launched {
         launch,

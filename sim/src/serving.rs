@@ -7,8 +7,9 @@
 //! hand (tests), and checks only what the timing model itself relies on. Every default a command
 //! leaves out is vLLM 0.26.0's, resolved by the `RoleConfig` accessors (sources cited there).
 
-use crate::deployment::role_config::DEFAULT_GPU_MEMORY_UTILIZATION;
+use crate::deployment::role_config::{COMPILE_MODE_VLLM, DEFAULT_GPU_MEMORY_UTILIZATION};
 use crate::deployment::{CudaGraphMode, Deployment, RoleConfig};
+use crate::model::arch::ModelArch;
 use crate::model::cost::CostLayout;
 use crate::model::hardware::GpuKind;
 use crate::model::kv_cache::DEFAULT_RESERVE_BYTES;
@@ -177,9 +178,13 @@ pub enum ServingConfigError {
         mode: &'static str,
     },
     #[error(
-        "the server runs cudagraph_mode {0}; the simulator models NONE, PIECEWISE, FULL_DECODE_ONLY and FULL_AND_PIECEWISE for a plain server"
+        "the server runs cudagraph_mode FULL with a non-MLA model, whose attention backend may capture full graphs of mixed batches; the simulator models NONE, PIECEWISE, FULL_DECODE_ONLY and FULL_AND_PIECEWISE for such a server"
     )]
-    PlainGraphMode(&'static str),
+    PlainFullGraphs,
+    #[error(
+        "compilation mode {mode} with cudagraph_mode {graphs} is not simulated: the engine's graph-less steps were measured on vLLM's compiled model (mode 3); use mode 3, or --enforce-eager"
+    )]
+    PlainCompileMode { mode: i64, graphs: &'static str },
     #[error(
         "--no-enable-chunked-prefill is not simulated: the scheduler model always chunks prefills (vLLM 0.26.0's default)"
     )]
@@ -241,7 +246,7 @@ impl ServingConfig {
                 });
             }
         }
-        let mut config = ServingConfig::from_server(&attention, gpu)?;
+        let mut config = ServingConfig::from_server(&attention, gpu, attention.cudagraph_mode())?;
         config.ffn = layout(&ffn);
         config.ffn_gpu_memory_utilization = ffn.gpu_memory_utilization();
         config.rules = deployment.rules;
@@ -255,13 +260,29 @@ impl ServingConfig {
         server: &RoleConfig,
         rules: RuleSet,
         gpu: GpuKind,
+        model: &ModelArch,
     ) -> Result<ServingConfig, ServingConfigError> {
         let server = server.clone().on_gpu(gpu.batch_class());
-        let mode = server.cudagraph_mode();
-        if mode == CudaGraphMode::Full {
-            return Err(ServingConfigError::PlainGraphMode(mode.as_str()));
+        let compiled = server.compile_mode() == COMPILE_MODE_VLLM;
+        let mode = match server.cudagraph_mode() {
+            // Every MLA backend captures full graphs of uniform batches at most, so vLLM turns
+            // FULL into FULL_AND_PIECEWISE when attention splits the compiled graph (vLLM's
+            // compiled model) and into FULL_DECODE_ONLY otherwise
+            // (`CompilationConfig.resolve_cudagraph_mode_and_sizes`,
+            // `vllm/config/compilation.py:1371-1396`; `_cudagraph_support` of
+            // `vllm/v1/attention/backends/mla/*.py`; splitting ops `compilation.py:1129-1146`).
+            CudaGraphMode::Full if model.is_mla() && compiled => CudaGraphMode::FullAndPiecewise,
+            CudaGraphMode::Full if model.is_mla() => CudaGraphMode::FullDecodeOnly,
+            CudaGraphMode::Full => return Err(ServingConfigError::PlainFullGraphs),
+            mode => mode,
+        };
+        if mode != CudaGraphMode::None && !compiled {
+            return Err(ServingConfigError::PlainCompileMode {
+                mode: server.compile_mode(),
+                graphs: mode.as_str(),
+            });
         }
-        let mut config = ServingConfig::from_server(&server, gpu)?;
+        let mut config = ServingConfig::from_server(&server, gpu, mode)?;
         if config.attention.dp == 1 {
             // vLLM decides ubatching only in its DP coordination, so a DP-1 server never splits
             // (`vllm/v1/worker/gpu_model_runner.py:3948-3959`; the plugin adds the DP-1 split).
@@ -276,7 +297,11 @@ impl ServingConfig {
 
     /// What one server's flags set (the Attention role's for a pair; it governs the step, and the
     /// FFN follows its payload), with vLLM 0.26.0's defaults for what the command leaves out.
-    fn from_server(server: &RoleConfig, gpu: GpuKind) -> Result<ServingConfig, ServingConfigError> {
+    fn from_server(
+        server: &RoleConfig,
+        gpu: GpuKind,
+        mode: CudaGraphMode,
+    ) -> Result<ServingConfig, ServingConfigError> {
         if !server.chunked_prefill() {
             return Err(ServingConfigError::ChunkedPrefillOff);
         }
@@ -287,13 +312,13 @@ impl ServingConfig {
             .copied()
             .filter(|&s| s <= max_num_seqs)
             .collect();
-        let graph = match server.cudagraph_mode() {
+        let graph = match mode {
             CudaGraphMode::FullDecodeOnly if !decode.is_empty() => GraphMode::FullDecodeOnly {
                 capture_sizes: decode,
             },
             CudaGraphMode::FullAndPiecewise | CudaGraphMode::Piecewise if !sizes.is_empty() => {
                 GraphMode::FullAndPiecewise {
-                    capture_sizes: if server.cudagraph_mode() == CudaGraphMode::Piecewise {
+                    capture_sizes: if mode == CudaGraphMode::Piecewise {
                         Vec::new()
                     } else {
                         decode

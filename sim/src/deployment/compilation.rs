@@ -74,7 +74,8 @@ pub struct CompilationConfig {
     pub max_cudagraph_capture_size: Option<Located<u32>>,
     /// `pass_config.enable_sp` (sequence parallelism pass).
     pub enable_sp: Option<Located<bool>>,
-    /// `level` or `mode` (compilation level), which changes the default graph mode.
+    /// `mode` (or its old name `level`): the torch.compile mode, 0-3 (`CompilationMode`), which
+    /// decides whether piecewise graphs can be captured.
     pub level: Option<Located<i64>>,
     /// Keys not interpreted here, with their locations.
     pub other_keys: Vec<Located<String>>,
@@ -154,9 +155,11 @@ pub(crate) fn parse_compilation_config(
                     None => error(format!("pass_config must be a JSON object, got {value}")),
                 }
             }
-            "level" | "mode" => match value.as_i64() {
+            "level" | "mode" => match value.as_i64().filter(|m| (0..=3).contains(m)) {
                 Some(level) => config.level = Some(Located::new(level, location)),
-                None => error(format!("{key} must be an integer, got {value}")),
+                None => error(format!(
+                    "{key} must be a compilation mode 0 (NONE), 1 (STOCK_TORCH_COMPILE), 2 (DYNAMO_TRACE_ONCE) or 3 (VLLM_COMPILE), got {value}"
+                )),
             },
             _ => config.other_keys.push(Located::new(key.clone(), location)),
         }

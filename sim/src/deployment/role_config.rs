@@ -21,6 +21,11 @@ use crate::topology::Role;
 /// at least 70 GiB that is not an A100 (H100, H200, H800, H20):
 /// `vllm/engine/arg_utils.py:2460-2469` (`EngineArgs.get_batch_defaults`).
 pub const DEFAULT_MAX_NUM_SEQS: u32 = 1024;
+/// `CompilationMode.NONE`: the model runs as plain PyTorch (`vllm/config/compilation.py:41`).
+pub const COMPILE_MODE_NONE: i64 = 0;
+/// `CompilationMode.VLLM_COMPILE`: vLLM's Inductor backend, split at attention for piecewise graphs
+/// (`vllm/config/compilation.py:48`).
+pub const COMPILE_MODE_VLLM: i64 = 3;
 /// vLLM 0.26.0's `max_num_batched_tokens` for the same case (`vllm/engine/arg_utils.py:2462-2465`).
 pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: u32 = 8192;
 /// `max_num_seqs` for `vllm serve` on every other GPU (A100, L4, L20):
@@ -189,6 +194,8 @@ pub struct RoleConfig {
     /// `--compilation-config`, with `--max-cudagraph-capture-size` and `--cudagraph-capture-sizes`
     /// folded in.
     pub compilation: CompilationConfig,
+    /// `--optimization-level` / `-O<n>` (0-3; vLLM's default is 2).
+    pub optimization_level: Option<Located<u8>>,
     pub http_host: Option<Located<String>>,
     pub http_port: Option<Located<u16>>,
     /// The process environment (exported recipe variables and prefixes, or what the caller gave).
@@ -467,16 +474,53 @@ impl RoleConfig {
         flag_on(&self.enforce_eager)
     }
 
-    /// The effective CUDA-graph mode: `NONE` when eager, else `cudagraph_mode` or vLLM's default
-    /// [`DEFAULT_CUDAGRAPH_MODE`].
+    /// The optimization level (`-O<n>`): vLLM's default `-O2` when absent
+    /// (`vllm/config/vllm.py:381`).
+    pub fn optimization_level(&self) -> u8 {
+        self.optimization_level.as_ref().map_or(2, |l| l.value)
+    }
+
+    /// The torch.compile mode (`CompilationMode`: 0 none, 3 vLLM's piecewise Inductor backend):
+    /// none under `--enforce-eager` (`vllm/config/vllm.py:1164-1169`), else the compilation
+    /// config's `mode` (or old `level`), else vLLM's piecewise backend above `-O0`
+    /// (`vllm/config/vllm.py:1237-1241`).
+    pub fn compile_mode(&self) -> i64 {
+        if self.enforce_eager() {
+            return COMPILE_MODE_NONE;
+        }
+        match &self.compilation.level {
+            Some(mode) => mode.value,
+            None if self.optimization_level() > 0 => COMPILE_MODE_VLLM,
+            None => COMPILE_MODE_NONE,
+        }
+    }
+
+    /// The CUDA-graph mode vLLM's config settles on (`VllmConfig.__post_init__`): `NONE` when
+    /// eager; else `cudagraph_mode`, or the optimization level's (`-O0` NONE, `-O1` PIECEWISE,
+    /// `-O2`/`-O3` [`DEFAULT_CUDAGRAPH_MODE`], `vllm/config/vllm.py:205-296`); a mode with
+    /// piecewise graphs becomes `NONE` unless the model is compiled piecewise
+    /// (`vllm/config/vllm.py:1278-1288`). `FULL` is resolved later, by the attention backend
+    /// ([`crate::serving::ServingConfig::from_plain`]).
     pub fn cudagraph_mode(&self) -> CudaGraphMode {
         if self.enforce_eager() {
             return CudaGraphMode::None;
         }
-        self.compilation
-            .cudagraph_mode
-            .as_ref()
-            .map_or(DEFAULT_CUDAGRAPH_MODE, |m| m.value)
+        let mode = match &self.compilation.cudagraph_mode {
+            Some(m) => m.value,
+            None => match self.optimization_level() {
+                0 => CudaGraphMode::None,
+                1 => CudaGraphMode::Piecewise,
+                _ => DEFAULT_CUDAGRAPH_MODE,
+            },
+        };
+        let piecewise = matches!(
+            mode,
+            CudaGraphMode::Piecewise | CudaGraphMode::FullAndPiecewise
+        );
+        if piecewise && self.compile_mode() != COMPILE_MODE_VLLM {
+            return CudaGraphMode::None;
+        }
+        mode
     }
 
     /// True when the role captures and replays CUDA graphs.

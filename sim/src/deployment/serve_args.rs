@@ -6,9 +6,9 @@
 //! its place, and every such error of the list is reported at once. Flags it does not interpret
 //! are kept (vLLM has hundreds) and reported as notes; an unknown flag takes the next word as its
 //! value unless that word looks like a flag or the flag is a known switch (`--trust-remote-code`,
-//! `--no-…`, …). Forms that would change what is modelled but are not understood (`--config`
-//! YAML files, `-O3` levels, dotted `--compilation-config.key` arguments, the pre-plugin
-//! `--afd-config`) are errors rather than guesses.
+//! `--no-…`, …). `-O<n>` is vLLM 0.26.0's `--optimization-level`. Forms that would change what is
+//! modelled but are not understood (`--config` YAML files, dotted `--compilation-config.key`
+//! arguments, the pre-plugin `--afd-config`) are errors rather than guesses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,6 +132,8 @@ enum FlagKind {
     Port,
     AdditionalConfig,
     CompilationConfig,
+    /// `-O<n>`: 0-3.
+    OptimizationLevel,
     MaxCaptureSize,
     CaptureSizes,
     Reject(&'static str),
@@ -193,7 +195,10 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
         "--host" => ("--host", Text(TextField::Host)),
         "--port" => ("--port", Port),
         "--additional-config" => ("--additional-config", AdditionalConfig),
-        "--compilation-config" | "-O" | "-cc" => ("--compilation-config", CompilationConfig),
+        "--compilation-config" | "-cc" => ("--compilation-config", CompilationConfig),
+        // vLLM 0.26.0 rewrites `-O<n>`, `-O=<n>` and `-O <n>` to `--optimization-level <n>`
+        // (`vllm/utils/argparse_utils.py:322-333`).
+        "--optimization-level" | "-O" => ("--optimization-level", OptimizationLevel),
         "--max-cudagraph-capture-size" => ("--max-cudagraph-capture-size", MaxCaptureSize),
         "--cudagraph-capture-sizes" | "--cuda-graph-sizes" => {
             ("--cudagraph-capture-sizes", CaptureSizes)
@@ -214,7 +219,7 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
 
 /// `-tp2`-style short options with the value attached.
 fn split_attached_short(name: &str) -> Option<(&str, &str)> {
-    ["-dpl", "-dcp", "-pcp", "-dp", "-tp", "-pp"]
+    ["-dpl", "-dcp", "-pcp", "-dp", "-tp", "-pp", "-O"]
         .into_iter()
         .find_map(|short| {
             let rest = name.strip_prefix(short)?;
@@ -413,6 +418,7 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
         attention_backend: None,
         gpu_class: GpuClass::default(),
         compilation: CompilationConfig::default(),
+        optimization_level: None,
         http_host: None,
         http_port: None,
         env,
@@ -749,6 +755,20 @@ impl Parser {
             }
             FlagKind::AdditionalConfig => self.additional_config(canonical, at, value),
             FlagKind::CompilationConfig => self.compilation_config(canonical, value),
+            FlagKind::OptimizationLevel => match parse_python_int(text)
+                .and_then(|v| u8::try_from(v).ok())
+                .filter(|&v| v <= 3)
+            {
+                Some(level) => self.config.optimization_level = Some(Located::new(level, location)),
+                None => self.error(
+                    location,
+                    subject,
+                    format!(
+                        "--optimization-level (-O) takes 0, 1, 2 or 3, got '{}'; a JSON compilation config goes to --compilation-config (-cc)",
+                        truncate(text)
+                    ),
+                ),
+            },
             FlagKind::ServedModelName
             | FlagKind::CaptureSizes
             | FlagKind::Bool(_)
@@ -829,8 +849,9 @@ impl Parser {
         self.config.parse_findings.extend(findings);
     }
 
-    /// `--compilation-config`: a JSON object of graph keys (`compilation.rs`); an optimisation
-    /// level is not modelled.
+    /// `--compilation-config`: a JSON object of graph keys (`compilation.rs`). vLLM 0.26.0 parses
+    /// it as a `CompilationConfig` object only (`vllm/engine/arg_utils.py:330-337`), so an integer
+    /// (an optimization level in older versions) is refused.
     fn compilation_config(&mut self, canonical: &'static str, value: &OwnedValue) {
         let text = value.text.as_str();
         if parse_python_int(text).is_some() {
@@ -838,7 +859,7 @@ impl Parser {
                 value.location,
                 Some(Subject::flag(canonical)),
                 format!(
-                    "an optimization level ({canonical} {}) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager",
+                    "vLLM 0.26.0 takes a JSON object for {canonical}, not a level ({}); an optimization level is -O<n> (--optimization-level)",
                     text.trim()
                 ),
             );
@@ -938,17 +959,6 @@ impl Parser {
                 self.config.location,
                 None,
                 "no model given: vllm serve needs the model path as its first argument".to_owned(),
-            );
-        }
-        if self.config.uses_cuda_graphs()
-            && self.config.compilation.cudagraph_mode.is_none()
-            && let Some(level) = &self.config.compilation.level
-        {
-            let location = level.location;
-            self.error(
-                location,
-                Some(Subject::compilation_key("level")),
-                "a compilation level/mode without cudagraph_mode is not modelled (the level changes the default graph mode); add cudagraph_mode".to_owned(),
             );
         }
         for flag in &self.config.unknown_flags {
@@ -1065,12 +1075,7 @@ impl Parser {
 /// Flag spellings that would change what is modelled but are not understood: the message, and
 /// whether the spelling takes a value (which is then skipped).
 fn unmodelled_form(name: &str, as_written: &str) -> Option<(String, bool)> {
-    for json_flag in [
-        "--compilation-config.",
-        "--additional-config.",
-        "-O.",
-        "-cc.",
-    ] {
+    for json_flag in ["--compilation-config.", "--additional-config.", "-cc."] {
         if name.starts_with(json_flag) {
             let message = format!(
                 "dotted JSON arguments ({as_written}) are not modelled; pass the whole JSON object to {}",
@@ -1079,11 +1084,13 @@ fn unmodelled_form(name: &str, as_written: &str) -> Option<(String, bool)> {
             return Some((message, true));
         }
     }
-    let level = name.strip_prefix("-O")?;
-    (!level.is_empty() && level.chars().all(|c| c.is_ascii_digit())).then(|| {
-        let message = format!("optimization level {name} is not modelled: it changes vLLM's default CUDA-graph mode; set cudagraph_mode in --compilation-config or use --enforce-eager");
-        (message, false)
-    })
+    // `-O3`, `-O=3` and `-O` are split before this; anything else after `-O` is what vLLM passes
+    // to --optimization-level and refuses.
+    let level = name.strip_prefix("-O").filter(|l| !l.is_empty())?;
+    let message = format!(
+        "vLLM 0.26.0 reads {as_written} as --optimization-level {level}, which takes 0, 1, 2 or 3"
+    );
+    Some((message, false))
 }
 
 /// A flag's value with per-character positions (so JSON keys can be located).

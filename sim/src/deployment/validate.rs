@@ -234,13 +234,33 @@ impl Checker {
         let r = Some(role);
         let mode = config.cudagraph_mode();
         if !config.enforce_eager() && mode != CudaGraphMode::FullDecodeOnly {
-            let (location, subject, how) = match &config.compilation.cudagraph_mode {
-                Some(m) => (
+            let (location, subject, how) = match (
+                &config.compilation.cudagraph_mode,
+                &config.optimization_level,
+            ) {
+                (Some(m), _) if m.value == mode => (
                     m.location,
                     Subject::compilation_key("cudagraph_mode"),
                     format!("got {mode}"),
                 ),
-                None => (
+                (Some(m), _) => (
+                    m.location,
+                    Subject::compilation_key("cudagraph_mode"),
+                    format!(
+                        "got {}, which vLLM turns into {mode} without its compiled model (compilation mode {})",
+                        m.value,
+                        config.compile_mode()
+                    ),
+                ),
+                (None, Some(level)) => (
+                    level.location,
+                    Subject::flag("--optimization-level"),
+                    format!(
+                        "optimization level {} without cudagraph_mode or --enforce-eager gives {mode}",
+                        level.value
+                    ),
+                ),
+                (None, None) => (
                     config.location,
                     Subject::compilation_key("cudagraph_mode"),
                     format!(

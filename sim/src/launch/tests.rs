@@ -24,7 +24,8 @@ fn the_seed_recipe_is_the_seed_serving_config() {
     let seed = launch(&seed_words());
     assert!(seed.check().is_clean());
     assert_eq!(
-        seed.serving_config(GpuKind::H200).unwrap(),
+        seed.serving_config(GpuKind::H200, &ModelArch::deepseek_v2_lite())
+            .unwrap(),
         ServingConfig::seed_recipe()
     );
 }
@@ -72,7 +73,9 @@ fn layout_overrides_keep_the_afd_block_and_gpus_consistent() {
     };
     assert_eq!(pair.attention.afd().unwrap().ffn_ranks(), Some(2));
     assert_eq!(servers[1].env["CUDA_VISIBLE_DEVICES"], "2,3");
-    let config = launched.serving_config(GpuKind::H200).unwrap();
+    let config = launched
+        .serving_config(GpuKind::H200, &ModelArch::deepseek_v2_lite())
+        .unwrap();
     assert_eq!((config.attention.dp, config.ffn.dp), (2, 2));
 }
 
@@ -116,7 +119,9 @@ fn dbo_and_capture_overrides_render_as_vllm_reads_them() {
     }
     .apply(&mut servers)
     .unwrap();
-    let config = launch(&servers).serving_config(GpuKind::H200).unwrap();
+    let config = launch(&servers)
+        .serving_config(GpuKind::H200, &ModelArch::deepseek_v2_lite())
+        .unwrap();
     assert_eq!(config.dbo, None);
     assert_eq!(
         config.graph,

@@ -77,6 +77,11 @@ impl ModelArch {
         self.config.max_position_embeddings
     }
 
+    /// Whether attention is multi-head latent attention (vLLM runs it on an MLA backend).
+    pub fn is_mla(&self) -> bool {
+        matches!(self.config.attention, Attention::Mla(_))
+    }
+
     /// Bytes of one row of hidden states on the wire (A→F or F→A, afd-spec §3.3).
     pub fn row_bytes(&self) -> u64 {
         self.config.hidden_bytes_per_token()

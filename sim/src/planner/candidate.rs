@@ -251,7 +251,7 @@ fn colocated(point: &Point, context: &Context<'_>) -> Result<Candidate, Vec<Stri
     if !report.is_clean() {
         return Err(rule_ids(&report, Severity::Error));
     }
-    let config = ServingConfig::from_plain(&role, context.rules, context.gpu)
+    let config = ServingConfig::from_plain(&role, context.rules, context.gpu, context.model)
         .map_err(|_| vec![RULE_SERVING.to_owned()])?;
     let node = context.budget.gpus_per_node.max(1);
     Ok(Candidate {

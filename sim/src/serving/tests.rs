@@ -123,16 +123,97 @@ fn capture_sizes_above_max_num_seqs_are_no_decode_graphs() {
         &crate::deployment::RecipeOptions::default(),
     )
     .unwrap();
-    let a100 = ServingConfig::from_plain(&plain, RuleSet::Latest, GpuKind::A100).unwrap();
+    let a100 = ServingConfig::from_plain(
+        &plain,
+        RuleSet::Latest,
+        GpuKind::A100,
+        &ModelArch::deepseek_v2_lite(),
+    )
+    .unwrap();
     assert_eq!(
         (a100.max_num_seqs, a100.max_num_batched_tokens),
         (256, 2048)
     );
-    let h200 = ServingConfig::from_plain(&plain, RuleSet::Latest, GpuKind::H200).unwrap();
+    let h200 = ServingConfig::from_plain(
+        &plain,
+        RuleSet::Latest,
+        GpuKind::H200,
+        &ModelArch::deepseek_v2_lite(),
+    )
+    .unwrap();
     assert_eq!(
         (h200.max_num_seqs, h200.max_num_batched_tokens),
         (1024, 8192)
     );
     assert_eq!(h200.graph.name(), "FULL_AND_PIECEWISE");
     assert_eq!(h200.graph.capture_sizes().last(), Some(&512));
+}
+
+/// A plain server's graph mode as vLLM 0.26.0 settles it: the optimization level's default, the
+/// compilation mode, and `FULL` resolved by the model's attention backend.
+#[test]
+fn a_plain_server_takes_the_graph_mode_vllm_resolves() {
+    let mla = ModelArch::deepseek_v2_lite();
+    let gqa = ModelArch::builtin("qwen3-30b-a3b")
+        .expect("shipped")
+        .expect("parses");
+    let on = |line: &str, model: &ModelArch| {
+        let role = crate::deployment::RoleConfig::from_command_line(
+            &format!("vllm serve /m {line}"),
+            &crate::deployment::RecipeOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{line}: {e}"));
+        ServingConfig::from_plain(&role, RuleSet::Latest, GpuKind::H200, model)
+    };
+    let cases = [
+        ("", "FULL_AND_PIECEWISE"),
+        ("-O3", "FULL_AND_PIECEWISE"),
+        ("-O 2", "FULL_AND_PIECEWISE"),
+        ("--optimization-level=1", "PIECEWISE"),
+        ("-O1", "PIECEWISE"),
+        ("-O0", "eager"),
+        ("-O=0", "eager"),
+        ("--enforce-eager -O3", "eager"),
+        ("-cc '{\"cudagraph_mode\": \"FULL\"}'", "FULL_AND_PIECEWISE"),
+        (
+            "-O1 -cc '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'",
+            "FULL_DECODE_ONLY",
+        ),
+        // Piecewise graphs need vLLM's compiled model: without it vLLM captures none.
+        ("-cc '{\"mode\": 0}'", "eager"),
+        (
+            "-cc '{\"mode\": 2, \"cudagraph_mode\": \"PIECEWISE\"}'",
+            "eager",
+        ),
+        (
+            "-O0 -cc '{\"cudagraph_mode\": \"FULL_AND_PIECEWISE\"}'",
+            "eager",
+        ),
+    ];
+    for (line, name) in cases {
+        let config = on(line, &mla).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(config.graph.name(), name, "{line}");
+    }
+    // Full graphs of the uncompiled model were never measured, and a GQA model's backend may
+    // capture mixed batches in FULL mode.
+    for line in [
+        "-cc '{\"mode\": 0, \"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'",
+        "-O0 -cc '{\"cudagraph_mode\": \"FULL\"}'",
+    ] {
+        assert!(
+            matches!(
+                on(line, &mla),
+                Err(ServingConfigError::PlainCompileMode { .. })
+            ),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        on("-cc '{\"cudagraph_mode\": \"FULL\"}'", &gqa),
+        Err(ServingConfigError::PlainFullGraphs)
+    );
+    assert_eq!(
+        on("", &gqa).map(|c| c.graph.name()),
+        Ok("FULL_AND_PIECEWISE")
+    );
 }

@@ -424,7 +424,7 @@ fn serving_config(
         Err(findings) => return Ok(Err(findings)),
     };
     let config = launch
-        .serving_config(gpu)
+        .serving_config(gpu, model)
         .context("the deployment cannot be simulated")?;
     let placement = match &launch {
         Launch::Plain(_) => Placement::Plain,

@@ -201,13 +201,42 @@ fn a_value_flag_at_the_end_or_before_a_flag_has_no_value() {
 #[test]
 fn forms_that_would_change_the_model_are_rejected() {
     check_errors(
-        "/m -O3 --compilation-config.cudagraph_mode FULL --config c.yaml --afd-config x -O 3",
+        "/m --compilation-config.cudagraph_mode FULL --config c.yaml --afd-config x --compilation-config 3",
         expect![[r#"
-            1:4 [-O3]: optimization level -O3 is not modelled: it changes vLLM's default CUDA-graph mode; set cudagraph_mode in --compilation-config or use --enforce-eager
-            1:8 [--compilation-config.cudagraph_mode]: dotted JSON arguments (--compilation-config.cudagraph_mode) are not modelled; pass the whole JSON object to --compilation-config
-            1:49 [--config]: vLLM YAML config files are not modelled; put the flags on the command line
-            1:65 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
-            1:83 [--compilation-config]: an optimization level (--compilation-config 3) is not modelled: it changes vLLM's default CUDA-graph mode; give a JSON object with cudagraph_mode, or --enforce-eager
+            1:4 [--compilation-config.cudagraph_mode]: dotted JSON arguments (--compilation-config.cudagraph_mode) are not modelled; pass the whole JSON object to --compilation-config
+            1:45 [--config]: vLLM YAML config files are not modelled; put the flags on the command line
+            1:61 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
+            1:97 [--compilation-config]: vLLM 0.26.0 takes a JSON object for --compilation-config, not a level (3); an optimization level is -O<n> (--optimization-level)
+        "#]],
+    );
+}
+
+/// vLLM 0.26.0 rewrites `-O<x>`, `-O=<x>` and `-O <n>` to `--optimization-level`, an integer 0-3
+/// (`vllm/utils/argparse_utils.py:322-333`): every spelling reads, and what vLLM refuses is refused.
+#[test]
+fn optimization_levels_read_as_vllm_spells_them() {
+    for (words, level) in [
+        ("/m -O3", 3),
+        ("/m -O=1", 1),
+        ("/m -O 0", 0),
+        ("/m --optimization-level 2", 2),
+        ("/m --optimization_level=0", 0),
+        ("/m -O1 -O2", 2),
+    ] {
+        let config = RoleConfig::from_command_line(words, &RecipeOptions::default())
+            .unwrap_or_else(|e| panic!("{words}: {e}"));
+        assert_eq!(config.optimization_level(), level, "{words}");
+    }
+    let default = RoleConfig::from_command_line("/m", &RecipeOptions::default()).unwrap();
+    assert_eq!(default.optimization_level(), 2);
+    check_errors(
+        "/m -O4 -Odecode -O.cudagraph_mode=FULL -O '{\"mode\": 3}' -cc '{\"mode\": 7}'",
+        expect![[r#"
+            1:4 [--optimization-level]: --optimization-level (-O) takes 0, 1, 2 or 3, got '4'; a JSON compilation config goes to --compilation-config (-cc)
+            1:8 [-Odecode]: vLLM 0.26.0 reads -Odecode as --optimization-level decode, which takes 0, 1, 2 or 3
+            1:17 [-O.cudagraph_mode]: vLLM 0.26.0 reads -O.cudagraph_mode as --optimization-level .cudagraph_mode, which takes 0, 1, 2 or 3
+            1:44 [--optimization-level]: --optimization-level (-O) takes 0, 1, 2 or 3, got '{"mode": 3}'; a JSON compilation config goes to --compilation-config (-cc)
+            1:63 [--compilation-config mode]: mode must be a compilation mode 0 (NONE), 1 (STOCK_TORCH_COMPILE), 2 (DYNAMO_TRACE_ONCE) or 3 (VLLM_COMPILE), got 7
         "#]],
     );
 }
