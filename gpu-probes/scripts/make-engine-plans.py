@@ -63,6 +63,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # recipe's 64/64 budget, stamped: the eager 64/64 servers' arrival-bound prefill runs stepped
     # slower than their own decode bursts.
     "cal13-eager-64-64": (64, 64),
+    # Uniform decode batches of 256-1,024 on vLLM's defaults, stamped, streamed and unstreamed: the
+    # batches past the 512-token capture size run the compiled model without graphs, and no table
+    # had measured a decode step there (the model priced it as a mixed step).
+    "cal14-piecewise-1024-8192": (1024, 8192),
 }
 
 def plan_document(warm, work):
@@ -400,13 +404,32 @@ def cal13_plan(label):
     work.append(w)
     return plan_document(warm, work)
 
+def cal14_plan(label):
+    """vLLM's default server (1024/8192, FULL_AND_PIECEWISE, graphs up to 512 tokens) with every log
+    line stamped: uniform decode batches of 256, 512, 768 and 1,024 requests of 128-token prompts,
+    each streamed (128 tokens) and unstreamed at 64 and 192 tokens (the unstreamed pair's
+    difference over 128 tokens is a step of the engine without the stream's front-end cost, and
+    each prefills in 4-16 steps against 64-192 decode steps); a calibration `vllm bench serve` run
+    of 1,024 such prompts at once, which no table reads and nothing judges."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b, 90) for b in (1, 64, 256, 512, 768, 1024)]
+    work = []
+    for b in (256, 512, 768, 1024):
+        work += [fx(label, f"fx-d{b}-c128-o128", 128, 128, b, 90),
+                 fx(label, f"fx-u{b}-c128-o64", 128, 64, b, 90, stream=False),
+                 fx(label, f"fx-u{b}-c128-o192", 128, 192, b, 90, stream=False)]
+    w = bench(label, "cal-bench-d1024-c128-o128", 128, 128, 1024, 150)
+    w["calibration"] = True
+    work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
                ("cal8-", cal8_plan), ("cal9-", cal9_plan),
                ("cal10-", cal10_plan),
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
-               ("cal13-", cal13_plan)]
+               ("cal13-", cal13_plan), ("cal14-", cal14_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

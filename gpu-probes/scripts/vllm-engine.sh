@@ -18,7 +18,8 @@
 #        cal10-eager-256-2048: each prompt length injected twice beside 1, 4, 16 and 64 eager decodes;
 #        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults;
 #        cal12-graph-256-2048: 2,048-token prefill steps beside long-context decodes, stamped step logs;
-#        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped)
+#        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped;
+#        cal14-piecewise-1024-8192: decode batches of 256-1,024 on vLLM's defaults, streamed and not, stamped)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -50,7 +51,7 @@ for i in "${!labels[@]}"; do
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE
-    piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192|cal11-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
+    piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192|cal11-piecewise-1024-8192|cal14-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
