@@ -349,6 +349,12 @@ pub struct EngineModeCosts {
     /// the difference of their decodes, the median. Zero when not measured.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub mixed_decode_ns: f64,
+    /// What each request of a uniform decode batch adds to a step that runs without graphs because
+    /// the batch is past the largest capture size, nanoseconds (`nonuniform_period_ns` at its
+    /// tokens holds the step less it): decode bursts past the capture size, their period less the
+    /// table over their batch, the median. Zero when not measured (the mixed step's term prices it).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub graphless_decode_ns: f64,
     /// What a uniform decode step adds per context token its sequences attend to beyond the decode
     /// table's own bursts' (`decode_reference_context` a sequence), nanoseconds: streamed bursts of
     /// long prompts against the table at their batch. Zero when not measured (or not seen above the

@@ -191,6 +191,7 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
     let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
     let mut modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
     share_decode_context(&mut modes);
+    share_graphless_decode(&mut modes);
     let sources = runs
         .iter()
         .zip(names)
@@ -239,6 +240,29 @@ fn share_decode_context(modes: &mut [EngineModeCosts]) {
         m.evidence.insert(
             "decode_context_shared".into(),
             format!("{from}: the same FULL graph replays its uniform decode batches"),
+        );
+    }
+}
+
+/// Both graph modes run the same compiled model when a batch has no graph (split at attention,
+/// `vllm/config/compilation.py:1137-1146`), so a graph mode whose servers ran no decode batch past
+/// their capture size takes the per-request term the other measured, and says so in its evidence.
+fn share_graphless_decode(modes: &mut [EngineModeCosts]) {
+    let Some((per_request, from)) = modes
+        .iter()
+        .find(|m| m.mode != EAGER && m.graphless_decode_ns > 0.0)
+        .map(|m| (m.graphless_decode_ns, m.mode.clone()))
+    else {
+        return;
+    };
+    for m in modes
+        .iter_mut()
+        .filter(|m| m.mode != EAGER && m.graphless_decode_ns == 0.0)
+    {
+        m.graphless_decode_ns = per_request;
+        m.evidence.insert(
+            "graphless_decode_shared".into(),
+            format!("{from}: the same compiled model runs a batch without graphs"),
         );
     }
 }
@@ -402,8 +426,8 @@ fn mode_costs(
     };
     let fixed = fixed_records(runs);
     let mut evidence = BTreeMap::new();
-    let (decode, table_contexts) = decode_bursts(runs, &fixed, &mut evidence);
-    let decode_period_ns = decode_table(runs, decode, mode == EAGER, &mut evidence);
+    let (decode, table_contexts) = decode_bursts(runs, &fixed, false, &mut evidence);
+    let decode_period_ns = decode_table(runs, decode, (mode == EAGER, false), &mut evidence);
     if decode_period_ns.is_empty() {
         return Err(missing(
             "uniform decode burst (prompts of at most 512 tokens, 8 or more output tokens)",
@@ -449,6 +473,8 @@ fn mode_costs(
             .map(|p| p.1)
             .ok_or_else(|| missing("isolated prefill of 1,024 to 4,096 tokens"))?,
     };
+    let graphless_decode_ns =
+        graphless_decode_s(runs, &fixed, &tables.nonuniform, &mut evidence) * 1e9;
     let decode_reference_context = median(table_contexts).unwrap_or(0.0).round() as u32;
     let decode_context_ns = context_slope_s(
         runs,
@@ -465,6 +491,7 @@ fn mode_costs(
         nonuniform_token_ns,
         nonuniform_period_ns: tables.nonuniform,
         mixed_decode_ns: (tables.mixed_decode_s * 1e9).round(),
+        graphless_decode_ns: graphless_decode_ns.round(),
         prefill_extra_ns: tables.prefill_extra,
         piecewise_period_ns: tables.piecewise,
         piecewise_max_tokens: tables.piecewise_max_tokens,
@@ -517,16 +544,25 @@ fn isolated_prefill_steps(
 fn decode_bursts(
     runs: &[(&str, &VllmRun)],
     fixed: &[Fixed<'_>],
+    graphless: bool,
     evidence: &mut BTreeMap<String, String>,
 ) -> (BTreeMap<u32, Vec<f64>>, Vec<f64>) {
     let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut table_contexts: Vec<f64> = Vec::new();
+    let key = if graphless {
+        "graphless_decode_b"
+    } else {
+        "decode_b"
+    };
     for (name, record, requests) in fixed {
         let w = &record.workload;
         let (_, run) = runs
             .iter()
             .find(|(n, _)| n == name)
             .expect("a record's run is among the runs");
+        if past_capture(run, w.num_prompts) != graphless {
+            continue;
+        }
         // The burst's prefill must take few steps beside its decode steps, or the median gap
         // between its tokens is a chunked-prefill step's, not a uniform decode step's.
         if w.input_len <= DECODE_TABLE_MAX_INPUT
@@ -538,12 +574,48 @@ fn decode_bursts(
             decode.entry(w.num_prompts).or_default().push(m);
             table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
             evidence.insert(
-                format!("decode_b{}", w.num_prompts),
+                format!("{key}{}", w.num_prompts),
                 format!("{name}:{}", w.name),
             );
         }
     }
     (decode, table_contexts)
+}
+
+/// Whether a uniform decode batch of `batch` requests ran without graphs on a graph-mode server:
+/// past its largest capture size (vLLM's default server captures up to 512 and takes 1,024
+/// requests). False for eager servers, whose every step is graph-less and priced by its own table.
+fn past_capture(run: &VllmRun, batch: u32) -> bool {
+    if run_mode(run) == Ok(EAGER) {
+        return false;
+    }
+    serve_limits(run).is_some_and(|(seqs, budget)| batch > max_capture(run, seqs, budget))
+}
+
+/// What each request of a uniform decode batch adds to a step of the compiled model without graphs
+/// (a batch past the server's largest capture size), over the non-uniform table at its tokens:
+/// over such batches measured as the decode table measures its own (unstreamed pairs where the
+/// stream set the pace), `(period - table) / batch`, the median; 0 without such a batch or table.
+/// On `cal14` (vLLM's defaults, a slow host) 768 and 1,024 decodes stepped at 109 and 117 ms where
+/// the table gives 83 ms: about 33 µs a request, against the 67 µs a decode adds to a mixed step.
+fn graphless_decode_s(
+    runs: &[(&str, &VllmRun)],
+    fixed: &[Fixed<'_>],
+    nonuniform: &[(u32, u64)],
+    evidence: &mut BTreeMap<String, String>,
+) -> f64 {
+    if nonuniform.is_empty() {
+        return 0.0;
+    }
+    let (decode, _) = decode_bursts(runs, fixed, true, evidence);
+    let points = decode_table(runs, decode, (false, true), evidence);
+    let per_request = points
+        .iter()
+        .map(|&(b, period)| {
+            (period as f64 - interpolate(nonuniform, b) as f64) / 1e9 / f64::from(b.max(1))
+        })
+        .collect();
+    median(per_request).unwrap_or(0.0).max(0.0)
 }
 
 /// The uniform decode period by batch: the probe's streamed bursts (or, where the same batch's
@@ -553,10 +625,15 @@ fn decode_bursts(
 fn decode_table(
     runs: &[(&str, &VllmRun)],
     decode: BTreeMap<u32, Vec<f64>>,
-    host_bound: bool,
+    (host_bound, graphless): (bool, bool),
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<(u32, u64)> {
-    let unstreamed = unstreamed_period_s(runs);
+    let key = if graphless {
+        "graphless_decode_b"
+    } else {
+        "decode_b"
+    };
+    let unstreamed = unstreamed_period_s(runs, graphless);
     let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
         .into_iter()
         .filter_map(|(b, gaps)| {
@@ -564,7 +641,7 @@ fn decode_table(
             let streamed = median(gaps)?;
             let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
                 Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
-                    evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
+                    evidence.insert(format!("{key}{b}_unstreamed"), "unstreamed pairs".into());
                     engine
                 }
                 // Past the probe's streaming reach a graph step's pace is the client's unless an
@@ -579,7 +656,7 @@ fn decode_table(
         if let (std::collections::btree_map::Entry::Vacant(slot), Some(engine)) =
             (by_batch.entry(b), median(periods))
         {
-            evidence.insert(format!("decode_b{b}_unstreamed"), "unstreamed pairs".into());
+            evidence.insert(format!("{key}{b}_unstreamed"), "unstreamed pairs".into());
             slot.insert((engine, 1.0));
         }
     }
@@ -587,7 +664,7 @@ fn decode_table(
         .iter()
         .map(|(&b, &(p, _))| (b, (p * 1e9).round() as u64))
         .collect();
-    for (b, seen) in bench_decode_s(runs) {
+    for (b, seen) in bench_decode_s(runs, graphless) {
         let Some(bench) = median(seen.iter().map(|s| s.0).collect()) else {
             continue;
         };
@@ -601,7 +678,7 @@ fn decode_table(
             continue;
         }
         let names: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
-        evidence.insert(format!("decode_b{b}_bench"), names.join(", "));
+        evidence.insert(format!("{key}{b}_bench"), names.join(", "));
         let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + seen.len() as f64;
         by_batch.insert(b, (bench, weight));
     }
@@ -626,12 +703,12 @@ fn decode_table(
 /// and on the lent H200 a host-bound step ran slower beside it than beside the probe's (eager, one
 /// server, interleaved: 14 % and 34 % at 64 streams, cal2-eager), a difference no fixed burst of the
 /// probe's own can see.
-fn bench_decode_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<(f64, String)>> {
+fn bench_decode_s(runs: &[(&str, &VllmRun)], graphless: bool) -> BTreeMap<u32, Vec<(f64, String)>> {
     let mut out: BTreeMap<u32, Vec<(f64, String)>> = BTreeMap::new();
     for (name, run) in runs {
         for r in &run.records {
             let w = &r.workload;
-            if !few_prefill_steps(run, w) {
+            if !few_prefill_steps(run, w) || past_capture(run, w.num_prompts) != graphless {
                 continue;
             }
             if let Some(tpot_s) = calibration_tpot_s(r) {
@@ -1202,13 +1279,14 @@ fn stream_token_s(
 /// same batch and prompt and two output lengths: the difference of their mean times to the whole
 /// answer over the difference of lengths (no server-sent event is made, so the front end cannot
 /// set the pace).
-fn unstreamed_period_s(runs: &[(&str, &VllmRun)]) -> BTreeMap<u32, Vec<f64>> {
+fn unstreamed_period_s(runs: &[(&str, &VllmRun)], graphless: bool) -> BTreeMap<u32, Vec<f64>> {
     let mut out: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for (_, run) in runs {
         let whole: Vec<(&afd_traces::vllm_run::Workload, f64)> = run
             .records
             .iter()
             .filter(|r| r.failure.is_none() && !r.workload.stream)
+            .filter(|r| past_capture(run, r.workload.num_prompts) == graphless)
             .filter_map(|r| {
                 let q = &r.fixed.as_ref()?.requests;
                 let done: Vec<f64> = q
@@ -1540,6 +1618,18 @@ impl EngineModel {
                         costs.pure_piecewise_max_tokens,
                         tokens,
                     );
+                    (period, period)
+                }
+                // A uniform decode batch past the largest capture size runs the compiled model
+                // without graphs: the table at its tokens and what each of its requests adds.
+                GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
+                    if uniform
+                        && costs.graphless_decode_ns > 0.0
+                        && !costs.nonuniform_period_ns.is_empty() =>
+                {
+                    let period = interpolate(&costs.nonuniform_period_ns, tokens)
+                        + (costs.graphless_decode_ns * f64::from(decodes)).round() as u64
+                        + attend;
                     (period, period)
                 }
                 // The torch.compile'd model without graphs: host-bound up to thousands of tokens

@@ -19,6 +19,7 @@ pub(crate) fn mode_costs(
         nonuniform_token_ns: token,
         nonuniform_period_ns: vec![],
         mixed_decode_ns: 0.0,
+        graphless_decode_ns: 0.0,
         decode_context_ns: 0.0,
         decode_reference_context: 0,
         prefill_extra_ns: vec![],
@@ -1203,4 +1204,92 @@ fn a_weighted_median_passes_half_the_weight() {
         .chain([(0.2, 100.0), (9.0, 0.0), (7.0, f64::NAN)])
         .collect();
     assert_eq!(weighted_median(pairs), Some(0.2));
+}
+
+/// A uniform decode batch past the server's largest capture size (512 on a server of vLLM's
+/// default 1,024 sequences) runs the compiled model without graphs: its measured period prices
+/// what each request adds over the non-uniform table, and it stays out of the decode table.
+#[test]
+fn a_decode_batch_past_the_capture_size_prices_the_graphless_term() {
+    let words: Vec<String> = [
+        "/m",
+        "--max-num-batched-tokens",
+        "4096",
+        "--compilation-config",
+        r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#,
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    let mut records = vec![
+        burst("fx-d1", 1, 16, 0.003, 0.0),
+        chunked("fx-p4096", 4096, 4096, 0.020 + 0.075),
+        chunked("fx-p16384", 16384, 4096, 0.020 + 4.0 * 0.075),
+        burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+    ];
+    let mut base = run(&[], records.clone());
+    base.serve_args = words.clone();
+    let before = derive(&[base], &["b".into()]).unwrap();
+    assert_eq!(before.modes[0].graphless_decode_ns, 0.0);
+    // 768 requests answered whole: 128 more tokens took 12.8 s more, 100 ms a step.
+    records.push(whole("fx-u768-o64", 768, 128, 64, 8.0));
+    records.push(whole("fx-u768-o192", 768, 128, 192, 20.8));
+    let mut with = run(&[], records);
+    with.serve_args = words;
+    let p = derive(&[with], &["w".into()]).unwrap();
+    let m = &p.modes[0];
+    assert!(
+        m.decode_period_ns.iter().all(|&(b, _)| b <= 512),
+        "{:?}",
+        m.decode_period_ns
+    );
+    let table_ns = interpolate(&m.nonuniform_period_ns, 768) as f64;
+    let expected = (100e6 - table_ns) / 768.0;
+    assert!(
+        (m.graphless_decode_ns - expected).abs() < 1.0,
+        "{} against {expected}",
+        m.graphless_decode_ns
+    );
+    assert!(m.evidence.contains_key("graphless_decode_b768_unstreamed"));
+}
+
+#[test]
+fn a_graphless_decode_step_pays_the_table_and_its_requests() {
+    let mut p = profile();
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![1, 64, 256],
+    };
+    let fdo = p
+        .modes
+        .iter_mut()
+        .find(|m| m.mode == FULL_DECODE_ONLY)
+        .unwrap();
+    fdo.nonuniform_period_ns = vec![(64, 60_000_000), (1024, 80_000_000)];
+    fdo.mixed_decode_ns = 60_000.0;
+    let mixed = EngineModel::new(p.clone());
+    // Without the term a batch of 544 decodes past the capture size is priced as a mixed step.
+    assert_eq!(
+        mixed.period_ns(&graph, &shape(false, 544, 0, 544)),
+        Some(70_000_000 + 32_640_000)
+    );
+    let fdo = p
+        .modes
+        .iter_mut()
+        .find(|m| m.mode == FULL_DECODE_ONLY)
+        .unwrap();
+    fdo.graphless_decode_ns = 30_000.0;
+    let engine = EngineModel::new(p);
+    assert_eq!(
+        engine.period_ns(&graph, &shape(false, 544, 0, 544)),
+        Some(70_000_000 + 16_320_000)
+    );
+    // A mixed step keeps the mixed term, a replayed batch its graph's period.
+    assert_eq!(
+        engine.period_ns(&graph, &shape(false, 8, 1016, 1024)),
+        Some(80_000_000 + 480_000)
+    );
+    assert_eq!(
+        engine.period_ns(&graph, &shape(true, 64, 0, 64)),
+        Some(4_000_000)
+    );
 }
