@@ -67,6 +67,13 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # batches past the 512-token capture size run the compiled model without graphs, and no table
     # had measured a decode step there (the model priced it as a mixed step).
     "cal14-piecewise-1024-8192": (1024, 8192),
+    # Steps that prefill many requests at once, stamped: short prompts, and prompts the prefix cache
+    # holds but for their last tokens (the first graph 256/8192 server's cached bench prompts
+    # stepped far slower than their computed tokens price).
+    "cal15-graph-256-8192": (256, 8192),
+    # The front end's intake of prompts the prefix cache holds, against the same prompts cold: cal15's
+    # cached calibration run took its 256 requests in one 964 ms block, 3.8 ms each.
+    "cal16-graph-256-8192": (256, 8192),
 }
 
 def plan_document(warm, work):
@@ -423,13 +430,62 @@ def cal14_plan(label):
     work.append(w)
     return plan_document(warm, work)
 
+def cal15_plan(label):
+    """FULL_DECODE_ONLY at 256/8192 with every log line stamped: bursts whose steps prefill tens of
+    requests at once, each request few tokens. Uncached 16-token prompts (no context), and prompts
+    of 256 and 1,024 tokens sent a second time, when the prefix cache holds all but their last
+    block (16 tokens computed beside 240 or 1,008 cached). The front end takes the requests in one
+    at a time, so a step holds what reached the engine while the last one ran: the stamps give each
+    step's period beside its count of prefill requests. Then two calibration `vllm bench serve`
+    runs on one seed, which no table reads and nothing judges: 80 prompts of 256 tokens at 8 req/s
+    and 256 such prompts at once (the first 80 then cached), the judged first graph server's
+    `dec-r8`/`dec-sat` pair on a seed of its own."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 16, 64, 256)]
+    warm += [fx(label, "warm-cache-n64-c256-a", 256, 2, 64, 90),
+             fx(label, "warm-cache-n64-c256-b", 256, 8, 64, 90, same_as="warm-cache-n64-c256-a")]
+    work = [fx(label, f"fx-many-n{n}-c16", 16, 8, n, 90) for n in (64, 128, 256)]
+    for n, c in ((256, 256), (128, 1024), (64, 256)):
+        first = f"fx-cache-n{n}-c{c}-a"
+        work += [fx(label, first, c, 2, n, 90), fx(label, f"fx-cache-n{n}-c{c}-b", c, 8, n, 90, same_as=first)]
+    a = bench(label, "cal-bench-cache-r8", 256, 128, 80, 120, rate=8.0)
+    b = bench(label, "cal-bench-cache-sat", 256, 256, 256, 120)
+    b["seed"] = a["seed"]
+    for w in (a, b):
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
+def cal16_plan(label):
+    """FULL_DECODE_ONLY at 256/8192, stamped: how long the front end takes to let 256 requests sent
+    at once reach the engine, with prompts the prefix cache does not hold and the same prompts sent
+    again (all but the last block cached). Calibration `vllm bench serve` runs of 256 prompts of 256
+    tokens (32 out) on two seeds, each run twice; the probe's own text and token-id bursts of the
+    same shape, each twice. No table reads the bench runs and nothing judges them."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 16, 64, 256)]
+    work = []
+    for form in ("text", "ids"):
+        first = f"fx-{form}-n256-c256-a"
+        work += [fx(label, first, 256, 8, 256, 90, text=form == "text"),
+                 fx(label, f"fx-{form}-n256-c256-b", 256, 8, 256, 90, same_as=first, text=form == "text")]
+    for seed_name in ("x", "y"):
+        cold = bench(label, f"cal-bench-sat-{seed_name}-cold", 256, 32, 256, 120)
+        warm_again = bench(label, f"cal-bench-sat-{seed_name}-cached", 256, 32, 256, 120)
+        warm_again["seed"] = cold["seed"]
+        for w in (cold, warm_again):
+            w["calibration"] = True
+            work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
                ("cal8-", cal8_plan), ("cal9-", cal9_plan),
                ("cal10-", cal10_plan),
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
-               ("cal13-", cal13_plan), ("cal14-", cal14_plan)]
+               ("cal13-", cal13_plan), ("cal14-", cal14_plan),
+               ("cal15-", cal15_plan), ("cal16-", cal16_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)
