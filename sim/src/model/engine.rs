@@ -1238,14 +1238,16 @@ fn text_token_s(run: &VllmRun) -> Vec<f64> {
 }
 
 /// The front end's serial cost per streamed token: over the calibration bench runs (all prompts at
-/// once, one shape, a prefill of at most a quarter of their decode steps) whose mean time per output
-/// token is more than [`FRONTEND_BOUND_RATIO`] times the engine's decode period at their batch, that
-/// time over the batch; the median of them. Below that ratio the engine sets the pace and the run
-/// tells nothing of the front end; a run of many prefill steps sets its time per output token by
-/// them (cal12's 64 prompts of 2,048 tokens, 32 out: 45 ms a token, all prefill). The mean time per
-/// output token, not the median inter-token latency: `vllm bench serve` stamps each server-sent
-/// event as it parses it, so events read together show gaps near zero
-/// (vllm/benchmarks/lib/endpoint_request_func.py).
+/// once, one shape, a prefill of at most a quarter of their decode steps), their mean time per
+/// output token less what their prefill steps add to it (the time a request spends in prefill steps
+/// after its first token, [`prefill_after_first_token_s`], over its output tokens after the first);
+/// where that is more than [`FRONTEND_BOUND_RATIO`] times the engine's decode period at their batch, it over
+/// the batch; the median of them. Below that ratio the engine sets the pace and the run tells
+/// nothing of the front end. A run's prefill steps count by time, not number: 8 full 8,192-token
+/// steps (about 90 ms each) beside 32 decode steps of 8 ms set most of `cal16`'s 23-30 ms a token,
+/// not its front end. The mean time per output token, not the median inter-token latency: `vllm bench
+/// serve` stamps each server-sent event as it parses it, so events read together show gaps near
+/// zero (vllm/benchmarks/lib/endpoint_request_func.py).
 fn stream_token_s(
     by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
     modes: &[EngineModeCosts],
@@ -1264,15 +1266,47 @@ fn stream_token_s(
                 let Some(tpot_s) = calibration_tpot_s(r) else {
                     continue;
                 };
+                let after_s = prefill_after_first_token_s(r, &costs.nonuniform_period_ns);
+                let front_s = tpot_s - after_s / f64::from(r.workload.output_len.max(2) - 1);
                 let batch = r.workload.num_prompts;
                 let engine_s = interpolate(&costs.decode_period_ns, batch) as f64 / 1e9;
-                if tpot_s > FRONTEND_BOUND_RATIO * engine_s {
-                    per_token.push(tpot_s / f64::from(batch));
+                if front_s > FRONTEND_BOUND_RATIO * engine_s {
+                    per_token.push(front_s / f64::from(batch));
                 }
             }
         }
     }
     median(per_token)
+}
+
+/// How long a request of a bench run spends, after its first token, in the run's later prefill
+/// steps, on average over its requests, seconds: the run's step log in order, each step that
+/// prefilled priced at the non-uniform table for its tokens, each such step's prefilling requests
+/// waiting through the steps after it (0 without a table or a step log).
+fn prefill_after_first_token_s(r: &WorkloadRecord, nonuniform: &[(u32, u64)]) -> f64 {
+    if nonuniform.is_empty() {
+        return 0.0;
+    }
+    let prefills: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .filter(|s| s.ctx_tokens > 0)
+        .map(|s| {
+            let period = interpolate(nonuniform, s.ctx_tokens + s.gen_tokens) as f64 / 1e9;
+            (f64::from(s.ctx_requests), period)
+        })
+        .collect();
+    let (mut waited, mut requests, mut later) = (0.0, 0.0, 0.0);
+    for &(n, period) in prefills.iter().rev() {
+        waited += n * later;
+        requests += n;
+        later += period;
+    }
+    if requests > 0.0 {
+        waited / requests
+    } else {
+        0.0
+    }
 }
 
 /// The engine's own decode period by batch, from pairs of unstreamed bursts of one server with the

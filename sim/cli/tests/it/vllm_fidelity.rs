@@ -66,9 +66,13 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 8.69 %, worst 90.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // own send times"): median 9.08 %, worst 90.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
     // prefill steps took about 180 ms on the repeat server where the table prices 74 ms, and the
-    // two real runs are 67 % apart); 193 of 228 values within 25 %; 12 of 39 ratios within 10 %.
+    // two real runs are 67 % apart); 192 of 228 values within 25 %; 12 of 39 ratios within 10 %.
+    // The fifteenth batch (cal14: decode batches past the capture size) left them as they were;
+    // the sixteenth and seventeenth (cal15, cal16: the probe's text and token-id bursts of 256
+    // prompts, cold and cached) moved the front end's intake (1.70 -> 1.58 ms a request) and text
+    // term (1.30 -> 1.16 us a token), and the median from 8.69 to 9.08 %.
     // The steps: the bench's own send times moved facb078's 9.23 % (mean over 32 simulator draws)
     // to 9.83 %; the thirteenth batch's fixed shapes (cal12, calibration only) with a decode's cost
     // in a mixed step weighted by how far apart each pair's decodes are (docs/fidelity.md, "The
@@ -78,7 +82,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.087, "median |error| {median}");
+    assert!(median <= 0.091, "median |error| {median}");
     assert!(worst <= 0.906, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -91,7 +95,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 193, "{within_25} of 228 values within 25 %");
+    assert!(within_25 >= 192, "{within_25} of 228 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -127,7 +131,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 31, "{runs:?}");
+    assert_eq!(runs.len(), 33, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);

@@ -1293,3 +1293,22 @@ fn a_graphless_decode_step_pays_the_table_and_its_requests() {
         Some(4_000_000)
     );
 }
+
+/// A bench run's requests wait, after their first token, through the prefill steps after the one
+/// that prefilled them: that time is the engine's, not the front end's, in their time per token.
+#[test]
+fn a_requests_later_prefill_steps_are_taken_out_of_its_time_per_token() {
+    let mut r = burst("cal-bench", 4, 4096, 0.0, 0.0);
+    r.steps = vec![
+        step(2, 8192, 0),
+        step(2, 8192, 2),
+        step(0, 0, 4),
+        step(0, 0, 4),
+    ];
+    let flat = [(1024, 100_000_000)];
+    // The first two requests wait through one more 100 ms step, the last two through none.
+    assert!((prefill_after_first_token_s(&r, &flat) - 0.05).abs() < 1e-12);
+    assert_eq!(prefill_after_first_token_s(&r, &[]), 0.0);
+    r.steps.clear();
+    assert_eq!(prefill_after_first_token_s(&r, &flat), 0.0);
+}
