@@ -448,13 +448,17 @@ def cal15_plan(label):
     for n, c in ((256, 256), (128, 1024), (64, 256)):
         first = f"fx-cache-n{n}-c{c}-a"
         work += [fx(label, first, c, 2, n, 90), fx(label, f"fx-cache-n{n}-c{c}-b", c, 8, n, 90, same_as=first)]
-    a = bench(label, "cal-bench-cache-r8", 256, 128, 80, 120, rate=8.0)
-    b = bench(label, "cal-bench-cache-sat", 256, 256, 256, 120)
-    b["seed"] = a["seed"]
-    for w in (a, b):
-        w["calibration"] = True
-        work.append(w)
+    work += same_seed_calibration(bench(label, "cal-bench-cache-r8", 256, 128, 80, 120, rate=8.0),
+                                  bench(label, "cal-bench-cache-sat", 256, 256, 256, 120))
     return plan_document(warm, work)
+
+def same_seed_calibration(first, then):
+    """Two bench runs on the first's seed (the second's prompts begin with the first's, which the
+    prefix cache then holds), both marked calibration."""
+    then["seed"] = first["seed"]
+    for w in (first, then):
+        w["calibration"] = True
+    return [first, then]
 
 def cal16_plan(label):
     """FULL_DECODE_ONLY at 256/8192, stamped: how long the front end takes to let 256 requests sent
@@ -470,12 +474,8 @@ def cal16_plan(label):
         work += [fx(label, first, 256, 8, 256, 90, text=form == "text"),
                  fx(label, f"fx-{form}-n256-c256-b", 256, 8, 256, 90, same_as=first, text=form == "text")]
     for seed_name in ("x", "y"):
-        cold = bench(label, f"cal-bench-sat-{seed_name}-cold", 256, 32, 256, 120)
-        warm_again = bench(label, f"cal-bench-sat-{seed_name}-cached", 256, 32, 256, 120)
-        warm_again["seed"] = cold["seed"]
-        for w in (cold, warm_again):
-            w["calibration"] = True
-            work.append(w)
+        work += same_seed_calibration(bench(label, f"cal-bench-sat-{seed_name}-cold", 256, 32, 256, 120),
+                                      bench(label, f"cal-bench-sat-{seed_name}-cached", 256, 32, 256, 120))
     return plan_document(warm, work)
 
 def plan(label):

@@ -123,24 +123,16 @@ fn capture_sizes_above_max_num_seqs_are_no_decode_graphs() {
         &crate::deployment::RecipeOptions::default(),
     )
     .unwrap();
-    let a100 = ServingConfig::from_plain(
-        &plain,
-        RuleSet::Latest,
-        GpuKind::A100,
-        &ModelArch::deepseek_v2_lite(),
-    )
-    .unwrap();
+    let on = |gpu| {
+        ServingConfig::from_plain(&plain, RuleSet::Latest, gpu, &ModelArch::deepseek_v2_lite())
+            .unwrap()
+    };
+    let a100 = on(GpuKind::A100);
     assert_eq!(
         (a100.max_num_seqs, a100.max_num_batched_tokens),
         (256, 2048)
     );
-    let h200 = ServingConfig::from_plain(
-        &plain,
-        RuleSet::Latest,
-        GpuKind::H200,
-        &ModelArch::deepseek_v2_lite(),
-    )
-    .unwrap();
+    let h200 = on(GpuKind::H200);
     assert_eq!(
         (h200.max_num_seqs, h200.max_num_batched_tokens),
         (1024, 8192)
