@@ -549,11 +549,7 @@ fn decode_bursts(
 ) -> (BTreeMap<u32, Vec<f64>>, Vec<f64>) {
     let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut table_contexts: Vec<f64> = Vec::new();
-    let key = if graphless {
-        "graphless_decode_b"
-    } else {
-        "decode_b"
-    };
+    let key = evidence_prefix(graphless);
     for (name, record, requests) in fixed {
         let w = &record.workload;
         let (_, run) = runs
@@ -580,6 +576,16 @@ fn decode_bursts(
         }
     }
     (decode, table_contexts)
+}
+
+/// The evidence key a decode burst's batch is written under: the decode table's, or the graph-less
+/// term's.
+fn evidence_prefix(graphless: bool) -> &'static str {
+    if graphless {
+        "graphless_decode_b"
+    } else {
+        "decode_b"
+    }
 }
 
 /// Whether a uniform decode batch of `batch` requests ran without graphs on a graph-mode server:
@@ -628,11 +634,7 @@ fn decode_table(
     (host_bound, graphless): (bool, bool),
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<(u32, u64)> {
-    let key = if graphless {
-        "graphless_decode_b"
-    } else {
-        "decode_b"
-    };
+    let key = evidence_prefix(graphless);
     let unstreamed = unstreamed_period_s(runs, graphless);
     let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
         .into_iter()
@@ -1239,15 +1241,15 @@ fn text_token_s(run: &VllmRun) -> Vec<f64> {
 
 /// The front end's serial cost per streamed token: over the calibration bench runs (all prompts at
 /// once, one shape, a prefill of at most a quarter of their decode steps), their mean time per
-/// output token less what their prefill steps add to it (the time a request spends in prefill steps
-/// after its first token, [`prefill_after_first_token_s`], over its output tokens after the first);
-/// where that is more than [`FRONTEND_BOUND_RATIO`] times the engine's decode period at their batch, it over
+/// output token less what their prefill steps add to it (the time a request spends in prefill
+/// steps after its first token, [`prefill_after_first_token_s`], over its later tokens); where that
+/// is more than [`FRONTEND_BOUND_RATIO`] times the engine's decode period at their batch, it over
 /// the batch; the median of them. Below that ratio the engine sets the pace and the run tells
 /// nothing of the front end. A run's prefill steps count by time, not number: 8 full 8,192-token
 /// steps (about 90 ms each) beside 32 decode steps of 8 ms set most of `cal16`'s 23-30 ms a token,
-/// not its front end. The mean time per output token, not the median inter-token latency: `vllm bench
-/// serve` stamps each server-sent event as it parses it, so events read together show gaps near
-/// zero (vllm/benchmarks/lib/endpoint_request_func.py).
+/// not its front end. The mean time per output token, not the median inter-token latency: `vllm
+/// bench serve` stamps each server-sent event as it parses it, so events read together show gaps
+/// near zero (vllm/benchmarks/lib/endpoint_request_func.py).
 fn stream_token_s(
     by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
     modes: &[EngineModeCosts],
