@@ -417,7 +417,8 @@ def cal14_plan(label):
     each streamed (128 tokens) and unstreamed at 64 and 192 tokens (the unstreamed pair's
     difference over 128 tokens is a step of the engine without the stream's front-end cost, and
     each prefills in 4-16 steps against 64-192 decode steps); a calibration `vllm bench serve` run
-    of 1,024 such prompts at once, which no table reads and nothing judges."""
+    of 1,024 such prompts at once, which nothing judges (sent at once, it may price the front
+    end's cost per streamed token, `stream_token_s`)."""
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 2048)]
     warm += [fx(label, f"warm-d{b}", 64, 8, b, 90) for b in (1, 64, 256, 512, 768, 1024)]
     work = []
@@ -437,7 +438,8 @@ def cal15_plan(label):
     block (16 tokens computed beside 240 or 1,008 cached). The front end takes the requests in one
     at a time, so a step holds what reached the engine while the last one ran: the stamps give each
     step's period beside its count of prefill requests. Then two calibration `vllm bench serve`
-    runs on one seed, which no table reads and nothing judges: 80 prompts of 256 tokens at 8 req/s
+    runs on one seed, which nothing judges (the one sent at once may price the front end's cost
+    per streamed token): 80 prompts of 256 tokens at 8 req/s
     and 256 such prompts at once (the first 80 then cached), the judged first graph server's
     `dec-r8`/`dec-sat` pair on a seed of its own."""
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 2048)]
@@ -465,7 +467,8 @@ def cal16_plan(label):
     at once reach the engine, with prompts the prefix cache does not hold and the same prompts sent
     again (all but the last block cached). Calibration `vllm bench serve` runs of 256 prompts of 256
     tokens (32 out) on two seeds, each run twice; the probe's own text and token-id bursts of the
-    same shape, each twice. No table reads the bench runs and nothing judges them."""
+    same shape, each twice. Nothing judges the bench runs (sent at once, they may price the front
+    end's cost per streamed token)."""
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 2048)]
     warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 16, 64, 256)]
     work = []
