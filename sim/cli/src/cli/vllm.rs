@@ -78,7 +78,8 @@ the random dataset at fixed lengths). A run at a request rate or a ramp is simul
 replayed exactly (a run file records the seed; a plain result does not, so give --bench-seed unless
 the bench ran on vLLM's default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
 the GPU's built-in profile plus its built-in engine profile (or --engine).
-Exit status: 0, or 2 for bad input.")]
+Exit status: 0, or 2 for bad input (a run file without a bench run of the asked kind among them: the
+error says what it holds).")]
 pub(crate) struct CompareArgs {
     /// A run file of `afd-probe vllm`, or a `vllm bench serve --save-result` JSON.
     #[arg(value_name = "RESULT.json")]
@@ -197,7 +198,14 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
-        cases_of(&run, &args.result, &setup.model, args.calibration)?
+        let cases = cases_of(&run, &args.result, &setup.model, args.calibration)?;
+        if cases.is_empty() {
+            bail!(
+                "{}",
+                nothing_to_compare(&run, &args.result, args.calibration)
+            );
+        }
+        cases
     } else {
         if args.calibration {
             bail!(
@@ -525,6 +533,43 @@ fn cases_of(
             })
         })
         .collect()
+}
+
+/// Why a run file gave `compare` nothing: what its records are, and the switch that compares the
+/// other kind of bench run where it has some.
+fn nothing_to_compare(run: &VllmRun, path: &Path, calibration: bool) -> String {
+    let benches = |cal: bool| {
+        run.records
+            .iter()
+            .filter(|r| r.failure.is_none() && r.bench_result.is_some())
+            .filter(|r| r.workload.calibration == cal)
+            .count()
+    };
+    let failed = run.records.iter().filter(|r| r.failure.is_some()).count();
+    let fixed = run.records.iter().filter(|r| r.fixed.is_some()).count();
+    let (kind, other, hint) = if calibration {
+        (
+            "calibration",
+            benches(false),
+            "without --calibration it compares its judged runs",
+        )
+    } else {
+        (
+            "judged",
+            benches(true),
+            "--calibration compares its calibration runs",
+        )
+    };
+    let mut message = format!(
+        "{}: no {kind} bench run to compare ({} records: {fixed} fixed-shape, {failed} failed, {other} {} bench)",
+        path.display(),
+        run.records.len(),
+        if calibration { "judged" } else { "calibration" },
+    );
+    if other > 0 {
+        message.push_str(&format!("; {hint}"));
+    }
+    message
 }
 
 /// The serve words without the ones the probe adds that change no timing (`--host`, `--port`,

@@ -409,3 +409,20 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
         "--bench-seed",
     );
 }
+
+/// A run file with nothing of the asked kind to compare is refused by name, with what it holds and
+/// the switch that compares the other kind.
+#[test]
+fn a_run_file_without_the_asked_bench_runs_is_refused() {
+    let cal16 = data("vllm/h200-dsv2l-cal16-graph-256-8192.json.gz");
+    let cal16 = cal16.to_str().unwrap();
+    refused(
+        &["compare", cal16],
+        "no judged bench run to compare (8 records: 4 fixed-shape, 0 failed, 4 calibration bench); --calibration compares its calibration runs",
+    );
+    let cal14 = data("vllm/h200-dsv2l-cal14-piecewise-1024-8192.json.gz");
+    refused(
+        &["compare", cal14.to_str().unwrap(), "--calibration"],
+        "no calibration bench run to compare (12 records: 12 fixed-shape, 0 failed, 0 judged bench)",
+    );
+}
