@@ -1586,29 +1586,17 @@ impl EngineModel {
         let engines = shape.tokens.len();
         let mut cost = EngineStepCost::default();
         for e in 0..engines {
-            let works = shape.work.iter().filter_map(|stage| stage.get(e));
-            let (mut decodes, mut prefill) = (0u32, 0u32);
-            for w in works {
-                decodes += w.decode_seqs;
-                prefill += w.prefill.iter().map(|&(t, _)| t).sum::<u32>();
-            }
+            let EngineWork {
+                decodes,
+                prefill,
+                prefill_requests,
+                context,
+            } = EngineWork::of(shape, e);
             let tokens = shape.tokens[e].max(1);
             // Long contexts cost a decode step more than the table's bursts paid.
-            let context: u64 = shape
-                .work
-                .iter()
-                .filter_map(|stage| stage.get(e))
-                .map(|w| w.decode_context)
-                .sum();
             let extra = context
                 .saturating_sub(u64::from(decodes) * u64::from(costs.decode_reference_context));
             let attend = (costs.decode_context_ns * extra as f64).round() as u64;
-            let prefill_requests: u32 = shape
-                .work
-                .iter()
-                .filter_map(|stage| stage.get(e))
-                .map(|w| w.prefill.len() as u32)
-                .sum();
             // vLLM's uniform decode: every request schedules exactly one token, so a one-token
             // prefill chunk beside decodes is a decode (`gpu_model_runner.py:3857-3875`).
             let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
@@ -1692,6 +1680,36 @@ impl EngineModel {
         }
         cost.host_ns = cost.host_ns.min(cost.period_ns);
         Some(cost)
+    }
+}
+
+/// What one engine of a planned step schedules, over its pipeline stages.
+struct EngineWork {
+    /// Decode requests.
+    decodes: u32,
+    /// Prefill tokens.
+    prefill: u32,
+    /// Requests with a prefill chunk.
+    prefill_requests: u32,
+    /// Context tokens the decodes attend to.
+    context: u64,
+}
+
+impl EngineWork {
+    fn of(shape: &StepShape, engine: usize) -> EngineWork {
+        let mut work = EngineWork {
+            decodes: 0,
+            prefill: 0,
+            prefill_requests: 0,
+            context: 0,
+        };
+        for w in shape.work.iter().filter_map(|stage| stage.get(engine)) {
+            work.decodes += w.decode_seqs;
+            work.prefill += w.prefill.iter().map(|&(t, _)| t).sum::<u32>();
+            work.prefill_requests += w.prefill.len() as u32;
+            work.context += w.decode_context;
+        }
+        work
     }
 }
 

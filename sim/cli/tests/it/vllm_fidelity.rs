@@ -289,10 +289,11 @@ fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
     for workload in ["cal-bench-p256-r4", "cal-bench-p1024-r2"] {
         assert!(text.contains(workload), "{workload} missing: {text}");
     }
-    // Without the flag the file has no judged bench run to compare.
-    let out = afd_sim(&["compare", path, "--json"]);
-    assert!(out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("cal-bench"));
+    // Without the flag the file has no judged bench run to compare, and says so.
+    refused(
+        &["compare", path, "--json"],
+        "no judged bench run to compare",
+    );
     // A plain bench result marks nothing as calibration.
     let dir = tempfile::tempdir().unwrap();
     let result = dir.path().join("result.json");
