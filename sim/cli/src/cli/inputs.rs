@@ -53,37 +53,28 @@ pub(crate) struct HardwareArgs {
 
 /// The `vllm bench serve` client: random dataset or a trace, arrivals, concurrency.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
 pub(crate) struct WorkloadArgs {
     /// Number of requests (with --trace: the first N of the trace).
-    #[arg(long, help_heading = "Workload")]
+    #[arg(long)]
     pub(crate) num_prompts: Option<u32>,
     /// Prompt tokens per request (random dataset).
-    #[arg(
-        long,
-        alias = "random-input-len",
-        default_value_t = 1024,
-        help_heading = "Workload"
-    )]
+    #[arg(long, alias = "random-input-len", default_value_t = 1024)]
     pub(crate) input_len: u32,
     /// Output tokens per request (random dataset, ignore_eos).
-    #[arg(
-        long,
-        alias = "random-output-len",
-        default_value_t = 128,
-        help_heading = "Workload"
-    )]
+    #[arg(long, alias = "random-output-len", default_value_t = 128)]
     pub(crate) output_len: u32,
     /// Lengths are drawn uniformly from len·(1−r) to len·(1+r) (random dataset; 0 ≤ r < 1).
-    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
+    #[arg(long, default_value_t = 0.0)]
     pub(crate) random_range_ratio: f64,
     /// Requests per second, or `inf` to send everything at once [default: 5].
-    #[arg(long, help_heading = "Workload")]
+    #[arg(long)]
     pub(crate) request_rate: Option<String>,
     /// Gamma shape of inter-arrivals (1 = Poisson).
-    #[arg(long, default_value_t = 1.0, help_heading = "Workload")]
+    #[arg(long, default_value_t = 1.0)]
     pub(crate) burstiness: f64,
     /// Requests in flight at most, or `none` [default: 32].
-    #[arg(long, help_heading = "Workload")]
+    #[arg(long)]
     pub(crate) max_concurrency: Option<String>,
     /// Ramp the request rate over the run, as `vllm bench serve --ramp-up-strategy` does: request i
     /// of N is sent at the rate --ramp-up-start-rps + (end − start)·i/(N−1) (linear) or
@@ -92,44 +83,28 @@ pub(crate) struct WorkloadArgs {
         long,
         value_name = "linear|exponential",
         value_parser = ["linear", "exponential"],
-        requires_all = ["ramp_up_start_rps", "ramp_up_end_rps"],
-        help_heading = "Workload"
+        requires_all = ["ramp_up_start_rps", "ramp_up_end_rps"]
     )]
     pub(crate) ramp_up_strategy: Option<String>,
     /// The ramp's first request's rate, requests/s.
-    #[arg(
-        long,
-        value_name = "RPS",
-        requires = "ramp_up_strategy",
-        help_heading = "Workload"
-    )]
+    #[arg(long, value_name = "RPS", requires = "ramp_up_strategy")]
     pub(crate) ramp_up_start_rps: Option<f64>,
     /// The ramp's last request's rate, requests/s.
-    #[arg(
-        long,
-        value_name = "RPS",
-        requires = "ramp_up_strategy",
-        help_heading = "Workload"
-    )]
+    #[arg(long, value_name = "RPS", requires = "ramp_up_strategy")]
     pub(crate) ramp_up_end_rps: Option<f64>,
     /// Draw the request gaps exactly as `vllm bench serve --seed SEED` does (numpy's legacy
     /// generator), so the simulated client sends when that bench run's client did; without it the
     /// gaps are the simulator's own draw of --seed.
-    #[arg(
-        long,
-        value_name = "SEED",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
+    #[arg(long, value_name = "SEED", conflicts_with = "trace")]
     pub(crate) bench_seed: Option<u32>,
     /// Replay a workload trace (Azure CSV, Mooncake JSONL, or a token-count CSV).
-    #[arg(long, help_heading = "Workload")]
+    #[arg(long)]
     pub(crate) trace: Option<PathBuf>,
     /// Trace format when it cannot be detected: azure, mooncake or lengths.
-    #[arg(long, help_heading = "Workload")]
+    #[arg(long)]
     pub(crate) trace_format: Option<String>,
     /// Largest --trace file read, in MiB (a larger or endless file is an error).
-    #[arg(long, default_value_t = afd_traces::input::InputKind::TRACE.limit_bytes >> 20, help_heading = "Workload")]
+    #[arg(long, default_value_t = afd_traces::input::InputKind::TRACE.limit_bytes >> 20)]
     pub(crate) max_trace_mib: u64,
 }
 
