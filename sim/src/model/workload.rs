@@ -178,36 +178,35 @@ impl Arrivals {
     /// Intended send times of `n` requests (`get_request` of `vllm bench serve`): cumulative gamma
     /// delays, rescaled so the last one is at `n / rate`.
     pub fn send_times(self, n: usize, rng: &mut SimRng) -> Vec<SimTime> {
-        match self {
-            Arrivals::AllAtOnce => vec![SimTime::ZERO; n],
-            Arrivals::Gamma { rate, burstiness } => {
-                let gamma = Gamma::new(burstiness, 1.0 / (rate * burstiness))
-                    .expect("validated: shape and scale are positive and finite");
-                rescaled(n, rate, || gamma.sample(rng))
-            }
-            Arrivals::RampUp { ramp, burstiness } => cumulated(n, |i| {
-                Gamma::new(burstiness, 1.0 / (ramp.rate(i, n) * burstiness))
-                    .expect("validated: the ramp's rates are positive and finite")
-                    .sample(rng)
-            }),
-        }
+        self.times_from(n, |shape, scale| {
+            Gamma::new(shape, scale)
+                .expect("validated: shape and scale are positive and finite")
+                .sample(rng)
+        })
     }
 
     /// The send times `draw` gives `n` requests.
     pub fn drawn_send_times(self, n: usize, draw: ArrivalDraw, seed: Seed) -> Vec<SimTime> {
-        match (self, draw) {
-            (Arrivals::Gamma { rate, burstiness }, ArrivalDraw::VllmBench { seed }) => {
+        match draw {
+            ArrivalDraw::VllmBench { seed } => {
                 let mut numpy = NumpyRandomState::new(seed);
-                let theta = 1.0 / (rate * burstiness);
-                rescaled(n, rate, || numpy.gamma(burstiness, theta))
+                self.times_from(n, |shape, scale| numpy.gamma(shape, scale))
             }
-            (Arrivals::RampUp { ramp, burstiness }, ArrivalDraw::VllmBench { seed }) => {
-                let mut numpy = NumpyRandomState::new(seed);
-                cumulated(n, |i| {
-                    numpy.gamma(burstiness, 1.0 / (ramp.rate(i, n) * burstiness))
-                })
+            ArrivalDraw::Simulator => self.send_times(n, &mut stream(seed, RngStream::Arrivals)),
+        }
+    }
+
+    /// The send times of `n` requests whose gaps `gamma(shape, scale)` draws, in request order:
+    /// rescaled to `n / rate` at a fixed rate, as sent along a ramp.
+    fn times_from(self, n: usize, mut gamma: impl FnMut(f64, f64) -> f64) -> Vec<SimTime> {
+        match self {
+            Arrivals::AllAtOnce => vec![SimTime::ZERO; n],
+            Arrivals::Gamma { rate, burstiness } => {
+                rescaled(n, rate, || gamma(burstiness, 1.0 / (rate * burstiness)))
             }
-            _ => self.send_times(n, &mut stream(seed, RngStream::Arrivals)),
+            Arrivals::RampUp { ramp, burstiness } => cumulated(n, |i| {
+                gamma(burstiness, 1.0 / (ramp.rate(i, n) * burstiness))
+            }),
         }
     }
 
