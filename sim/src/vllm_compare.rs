@@ -135,15 +135,9 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
 /// A result's `ramp_up_strategy` with its start and end rates, checked as `vllm bench serve` checks
 /// them (vllm/benchmarks/serve.py `main_async`).
 fn ramp_up(result: &serde_json::Value) -> Result<Option<RampUp>, String> {
-    let exponential = match result.get("ramp_up_strategy") {
+    let strategy = match result.get("ramp_up_strategy") {
         None | Some(serde_json::Value::Null) => return Ok(None),
-        Some(serde_json::Value::String(s)) if s == "linear" => false,
-        Some(serde_json::Value::String(s)) if s == "exponential" => true,
-        Some(v) => {
-            return Err(format!(
-                "ramp_up_strategy {v} is neither \"linear\" nor \"exponential\""
-            ));
-        }
+        Some(v) => v,
     };
     let rps = |key: &str| {
         result
@@ -151,11 +145,13 @@ fn ramp_up(result: &serde_json::Value) -> Result<Option<RampUp>, String> {
             .and_then(serde_json::Value::as_f64)
             .ok_or_else(|| format!("a ramp-up result needs a number {key:?}"))
     };
-    let ramp = RampUp {
-        exponential,
-        start_rps: rps("ramp_up_start_rps")?,
-        end_rps: rps("ramp_up_end_rps")?,
-    };
+    let (start, end) = (rps("ramp_up_start_rps")?, rps("ramp_up_end_rps")?);
+    let ramp = strategy
+        .as_str()
+        .and_then(|name| RampUp::of(name, start, end))
+        .ok_or_else(|| {
+            format!("ramp_up_strategy {strategy} is neither \"linear\" nor \"exponential\"")
+        })?;
     Arrivals::RampUp {
         ramp,
         burstiness: 1.0,

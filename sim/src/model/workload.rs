@@ -71,6 +71,28 @@ pub struct RampUp {
 }
 
 impl RampUp {
+    /// `--ramp-up-strategy`'s values, as `vllm bench serve` spells them.
+    pub const STRATEGIES: [&'static str; 2] = ["linear", "exponential"];
+
+    /// The ramp `strategy` (one of [`RampUp::STRATEGIES`]) gives from `start_rps` to `end_rps`.
+    pub fn of(strategy: &str, start_rps: f64, end_rps: f64) -> Option<RampUp> {
+        let exponential = match strategy {
+            "linear" => false,
+            "exponential" => true,
+            _ => return None,
+        };
+        Some(RampUp {
+            exponential,
+            start_rps,
+            end_rps,
+        })
+    }
+
+    /// The strategy's name, as `vllm bench serve` records it.
+    pub fn strategy(self) -> &'static str {
+        Self::STRATEGIES[usize::from(self.exponential)]
+    }
+
     /// The rate of request `index` of `total` (`_get_current_request_rate` in serve.py): from the
     /// start to the end rate in steps of the request's progress, linearly or geometrically.
     pub fn rate(self, index: usize, total: usize) -> f64 {

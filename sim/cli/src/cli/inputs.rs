@@ -82,7 +82,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(
         long,
         value_name = "linear|exponential",
-        value_parser = ["linear", "exponential"],
+        value_parser = clap::builder::PossibleValuesParser::new(RampUp::STRATEGIES),
         requires_all = ["ramp_up_start_rps", "ramp_up_end_rps"]
     )]
     pub(crate) ramp_up_strategy: Option<String>,
@@ -137,18 +137,18 @@ impl WorkloadArgs {
     }
 
     /// `--ramp-up-strategy` with its start and end rates, when given.
-    pub(crate) fn ramp_up(&self) -> Option<(&str, f64, f64)> {
-        Some((
+    pub(crate) fn ramp_up(&self) -> Option<RampUp> {
+        RampUp::of(
             self.ramp_up_strategy.as_deref()?,
             self.ramp_up_start_rps?,
             self.ramp_up_end_rps?,
-        ))
+        )
     }
 
     /// The workload and the dataset name the report gives it.
     pub(crate) fn workload(&self, seed: Seed) -> anyhow::Result<(Workload, String)> {
         let arrivals = match self.ramp_up() {
-            Some((strategy, start_rps, end_rps)) => {
+            Some(ramp) => {
                 if self
                     .request_rate
                     .as_deref()
@@ -158,11 +158,6 @@ impl WorkloadArgs {
                         "--request-rate with --ramp-up-strategy: the ramp sets the rate (vllm bench serve refuses both)"
                     );
                 }
-                let ramp = RampUp {
-                    exponential: strategy == "exponential",
-                    start_rps,
-                    end_rps,
-                };
                 Arrivals::RampUp {
                     ramp,
                     burstiness: self.burstiness,

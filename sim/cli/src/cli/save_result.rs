@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 
+use afd_sim::model::workload::RampUp;
 use afd_traces::report::RequestRow;
 
 /// The client settings vLLM records, as given on the command line.
@@ -32,7 +33,7 @@ pub(crate) struct SaveResultInputs<'a> {
     pub(crate) burstiness: f64,
     pub(crate) max_concurrency: Option<u32>,
     /// `--ramp-up-strategy`, `--ramp-up-start-rps`, `--ramp-up-end-rps`, when given.
-    pub(crate) ramp_up: Option<(&'a str, f64, f64)>,
+    pub(crate) ramp_up: Option<RampUp>,
     pub(crate) percentiles: &'a Percentiles,
     pub(crate) goodput: &'a [Objective],
 }
@@ -162,10 +163,10 @@ pub(crate) fn add_save_result_fields(
     );
     fields.insert("burstiness".to_owned(), json!(inputs.burstiness));
     fields.insert("max_concurrency".to_owned(), json!(inputs.max_concurrency));
-    if let Some((strategy, start, end)) = inputs.ramp_up {
-        fields.insert("ramp_up_strategy".to_owned(), json!(strategy));
-        fields.insert("ramp_up_start_rps".to_owned(), json!(start));
-        fields.insert("ramp_up_end_rps".to_owned(), json!(end));
+    if let Some(ramp) = inputs.ramp_up {
+        fields.insert("ramp_up_strategy".to_owned(), json!(ramp.strategy()));
+        fields.insert("ramp_up_start_rps".to_owned(), json!(ramp.start_rps));
+        fields.insert("ramp_up_end_rps".to_owned(), json!(ramp.end_rps));
     }
     let served: Vec<&RequestRow> = rows.iter().filter(|r| is_served(r)).collect();
     fields.insert(
