@@ -98,6 +98,9 @@ impl ServerWords {
         canonical: &str,
         edit: &mut dyn FnMut(&mut serde_json::Map<String, Value>),
     ) {
+        // Dotted keys (`-cc.cudagraph_mode=…`) become the flag's JSON object first, as vLLM folds
+        // them, so the edit reaches them too.
+        self.args = serve_args::fold_dotted_args(&self.args);
         serve_args::edit_json_flag(&mut self.args, canonical, edit);
     }
 }

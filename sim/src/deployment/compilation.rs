@@ -167,9 +167,15 @@ pub(crate) fn parse_compilation_config(
     (config, errors)
 }
 
+/// A positive integer, or a string of one: pydantic's lax mode, which validates vLLM's
+/// `CompilationConfig` (`vllm/engine/arg_utils.py:330-337`), takes `"8"` for 8 (the strings of a
+/// dotted `-cc.cudagraph_capture_sizes+ 8,16` list).
 fn positive_u32(value: &Value) -> Option<u32> {
-    value
-        .as_u64()
+    let number = match value {
+        Value::String(text) => text.trim().parse::<u64>().ok(),
+        _ => value.as_u64(),
+    };
+    number
         .and_then(|v| u32::try_from(v).ok())
         .filter(|&v| v > 0)
 }

@@ -120,6 +120,22 @@ impl Word {
         }
     }
 
+    /// A word whose characters come from several places (`char_locations` one per `char`; the
+    /// word's start for any it lacks).
+    pub(crate) fn with_char_locations(
+        text: impl Into<String>,
+        location: Location,
+        mut char_locations: Vec<Location>,
+    ) -> Word {
+        let text = text.into();
+        char_locations.resize(text.chars().count(), location);
+        Word {
+            text,
+            location,
+            char_locations,
+        }
+    }
+
     /// Source position of the character at `char_index` (the word's start when out of range).
     pub fn location_of_char(&self, char_index: usize) -> Location {
         self.char_locations

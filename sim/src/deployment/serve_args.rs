@@ -1,14 +1,15 @@
 //! Parses the words after `vllm serve` into a [`RoleConfig`]: `--flag value`, `--flag=value`,
-//! `--no-flag`, underscores in flag names (vLLM normalises them to dashes), the positional model, and
-//! the JSON of `--additional-config` and `--compilation-config`.
+//! `--no-flag`, underscores in flag names (vLLM normalises them to dashes), the positional model,
+//! the JSON of `--additional-config` and `--compilation-config`, and dotted JSON arguments
+//! (`-cc.cudagraph_mode=FULL_DECODE_ONLY`, folded as vLLM folds them: `dotted.rs`).
 //!
 //! Flags this model interprets parse strictly: a bad value is an [`ArgError`] naming the flag and
 //! its place, and every such error of the list is reported at once. Flags it does not interpret
 //! are kept (vLLM has hundreds) and reported as notes; an unknown flag takes the next word as its
 //! value unless that word looks like a flag or the flag is a known switch (`--trust-remote-code`,
 //! `--no-…`, …). `-O<n>` is vLLM 0.26.0's `--optimization-level`. Forms that would change what is
-//! modelled but are not understood (`--config` YAML files, dotted `--compilation-config.key`
-//! arguments, the pre-plugin `--afd-config`) are errors rather than guesses.
+//! modelled but are not understood (`--config` YAML files, the pre-plugin `--afd-config`) are errors
+//! rather than guesses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -378,7 +379,9 @@ pub(crate) fn parse_words(
         capture_flag: None,
         capture_sizes_flag: None,
     };
-    parser.run(words);
+    let (words, errors) = dotted::fold(words);
+    parser.errors = errors;
+    parser.run(&words);
     parser.finish()
 }
 
@@ -509,9 +512,9 @@ impl Parser {
     fn flag(&mut self, word: &Word, rest: &[Word]) -> usize {
         let spelt = FlagWord::new(word);
         let next_is_value = rest.first().is_some_and(|w| !looks_like_flag(&w.text));
-        if let Some((message, takes_value)) = unmodelled_form(&spelt.name, spelt.raw_name) {
+        if let Some(message) = refused_level(&spelt.name, spelt.raw_name) {
             self.error(word.location, Some(Subject::flag(spelt.raw_name)), message);
-            return usize::from(takes_value && spelt.inline.is_none() && next_is_value);
+            return 0;
         }
         let negated = spelt
             .name
@@ -1072,25 +1075,13 @@ impl Parser {
     }
 }
 
-/// Flag spellings that would change what is modelled but are not understood: the message, and
-/// whether the spelling takes a value (which is then skipped).
-fn unmodelled_form(name: &str, as_written: &str) -> Option<(String, bool)> {
-    for json_flag in ["--compilation-config.", "--additional-config.", "-cc."] {
-        if name.starts_with(json_flag) {
-            let message = format!(
-                "dotted JSON arguments ({as_written}) are not modelled; pass the whole JSON object to {}",
-                json_flag.trim_end_matches('.')
-            );
-            return Some((message, true));
-        }
-    }
-    // `-O3`, `-O=3` and `-O` are split before this; anything else after `-O` is what vLLM passes
-    // to --optimization-level and refuses.
+/// An `-O` spelling vLLM refuses: `-O3`, `-O=3` and `-O` are split before this; anything else after
+/// `-O` is what vLLM passes to --optimization-level, which refuses it.
+fn refused_level(name: &str, as_written: &str) -> Option<String> {
     let level = name.strip_prefix("-O").filter(|l| !l.is_empty())?;
-    let message = format!(
+    Some(format!(
         "vLLM 0.26.0 reads {as_written} as --optimization-level {level}, which takes 0, 1, 2 or 3"
-    );
-    Some((message, false))
+    ))
 }
 
 /// A flag's value with per-character positions (so JSON keys can be located).
@@ -1166,6 +1157,9 @@ fn truncate(text: &str) -> String {
         text.to_owned()
     }
 }
+
+mod dotted;
+pub(crate) use dotted::fold_args as fold_dotted_args;
 
 #[cfg(test)]
 mod tests;

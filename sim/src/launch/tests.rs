@@ -131,6 +131,46 @@ fn dbo_and_capture_overrides_render_as_vllm_reads_them() {
     );
 }
 
+/// A capture override reaches a size set by a dotted key (`-cc.max_cudagraph_capture_size=…`),
+/// which vLLM would otherwise fold in after it and keep.
+#[test]
+fn capture_overrides_reach_dotted_keys() {
+    let mut servers = vec![
+        ServerWords::from_command_line(
+            "vllm serve /m -cc.cudagraph_mode=FULL_DECODE_ONLY -cc.max_cudagraph_capture_size=16 --max-num-seqs 64",
+            &RecipeOptions::default(),
+        )
+        .unwrap(),
+    ];
+    let plain = |servers: &[ServerWords]| {
+        launch(servers)
+            .serving_config(GpuKind::H200, &ModelArch::deepseek_v2_lite())
+            .unwrap()
+            .graph
+    };
+    let before = plain(&servers);
+    assert_eq!(
+        before,
+        GraphMode::FullDecodeOnly {
+            capture_sizes: vec![1, 2, 4, 8, 16]
+        }
+    );
+    Overrides {
+        max_cudagraph_capture_size: Some(32),
+        ..Overrides::default()
+    }
+    .apply(&mut servers)
+    .unwrap();
+    assert_eq!(
+        plain(&servers),
+        GraphMode::FullDecodeOnly {
+            capture_sizes: vec![1, 2, 4, 8, 16, 24, 32]
+        },
+        "{}",
+        servers[0].to_command_line()
+    );
+}
+
 #[test]
 fn command_lines_survive_quoting_round_trips() {
     let servers = seed_words();

@@ -201,12 +201,11 @@ fn a_value_flag_at_the_end_or_before_a_flag_has_no_value() {
 #[test]
 fn forms_that_would_change_the_model_are_rejected() {
     check_errors(
-        "/m --compilation-config.cudagraph_mode FULL --config c.yaml --afd-config x --compilation-config 3",
+        "/m --config c.yaml --afd-config x --compilation-config 3",
         expect![[r#"
-            1:4 [--compilation-config.cudagraph_mode]: dotted JSON arguments (--compilation-config.cudagraph_mode) are not modelled; pass the whole JSON object to --compilation-config
-            1:45 [--config]: vLLM YAML config files are not modelled; put the flags on the command line
-            1:61 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
-            1:97 [--compilation-config]: vLLM 0.26.0 takes a JSON object for --compilation-config, not a level (3); an optimization level is -O<n> (--optimization-level)
+            1:4 [--config]: vLLM YAML config files are not modelled; put the flags on the command line
+            1:20 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
+            1:56 [--compilation-config]: vLLM 0.26.0 takes a JSON object for --compilation-config, not a level (3); an optimization level is -O<n> (--optimization-level)
         "#]],
     );
 }
@@ -412,4 +411,88 @@ fn capture_sizes_follow_edits_to_the_fields() {
     assert_eq!(padded_size(&[8, 64], 0), Some(8));
     assert_eq!(padded_size(&[8, 64], 64), Some(64));
     assert_eq!(padded_size(&[], 1), None);
+}
+
+/// vLLM 0.26.0 folds dotted options into their flag's JSON object (`vllm/utils/argparse_utils.py:
+/// 370-426`): every spelling of a key reads as the whole object would.
+#[test]
+fn dotted_json_arguments_read_as_the_whole_object() {
+    let whole = parse(
+        r#"/m --compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY", "mode": 3, "cudagraph_capture_sizes": [1, 2, 4, 8]}'"#,
+    );
+    for line in [
+        "/m -cc.cudagraph_mode=FULL_DECODE_ONLY -cc.mode=3 '-cc.cudagraph_capture_sizes=[1,2,4,8]'",
+        "/m --compilation-config.cudagraph_mode FULL_DECODE_ONLY --compilation_config.mode 3 --compilation-config.cudagraph_capture_sizes+ 1,2 --compilation-config.cudagraph_capture_sizes+=4,8",
+        r#"/m -cc.cudagraph_mode='"FULL_DECODE_ONLY"' --max-num-seqs 64 -cc.mode 3 -cc.cudagraph_capture_sizes '[1,2,4,8]'"#,
+    ] {
+        let dotted = parse(line);
+        assert_eq!(dotted.cudagraph_mode(), whole.cudagraph_mode(), "{line}");
+        assert_eq!(dotted.capture_sizes(), whole.capture_sizes(), "{line}");
+        assert_eq!(
+            dotted.compilation.level.as_ref().map(|l| l.value),
+            Some(3),
+            "{line}"
+        );
+    }
+    // Human-readable integers, as vLLM reads a dotted value that is not JSON.
+    let sized = parse("/m -cc.max_cudagraph_capture_size=1K");
+    assert_eq!(
+        sized
+            .compilation
+            .max_cudagraph_capture_size
+            .map(|m| m.value),
+        Some(1024)
+    );
+    // A flag this model does not interpret keeps its folded object.
+    let kernel = parse("/m --kernel-config.enable_flashinfer_autotune=false");
+    let flag = &kernel.unknown_flags[0];
+    assert_eq!(
+        (flag.flag.as_str(), flag.value.as_deref()),
+        (
+            "--kernel-config",
+            Some(r#"{"enable_flashinfer_autotune": false}"#)
+        )
+    );
+}
+
+/// The folded object is appended after every other word, so it wins over a whole object given
+/// earlier or later (argparse keeps a flag's last value), and objects merge key by key.
+#[test]
+fn dotted_keys_come_last_and_merge() {
+    let config = parse(
+        r#"/m -cc.cudagraph_mode=NONE --compilation-config '{"cudagraph_mode": "FULL", "mode": 3}' -cc.pass_config.enable_sp=true"#,
+    );
+    assert_eq!(config.cudagraph_mode().as_str(), "NONE");
+    assert_eq!(
+        config.compilation.level, None,
+        "the whole object lost to the folded one"
+    );
+    assert_eq!(
+        config.compilation.enable_sp.as_ref().map(|b| b.value),
+        Some(true)
+    );
+    // Each spelling is its own object, and the one that appears last wins whole.
+    let spellings = parse("/m -cc.cudagraph_mode=FULL_DECODE_ONLY --compilation-config.mode=3");
+    assert_eq!(spellings.cudagraph_mode().as_str(), "FULL_AND_PIECEWISE");
+    assert_eq!(spellings.compilation.level.map(|l| l.value), Some(3));
+    assert!(
+        config.parse_findings().iter().any(|f| f
+            .message
+            .contains("--compilation-config is given more than once")),
+        "{:?}",
+        config.parse_findings()
+    );
+}
+
+/// A dotted key's bad value is reported at the word that set it; a dotted option needs a value.
+#[test]
+fn dotted_errors_point_at_their_word() {
+    check_errors(
+        "/m -cc.mode=3 --max-num-seqs 8 -cc.cudagraph_mode=BOGUS -cc.cudagraph_capture_sizes+=4,x --kernel-config.x",
+        expect![[r#"
+            1:32 [--compilation-config cudagraph_mode]: cudagraph_mode must be one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE, got "BOGUS"
+            1:57 [--compilation-config cudagraph_capture_sizes]: cudagraph_capture_sizes must be a list of positive integers, got ["4","x"]
+            1:90 [--kernel-config.x]: --kernel-config.x expects a value
+        "#]],
+    );
 }
