@@ -74,6 +74,11 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # The front end's intake of prompts the prefix cache holds, against the same prompts cold: cal15's
     # cached calibration run took its 256 requests in one 964 ms block, 3.8 ms each.
     "cal16-graph-256-8192": (256, 8192),
+    # FULL_DECODE_ONLY's arrival-bound decode runs against the same server's fixed shapes, stamped:
+    # every judged graph server's `dec-r8` and `dec-r16` stepped slower than the model prices them
+    # (TPOT 4-28 %, TTFT 9-67 % under), while cal12's calibration Poisson runs of long prompts came
+    # in faster. Is the step of a Poisson run what the same server's fixed shapes price?
+    "cal17-graph-256-8192": (256, 8192),
 }
 
 def plan_document(warm, work):
@@ -481,6 +486,36 @@ def cal16_plan(label):
                                       bench(label, f"cal-bench-sat-{seed_name}-cached", 256, 32, 256, 120))
     return plan_document(warm, work)
 
+def cal17_plan(label):
+    """FULL_DECODE_ONLY at 256/8192 with every log line stamped: the fixed shapes that price an
+    arrival-bound decode run's steps, then calibration Poisson runs of the judged `dec-r16` and
+    `dec-r8` shapes on seeds of their own, on one server and host. Decode bursts of 16, 64 and 128
+    requests of 128-token prompts, streamed and unstreamed (the decode table); 128- and 256-token
+    prompts injected one at a time and two close together beside 16 and 64 standing decodes (the
+    step that prefills beside decodes). The stamps give each step's period in the Poisson runs, to
+    set beside what the fixed shapes price; nothing judges the bench runs and, sent at a rate, no
+    table reads them."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 128, 256, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 16, 64, 128, 256)]
+    warm += [inject_burst(label, "warm-inject", 16, 96, (128, 256), 0.3, 0.3)]
+    work = []
+    for b in (16, 64, 128):
+        work += [fx(label, f"fx-d{b}-c128-o256", 128, 256, b, 90),
+                 fx(label, f"fx-u{b}-c128-o128", 128, 128, b, 90, stream=False),
+                 fx(label, f"fx-u{b}-c128-o256", 128, 256, b, 90, stream=False)]
+    for b in (16, 64):
+        work.append(inject_burst(label, f"fx-inj-b{b}-o400", b, 400,
+                                 (128, 256, 128, 256, 128, 256), 0.5, 0.4))
+        work.append(inject_burst(label, f"fx-inj2-b{b}-o400", b, 400,
+                                 (128, 128, 256, 256), 0.5, 0.02))
+    for name, inp, out, n, rate in (("cal-bench-dec-r16-a", 128, 256, 160, 16.0),
+                                    ("cal-bench-dec-r16-b", 128, 256, 160, 16.0),
+                                    ("cal-bench-dec-r8", 256, 128, 80, 8.0)):
+        w = bench(label, name, inp, out, n, 120, rate=rate)
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -488,7 +523,7 @@ def plan(label):
                ("cal10-", cal10_plan),
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
                ("cal13-", cal13_plan), ("cal14-", cal14_plan),
-               ("cal15-", cal15_plan), ("cal16-", cal16_plan)]
+               ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -21,7 +21,8 @@
 #        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped;
 #        cal14-piecewise-1024-8192: decode batches of 256-1,024 on vLLM's defaults, streamed and not, stamped;
 #        cal15-graph-256-8192: steps that prefill many short or prefix-cached prompts at once, stamped;
-#        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped)
+#        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped;
+#        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -48,7 +49,7 @@ for i in "${!labels[@]}"; do
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
-    cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
+    cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     cal-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
