@@ -16,7 +16,7 @@ use crate::model::cost::{OpClass, UsageCounts};
 use crate::model::workload::Workload;
 use crate::pipeline::{PipelineLayout, SpanKind, SpanSink, Track};
 use crate::rng::Seed;
-use crate::serving::ServingConfig;
+use crate::serving::{Placement, ServingConfig};
 use crate::time::SimTime;
 
 /// What a report says about its inputs beyond the run itself.
@@ -119,6 +119,11 @@ fn bench_summary(result: &RunResult) -> BenchSummary {
 /// The deployment as the run served it: layout, limits, DBO, graphs and the KV cache's size.
 fn deployment_summary(config: &ServingConfig, summary: &RunSummary) -> DeploymentSummary {
     DeploymentSummary {
+        placement: match config.placement {
+            Placement::Disaggregated => "disaggregated",
+            Placement::Colocated => "colocated",
+        }
+        .to_owned(),
         attention_dp: config.attention.dp,
         attention_tp: config.attention.tp,
         ffn_dp: config.ffn.dp,

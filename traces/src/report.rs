@@ -48,6 +48,10 @@ pub struct PredictReport {
 /// The deployment, as simulated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeploymentSummary {
+    /// `disaggregated` (an AFD pair) or `colocated` (one plain vLLM server, whose attention and
+    /// FFN layouts are the same GPUs'). Files written before the field are pairs.
+    #[serde(default = "disaggregated")]
+    pub placement: String,
     pub attention_dp: u32,
     pub attention_tp: u32,
     pub ffn_dp: u32,
@@ -74,6 +78,10 @@ pub struct DeploymentSummary {
     /// linear-attention model (one page holds a layer's state).
     pub block_size: u32,
     pub kv_blocks_per_engine: u64,
+}
+
+fn disaggregated() -> String {
+    "disaggregated".to_owned()
 }
 
 /// The client side, as `vllm bench serve` reports it.
@@ -291,23 +299,35 @@ impl PredictReport {
             "E2EL",
             [b.mean_e2el_ms, b.median_e2el_ms, b.p99_e2el_ms],
         );
-        let _ = writeln!(out, "{:-^50}", "AFD");
         let d = &self.deployment;
-        line(
-            &mut out,
-            "Deployment:",
-            format!(
-                "{}A{}F attention DP{}xTP{}, ffn DP{}xTP{}{} on {}",
-                d.attention_ranks,
-                d.ffn_ranks,
-                d.attention_dp,
-                d.attention_tp,
-                d.ffn_dp,
-                d.ffn_tp,
-                if d.expert_parallel { " EP" } else { "" },
-                d.gpu
-            ),
-        );
+        let ep = if d.expert_parallel { " EP" } else { "" };
+        if d.placement == "colocated" {
+            let _ = writeln!(out, "{:-^50}", "Plain vLLM");
+            line(
+                &mut out,
+                "Deployment:",
+                format!(
+                    "one server DP{}xTP{}{ep} on {} x {}",
+                    d.attention_dp, d.attention_tp, d.gpus, d.gpu
+                ),
+            );
+        } else {
+            let _ = writeln!(out, "{:-^50}", "AFD");
+            line(
+                &mut out,
+                "Deployment:",
+                format!(
+                    "{}A{}F attention DP{}xTP{}, ffn DP{}xTP{}{ep} on {}",
+                    d.attention_ranks,
+                    d.ffn_ranks,
+                    d.attention_dp,
+                    d.attention_tp,
+                    d.ffn_dp,
+                    d.ffn_tp,
+                    d.gpu
+                ),
+            );
+        }
         line(
             &mut out,
             "Output tok/s per GPU:",

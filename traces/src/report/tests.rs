@@ -16,7 +16,56 @@ fn zero_bench() -> BenchSummary {
 
 #[test]
 fn bench_fields_are_flattened_to_the_top_level() {
-    let report = PredictReport {
+    let report = sample_report();
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["completed"], 2);
+    assert_eq!(json["p99_e2el_ms"], 1.0);
+    assert!(json.get("benchmark").is_none());
+    let back: PredictReport = serde_json::from_value(json).unwrap();
+    assert_eq!(back, report);
+    let table = report.to_table();
+    assert!(
+        table.starts_with("============ Serving Benchmark Result ============\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("Successful requests:                     2"),
+        "{table}"
+    );
+}
+
+/// A plain server is one server, not a pair of one Attention and one FFN rank; a report written
+/// before the placement field reads as a pair.
+#[test]
+fn a_plain_server_reports_as_one_server() {
+    let mut report = sample_report();
+    let pair = report.to_table();
+    assert!(
+        pair.contains("1A1F attention DP1xTP1, ffn DP1xTP1 EP on h200"),
+        "{pair}"
+    );
+    report.deployment.placement = "colocated".to_owned();
+    report.deployment.gpus = 1;
+    let plain = report.to_table();
+    assert!(
+        plain.contains("one server DP1xTP1 EP on 1 x h200"),
+        "{plain}"
+    );
+    assert!(
+        !plain.contains("1A1F") && !plain.contains("-AFD-"),
+        "{plain}"
+    );
+    let mut json: serde_json::Value = serde_json::from_str(&sample_report().to_json()).unwrap();
+    json["deployment"]
+        .as_object_mut()
+        .unwrap()
+        .remove("placement");
+    let old: PredictReport = serde_json::from_value(json).unwrap();
+    assert_eq!(old.deployment.placement, "disaggregated");
+}
+
+fn sample_report() -> PredictReport {
+    PredictReport {
         format: REPORT_FORMAT.to_owned(),
         schema_version: REPORT_SCHEMA_VERSION,
         seed: 0,
@@ -25,6 +74,7 @@ fn bench_fields_are_flattened_to_the_top_level() {
         events: 3,
         model: "m".to_owned(),
         deployment: DeploymentSummary {
+            placement: "disaggregated".to_owned(),
             attention_dp: 1,
             attention_tp: 1,
             ffn_dp: 1,
@@ -83,20 +133,5 @@ fn bench_fields_are_flattened_to_the_top_level() {
         calibration: None,
         costs: vec![],
         afd_link: None,
-    };
-    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-    assert_eq!(json["completed"], 2);
-    assert_eq!(json["p99_e2el_ms"], 1.0);
-    assert!(json.get("benchmark").is_none());
-    let back: PredictReport = serde_json::from_value(json).unwrap();
-    assert_eq!(back, report);
-    let table = report.to_table();
-    assert!(
-        table.starts_with("============ Serving Benchmark Result ============\n"),
-        "{table}"
-    );
-    assert!(
-        table.contains("Successful requests:                     2"),
-        "{table}"
-    );
+    }
 }
