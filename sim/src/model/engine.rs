@@ -774,7 +774,7 @@ fn step_tables(
             .filter(|i| i.period_s <= COMPILE_STALL_RATIO * i.standing_s)
             .map(|i| {
                 let extra = (i.period_s - i.standing_s).max(0.0);
-                (f64::from(i.prefill), extra, i.evidence.clone())
+                (f64::from(i.prefill), extra, i.evidence.clone(), false)
             })
             .collect();
         tables.prefill_extra = grouped_table(points, "prefill_extra_t", evidence);
@@ -790,7 +790,7 @@ fn step_tables(
     tables.piecewise_decode_s = decode_slope_s(&within);
     let per_decode = tables.mixed_decode_s;
     let piecewise_per_decode = tables.piecewise_decode_s;
-    let mut points: Vec<(f64, f64, String)> = Vec::new();
+    let mut points: Vec<TablePoint> = Vec::new();
     let mut piecewise = Vec::new();
     // A span's steps that prefilled beside no decode cost the mode's pure-prefill ratio times the
     // table in the model (`EngineModel::step_cost`), the others the table and their decodes' term:
@@ -800,27 +800,31 @@ fn step_tables(
         period_s / (1.0 + span.pure_share * (ratio - 1.0))
     };
     for span in span_points(runs, decode_period_ns, frontend_s) {
+        // A span whose steps mostly prefilled beside no decode measures the table only through the
+        // pure-prefill ratio, whose pairs scatter across servers (0.57-1.21): `grouped_table`
+        // takes it where no step beside decodes measured the table at its size.
+        let converted = span.pure_share > 0.5;
         // Under FULL_AND_PIECEWISE a burst's steps within the largest capture size replayed the
         // piecewise graphs (a lone prompt chunked at 64 tokens): they belong to that table.
         if mode == FULL_AND_PIECEWISE && span.tokens <= f64::from(span.max_capture) {
             tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(span.max_capture);
             let period = span.period_s - piecewise_per_decode * span.decodes;
             let period = on_table(period, &span, pure_piecewise);
-            piecewise.push((span.tokens, period, span.evidence));
+            piecewise.push((span.tokens, period, span.evidence, converted));
         } else {
             let period = span.period_s - per_decode * span.decodes;
             let period = on_table(period, &span, pure_prefill);
-            points.push((span.tokens, period, span.evidence));
+            points.push((span.tokens, period, span.evidence, converted));
         }
     }
     for i in graphless {
         let period = i.period_s - per_decode * f64::from(i.decoding);
-        points.push((f64::from(i.tokens), period, i.evidence.clone()));
+        points.push((f64::from(i.tokens), period, i.evidence.clone(), false));
     }
     for i in within {
         tables.piecewise_max_tokens = tables.piecewise_max_tokens.max(i.max_capture);
         let period = i.period_s - piecewise_per_decode * f64::from(i.decoding);
-        piecewise.push((f64::from(i.tokens), period, i.evidence.clone()));
+        piecewise.push((f64::from(i.tokens), period, i.evidence.clone(), false));
     }
     tables.nonuniform = grouped_table(points, "nonuniform_t", evidence);
     tables.piecewise = grouped_table(piecewise, "piecewise_t", evidence);
@@ -1428,12 +1432,16 @@ fn span_points(
         .collect()
 }
 
-/// A table by tokens from `(tokens, seconds, evidence)` points: points within a factor
-/// [`TABLE_GROUP_RATIO`] of tokens are one group (median of each, its evidence under
-/// `{key}{tokens}`); the groups are then made non-decreasing by pooling adjacent violators, weighted
-/// by size. Nanoseconds.
+/// One measured step for a table: `(tokens, seconds, evidence, converted)`, `converted` when the
+/// period was read through the pure-prefill ratio from steps beside no decode.
+type TablePoint = (f64, f64, String, bool);
+
+/// A table by tokens from points: points within a factor [`TABLE_GROUP_RATIO`] of tokens are one
+/// group (the median tokens, and the median period of its points measured beside decodes, or of
+/// all of them where none was; the points priced under `{key}{tokens}`); the groups are then made
+/// non-decreasing by pooling adjacent violators, weighted by size. Nanoseconds.
 fn grouped_table(
-    mut points: Vec<(f64, f64, String)>,
+    mut points: Vec<TablePoint>,
     key: &str,
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<(u32, u64)> {
@@ -1448,10 +1456,12 @@ fn grouped_table(
             .map_or(points.len(), |k| i + k);
         let group = &points[i..j];
         let tokens = median(group.iter().map(|p| p.0).collect()).unwrap_or(0.0);
-        let period = median(group.iter().map(|p| p.1).collect()).unwrap_or(0.0);
+        let direct = group.iter().any(|p| !p.3);
+        let priced: Vec<&TablePoint> = group.iter().filter(|p| !direct || !p.3).collect();
+        let period = median(priced.iter().map(|p| p.1).collect()).unwrap_or(0.0);
         evidence.insert(
             format!("{key}{}", tokens.round() as u64),
-            group
+            priced
                 .iter()
                 .map(|p| p.2.as_str())
                 .collect::<Vec<_>>()

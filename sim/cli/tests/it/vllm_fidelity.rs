@@ -66,10 +66,13 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 9.08 %, worst 90.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 74 ms, and the
-    // two real runs are 67 % apart); 192 of 228 values within 25 %; 12 of 39 ratios within 10 %.
-    // The fifteenth batch (cal14: decode batches past the capture size) left them as they were;
+    // own send times"): median 9.33 %, worst 90.4 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
+    // two real runs are 67 % apart); 192 of 228 values within 25 %; 8 of 39 ratios within 10 %.
+    // The eighteenth batch (cal17, FULL_DECODE_ONLY's fixed shapes on a slow host) with a table
+    // entry taken from steps beside decodes where any measured its size (docs/fidelity.md, "The
+    // eighteenth batch") moved the median from 9.08 % (the rule alone: 8.75 %; the batch alone:
+    // 10.67 %) and the ratios from 12. The fifteenth batch (cal14: decode batches past the capture size) left them as they were;
     // the sixteenth and seventeenth (cal15, cal16: the probe's text and token-id bursts of 256
     // prompts, cold and cached) moved the front end's intake (1.70 -> 1.58 ms a request) and text
     // term (1.30 -> 1.16 us a token), and the median from 8.69 to 9.08 %.
@@ -82,8 +85,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.091, "median |error| {median}");
-    assert!(worst <= 0.906, "worst |error| {worst}");
+    assert!(median <= 0.094, "median |error| {median}");
+    assert!(worst <= 0.905, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -109,9 +112,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 12 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 8 of 39: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 12,
+        within >= 8,
         "graph/eager TPOT ratios within 10 %: {within} of 39"
     );
 }
@@ -131,7 +134,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 33, "{runs:?}");
+    assert_eq!(runs.len(), 34, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);

@@ -1312,3 +1312,30 @@ fn a_requests_later_prefill_steps_are_taken_out_of_its_time_per_token() {
     r.steps.clear();
     assert_eq!(prefill_after_first_token_s(&r, &flat), 0.0);
 }
+
+/// A table entry comes from steps measured beside decodes where the group has any; steps that
+/// prefilled beside no decode (read through the pure-prefill ratio) price only sizes nothing else
+/// measured.
+#[test]
+fn a_table_group_prefers_steps_measured_beside_decodes() {
+    let point = |tokens: f64, ms: f64, name: &str, converted: bool| {
+        (tokens, ms / 1e3, name.to_owned(), converted)
+    };
+    let mut evidence = BTreeMap::new();
+    let table = grouped_table(
+        vec![
+            point(64.0, 60.0, "a:mixed", false),
+            point(64.0, 62.0, "b:mixed", false),
+            point(64.0, 90.0, "c:lone", true),
+            point(64.0, 95.0, "d:lone", true),
+            point(64.0, 99.0, "e:lone", true),
+            point(2048.0, 80.0, "f:lone", true),
+            point(2048.0, 84.0, "g:lone", true),
+        ],
+        "t",
+        &mut evidence,
+    );
+    assert_eq!(table, [(64, 61_000_000), (2048, 82_000_000)]);
+    assert_eq!(evidence["t64"], "a:mixed, b:mixed");
+    assert_eq!(evidence["t2048"], "f:lone, g:lone");
+}
