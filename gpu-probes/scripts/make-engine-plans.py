@@ -79,6 +79,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # (TPOT 4-28 %, TTFT 9-67 % under), while cal12's calibration Poisson runs of long prompts came
     # in faster. Is the step of a Poisson run what the same server's fixed shapes price?
     "cal17-graph-256-8192": (256, 8192),
+    # Tenth session: the seed recipe's 64/64 limits on fresh servers, FULL_DECODE_ONLY and eager, with
+    # judged workloads no earlier run used, predicted before they ran (traces/data/vllm/blind/).
+    "graph-64-64-w3": (64, 64), "eager-64-64-w3": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -231,6 +234,20 @@ def w2_plan(label):
             bench(label, "e2e-long-c32", 4096, 256, 96, 150, conc=32),
             bench(label, "e2e-chat-r4", 1024, 512, 40, 150, rate=4.0),
             bench(label, "e2e-sat-2k", 2048, 512, 256, 180)]
+    return plan_document(warm, work)
+
+def w3_plan(label):
+    """Judged `vllm bench serve` runs at the seed recipe's 64/64 limits of shapes and rates no earlier
+    run used, on a fresh server: short prompts at 2 req/s, a chat shape at 1 req/s, a concurrency-bound
+    decode run and long prompts at 0.5 req/s. Warm-ups only besides (no fixed shape joins the
+    profile)."""
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 4, 16, 64)]
+    work = [bench(label, "e2e-dec-r2", 128, 128, 32, 150, rate=2.0),
+            bench(label, "e2e-chat-r1", 512, 256, 16, 150, rate=1.0),
+            bench(label, "e2e-dec-c32", 256, 64, 96, 150, conc=32),
+            bench(label, "e2e-long-r0p5", 2048, 16, 8, 150, rate=0.5)]
     return plan_document(warm, work)
 
 def cal5_plan(label):
@@ -529,6 +546,8 @@ def plan(label):
             return make(label)
     if label.endswith("-w2"):
         return w2_plan(label)
+    if label.endswith("-w3"):
+        return w3_plan(label)
     seqs, budget = LIMITS[label]
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),

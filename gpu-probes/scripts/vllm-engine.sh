@@ -22,7 +22,8 @@
 #        cal14-piecewise-1024-8192: decode batches of 256-1,024 on vLLM's defaults, streamed and not, stamped;
 #        cal15-graph-256-8192: steps that prefill many short or prefix-cached prompts at once, stamped;
 #        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped;
-#        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped)
+#        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped;
+#        graph-64-64-w3 eager-64-64-w3: the seed recipe's limits with judged workloads no earlier run used)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -43,7 +44,8 @@ labels=("$@")
 for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
-    eager-64-64|cal13-eager-64-64) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
+    eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
+    graph-64-64-w3) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
