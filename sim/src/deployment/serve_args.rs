@@ -350,20 +350,24 @@ pub(crate) fn parse_argument_list(
     args: &[String],
     env: &BTreeMap<String, String>,
 ) -> Result<RoleConfig, ServeArgsError> {
-    let words: Vec<Word> = args
-        .iter()
-        .enumerate()
-        .map(|(i, arg)| {
-            let index = u32::try_from(i).unwrap_or(u32::MAX);
-            Word::new(arg.clone(), Location::Argument { index })
-        })
-        .collect();
+    let words = argument_words(args);
     let start = Location::Argument { index: 0 };
     let env = env
         .iter()
         .map(|(k, v)| (k.clone(), Located::new(v.clone(), start)))
         .collect();
     parse_words(&words, env, start)
+}
+
+/// An argument list as words, each located by its index.
+fn argument_words(args: &[String]) -> Vec<Word> {
+    args.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            Word::new(arg.clone(), Location::Argument { index })
+        })
+        .collect()
 }
 
 /// Parses the words of one `vllm serve` command with its environment.

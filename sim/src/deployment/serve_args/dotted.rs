@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{ArgError, looks_like_flag};
+use super::{ArgError, argument_words, looks_like_flag};
 use crate::deployment::findings::Subject;
 use crate::deployment::location::Location;
 use crate::deployment::recipe::Word;
@@ -118,15 +118,7 @@ pub(super) fn fold(words: &[Word]) -> (Vec<Word>, Vec<ArgError>) {
 /// [`fold`] over plain arguments (no positions); `args` as they are when a dotted option lacks
 /// its value (parsing reports it).
 pub(crate) fn fold_args(args: &[String]) -> Vec<String> {
-    let words: Vec<Word> = args
-        .iter()
-        .enumerate()
-        .map(|(i, arg)| {
-            let index = u32::try_from(i).unwrap_or(u32::MAX);
-            Word::new(arg.clone(), Location::Argument { index })
-        })
-        .collect();
-    match fold(&words) {
+    match fold(&argument_words(args)) {
         (folded, errors) if errors.is_empty() => folded.into_iter().map(|w| w.text).collect(),
         _ => args.to_vec(),
     }
