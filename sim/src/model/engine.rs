@@ -36,7 +36,7 @@ use afd_traces::vllm_run::{
     VllmEngineProfile, VllmRun, WorkloadRecord,
 };
 
-use crate::deployment::GpuClass;
+use crate::deployment::{CudaGraphMode, GpuClass, RoleConfig};
 use crate::serving::GraphMode;
 use crate::step::StepShape;
 
@@ -98,9 +98,9 @@ const FLOOR_INPUTS: std::ops::RangeInclusive<u32> = 1024..=4096;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EngineProfileError {
     #[error(
-        "{file}: the serve words run cudagraph mode {mode:?}; only --enforce-eager, FULL_DECODE_ONLY and FULL_AND_PIECEWISE are priced"
+        "{file}: {reason}; only --enforce-eager, FULL_DECODE_ONLY and FULL_AND_PIECEWISE are priced"
     )]
-    Mode { file: String, mode: String },
+    Mode { file: String, reason: String },
     #[error("{mode}: no {what} among the fixed-shape records of {files}")]
     Missing {
         mode: String,
@@ -115,25 +115,24 @@ pub enum EngineProfileError {
     },
 }
 
-/// The engine mode a run's serve words select.
+/// A run's serve words (and environment) as vLLM reads them: every spelling it accepts (`-O<n>`,
+/// dotted JSON keys, underscores), through the deployment parser `check` and `compare` use.
+fn serve_role(run: &VllmRun) -> Result<RoleConfig, String> {
+    RoleConfig::from_serve_args_with_env(&run.serve_args, &run.server_env)
+        .map_err(|e| format!("the serve words do not parse ({e})"))
+}
+
+/// The engine mode a run's serve words select (vLLM's resolution: `RoleConfig::cudagraph_mode`),
+/// or why it is not one the profile prices.
 pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
-    if run.serve_args.iter().any(|w| w == "--enforce-eager") {
+    let role = serve_role(run)?;
+    if role.enforce_eager() {
         return Ok(EAGER);
     }
-    let config = run
-        .serve_flag("--compilation-config")
-        .or_else(|| run.serve_flag("-cc"))
-        .unwrap_or("");
-    let mode = serde_json::from_str::<serde_json::Value>(config)
-        .ok()
-        .and_then(|v| v["cudagraph_mode"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| "FULL_AND_PIECEWISE".to_owned());
-    if mode.eq_ignore_ascii_case("FULL_DECODE_ONLY") {
-        Ok(FULL_DECODE_ONLY)
-    } else if mode.eq_ignore_ascii_case("FULL_AND_PIECEWISE") {
-        Ok(FULL_AND_PIECEWISE)
-    } else {
-        Err(mode)
+    match role.cudagraph_mode() {
+        CudaGraphMode::FullDecodeOnly => Ok(FULL_DECODE_ONLY),
+        CudaGraphMode::FullAndPiecewise => Ok(FULL_AND_PIECEWISE),
+        mode => Err(format!("the serve words run cudagraph mode {mode}")),
     }
 }
 
@@ -141,9 +140,9 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
 pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, EngineProfileError> {
     let mut by_mode: BTreeMap<&'static str, Vec<(&str, &VllmRun)>> = BTreeMap::new();
     for (run, name) in runs.iter().zip(names) {
-        let mode = run_mode(run).map_err(|mode| EngineProfileError::Mode {
+        let mode = run_mode(run).map_err(|reason| EngineProfileError::Mode {
             file: name.clone(),
-            mode,
+            reason,
         })?;
         by_mode.entry(mode).or_default().push((name, run));
     }
@@ -1085,8 +1084,11 @@ fn budget(run: &VllmRun) -> Option<u32> {
 /// provenance records, "NVIDIA H200, 580.159.04, 143771 MiB"). None when a flag does not parse or the
 /// GPU line says no memory and a default is needed.
 fn serve_limits(run: &VllmRun) -> Option<(u32, u32)> {
-    let flag = |name: &str| run.serve_flag(name).map(|v| v.parse::<u32>().ok());
-    let (seqs, budget) = (flag("--max-num-seqs"), flag("--max-num-batched-tokens"));
+    let role = serve_role(run).ok()?;
+    let (seqs, budget) = (
+        role.max_num_seqs.map(|v| v.value),
+        role.max_num_batched_tokens.map(|v| v.value),
+    );
     let defaults = || {
         let gpu = run.provenance.gpus.first()?;
         let mib: u64 = gpu
@@ -1101,11 +1103,11 @@ fn serve_limits(run: &VllmRun) -> Option<(u32, u32)> {
         Some(GpuClass::of(mib << 20, a100).serve_batch_defaults())
     };
     let seqs = match seqs {
-        Some(v) => v?,
+        Some(v) => v,
         None => defaults()?.0,
     };
     let budget = match budget {
-        Some(v) => v?,
+        Some(v) => v,
         None => defaults()?.1,
     };
     Some((seqs, budget))
@@ -1145,11 +1147,17 @@ fn one_step_frontend_s(runs: &[(&str, &VllmRun)], piecewise: &[(u32, u64)]) -> O
     median(seen)
 }
 
-/// A run's largest CUDA-graph capture size: `--max-cudagraph-capture-size`, or vLLM's default for
+/// A run's largest CUDA-graph capture size: the largest of its explicit capture sizes, else its
+/// `max_cudagraph_capture_size` (the flag or the compilation config's key), else vLLM's default for
 /// its limits.
 fn max_capture(run: &VllmRun, seqs: u32, budget: u32) -> u32 {
-    run.serve_flag("--max-cudagraph-capture-size")
-        .and_then(|s| s.parse().ok())
+    let compilation = serve_role(run)
+        .map(|role| role.compilation)
+        .unwrap_or_default();
+    compilation
+        .cudagraph_capture_sizes
+        .and_then(|sizes| sizes.value.iter().copied().max())
+        .or(compilation.max_cudagraph_capture_size.map(|m| m.value))
         .unwrap_or_else(|| default_max_capture(seqs, budget))
 }
 

@@ -1339,3 +1339,48 @@ fn a_table_group_prefers_steps_measured_beside_decodes() {
     assert_eq!(evidence["t64"], "a:mixed, b:mixed");
     assert_eq!(evidence["t2048"], "f:lone, g:lone");
 }
+
+/// A run's mode and limits are read as vLLM reads its serve words, whatever the spelling: dotted
+/// JSON keys, `-O<n>`, underscores, the capture-size flag or key; words vLLM would refuse say so.
+#[test]
+fn a_runs_mode_and_limits_follow_every_spelling_vllm_accepts() {
+    let mode = |words: &[&str]| run_mode(&run(words, vec![]));
+    assert_eq!(mode(&["/m"]), Ok(FULL_AND_PIECEWISE));
+    assert_eq!(mode(&["/m", "-O3"]), Ok(FULL_AND_PIECEWISE));
+    assert_eq!(mode(&["/m", "--enforce-eager"]), Ok(EAGER));
+    for words in [
+        &["/m", "-cc", r#"{"cudagraph_mode": "FULL_DECODE_ONLY"}"#][..],
+        &["/m", "-cc.cudagraph_mode=FULL_DECODE_ONLY"][..],
+        &[
+            "/m",
+            "--compilation_config.cudagraph_mode",
+            "FULL_DECODE_ONLY",
+        ][..],
+    ] {
+        assert_eq!(mode(words), Ok(FULL_DECODE_ONLY), "{words:?}");
+    }
+    let piecewise = mode(&["/m", "-O1"]).unwrap_err();
+    assert!(piecewise.contains("PIECEWISE"), "{piecewise}");
+    let none = mode(&["/m", "-O0"]).unwrap_err();
+    assert!(none.contains("NONE"), "{none}");
+    let bad = mode(&["/m", "--max-num-seqs", "zero"]).unwrap_err();
+    assert!(
+        bad.contains("do not parse") && bad.contains("--max-num-seqs"),
+        "{bad}"
+    );
+
+    let limited = run(
+        &[
+            "/m",
+            "--max_num_seqs=128",
+            "--max-num-batched-tokens=4096",
+            "-cc.max_cudagraph_capture_size=64",
+        ],
+        vec![],
+    );
+    assert_eq!(serve_limits(&limited), Some((128, 4096)));
+    assert_eq!(max_capture(&limited, 128, 4096), 64);
+    let defaults = run(&["/m"], vec![]);
+    assert_eq!(serve_limits(&defaults), Some((1024, 8192)));
+    assert_eq!(max_capture(&defaults, 1024, 8192), 512);
+}
