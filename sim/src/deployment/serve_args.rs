@@ -383,9 +383,13 @@ pub(crate) fn parse_words(
         capture_flag: None,
         capture_sizes_flag: None,
     };
-    let (words, errors) = dotted::fold(words);
-    parser.errors = errors;
-    parser.run(&words);
+    if dotted::any(words) {
+        let (folded, errors) = dotted::fold(words);
+        parser.errors = errors;
+        parser.run(&folded);
+    } else {
+        parser.run(words);
+    }
     parser.finish()
 }
 

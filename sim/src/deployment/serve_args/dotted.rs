@@ -115,9 +115,17 @@ pub(super) fn fold(words: &[Word]) -> (Vec<Word>, Vec<ArgError>) {
     (kept, errors)
 }
 
+/// Whether any word is a dotted option (most command lines hold none, and are read as they are).
+pub(super) fn any(words: &[Word]) -> bool {
+    words.iter().any(|w| dotted_name(&w.text).is_some())
+}
+
 /// [`fold`] over plain arguments (no positions); `args` as they are when a dotted option lacks
 /// its value (parsing reports it).
 pub(crate) fn fold_args(args: &[String]) -> Vec<String> {
+    if !args.iter().any(|a| dotted_name(a).is_some()) {
+        return args.to_vec();
+    }
     match fold(&argument_words(args)) {
         (folded, errors) if errors.is_empty() => folded.into_iter().map(|w| w.text).collect(),
         _ => args.to_vec(),
