@@ -591,10 +591,13 @@ fn evidence_prefix(graphless: bool) -> &'static str {
 /// past its largest capture size (vLLM's default server captures up to 512 and takes 1,024
 /// requests). False for eager servers, whose every step is graph-less and priced by its own table.
 fn past_capture(run: &VllmRun, batch: u32) -> bool {
-    if run_mode(run) == Ok(EAGER) {
+    // One parse of the words serves the mode, the limits and the capture size.
+    let Ok(role) = serve_role(run) else {
         return false;
-    }
-    serve_limits(run).is_some_and(|(seqs, budget)| batch > max_capture(run, seqs, budget))
+    };
+    !role.enforce_eager()
+        && limits_of(run, &role)
+            .is_some_and(|(seqs, budget)| batch > capture_of(Some(&role), seqs, budget))
 }
 
 /// What each request of a uniform decode batch adds to a step of the compiled model without graphs
@@ -1084,10 +1087,14 @@ fn budget(run: &VllmRun) -> Option<u32> {
 /// provenance records, "NVIDIA H200, 580.159.04, 143771 MiB"). None when a flag does not parse or the
 /// GPU line says no memory and a default is needed.
 fn serve_limits(run: &VllmRun) -> Option<(u32, u32)> {
-    let role = serve_role(run).ok()?;
+    limits_of(run, &serve_role(run).ok()?)
+}
+
+/// [`serve_limits`] from the run's parsed words.
+fn limits_of(run: &VllmRun, role: &RoleConfig) -> Option<(u32, u32)> {
     let (seqs, budget) = (
-        role.max_num_seqs.map(|v| v.value),
-        role.max_num_batched_tokens.map(|v| v.value),
+        role.max_num_seqs.as_ref().map(|v| v.value),
+        role.max_num_batched_tokens.as_ref().map(|v| v.value),
     );
     let defaults = || {
         let gpu = run.provenance.gpus.first()?;
@@ -1151,13 +1158,16 @@ fn one_step_frontend_s(runs: &[(&str, &VllmRun)], piecewise: &[(u32, u64)]) -> O
 /// `max_cudagraph_capture_size` (the flag or the compilation config's key), else vLLM's default for
 /// its limits.
 fn max_capture(run: &VllmRun, seqs: u32, budget: u32) -> u32 {
-    let compilation = serve_role(run)
-        .map(|role| role.compilation)
-        .unwrap_or_default();
+    capture_of(serve_role(run).ok().as_ref(), seqs, budget)
+}
+
+/// [`max_capture`] from the run's parsed words (`None`: words that do not parse, vLLM's default).
+fn capture_of(role: Option<&RoleConfig>, seqs: u32, budget: u32) -> u32 {
+    let compilation = role.map(|role| &role.compilation);
     compilation
-        .cudagraph_capture_sizes
+        .and_then(|c| c.cudagraph_capture_sizes.as_ref())
         .and_then(|sizes| sizes.value.iter().copied().max())
-        .or(compilation.max_cudagraph_capture_size.map(|m| m.value))
+        .or(compilation.and_then(|c| c.max_cudagraph_capture_size.as_ref().map(|m| m.value)))
         .unwrap_or_else(|| default_max_capture(seqs, budget))
 }
 

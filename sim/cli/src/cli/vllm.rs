@@ -547,24 +547,24 @@ fn nothing_to_compare(run: &VllmRun, path: &Path, calibration: bool) -> String {
     };
     let failed = run.records.iter().filter(|r| r.failure.is_some()).count();
     let fixed = run.records.iter().filter(|r| r.fixed.is_some()).count();
-    let (kind, other, hint) = if calibration {
+    let (kind, other_kind, hint) = if calibration {
         (
             "calibration",
-            benches(false),
+            "judged",
             "without --calibration it compares its judged runs",
         )
     } else {
         (
             "judged",
-            benches(true),
+            "calibration",
             "--calibration compares its calibration runs",
         )
     };
+    let other = benches(!calibration);
     let mut message = format!(
-        "{}: no {kind} bench run to compare ({} records: {fixed} fixed-shape, {failed} failed, {other} {} bench)",
+        "{}: no {kind} bench run to compare ({} records: {fixed} fixed-shape, {failed} failed, {other} {other_kind} bench)",
         path.display(),
         run.records.len(),
-        if calibration { "judged" } else { "calibration" },
     );
     if other > 0 {
         message.push_str(&format!("; {hint}"));
