@@ -82,6 +82,11 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Tenth session: the seed recipe's 64/64 limits on fresh servers, FULL_DECODE_ONLY and eager, with
     # judged workloads no earlier run used, predicted before they ran (traces/data/vllm/blind/).
     "graph-64-64-w3": (64, 64), "eager-64-64-w3": (64, 64),
+    # Eleventh session: graph-64-64-w3's steps without graphs took 80-90 ms in its arrival-bound runs
+    # and 58 ms in its concurrency-bound one, minutes apart. The load, or the host's phase? Lone
+    # chunks and chunks beside 2 and 8 decodes interleaved within seconds, then calibration Poisson
+    # and concurrency-bound runs of the judged shapes on seeds of their own, one server, stamped.
+    "cal18-graph-64-64": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -533,6 +538,34 @@ def cal17_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+def cal18_plan(label):
+    """FULL_DECODE_ONLY at 64/64 (the seed recipe's limits), every log line stamped: does a 64-token
+    step without graphs cost more at low load? Three rounds, seconds apart, of a lone 1,024-token
+    prompt (16 chunks beside no decode, the first after an idle engine) and the same prompt with two
+    128-token ones injected beside 2 and beside 8 standing decodes (a 56-62-token chunk beside
+    them); then calibration runs of the judged `dec-r2`, `dec-c32` and `long-r0p5` shapes on seeds of
+    their own, the arrival-bound ones either side of the concurrency-bound one. Nothing judges the
+    bench runs and, sent at a rate or a concurrency, no table reads them: their stamps give the
+    periods of their steps, to set beside the fixed shapes'."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 128, 256, 1024, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 2, 8, 32)]
+    warm += [inject_burst(label, "warm-inject", 8, 300, (128, 1024), 1.5, 0.5)]
+    work = []
+    for rep in "abc":
+        work.append(fx(label, f"fx-p1024-{rep}", 1024, 4, 1, 90))
+        for b in (2, 8):
+            w = inject_burst(label, f"fx-inj-b{b}-o1500-{rep}", b, 1500, (1024, 128, 128), 2.0, 0.0)
+            w["inject"] = [dict(i, at_s=at) for i, at in zip(w["inject"], (2.0, 3.8, 4.3))]
+            work.append(w)
+    for name, inp, out, n, rate, conc in (("cal-bench-dec-r2-a", 128, 128, 32, 2.0, None),
+                                          ("cal-bench-dec-c32", 256, 64, 96, None, 32),
+                                          ("cal-bench-dec-r2-b", 128, 128, 32, 2.0, None),
+                                          ("cal-bench-long-r0p5", 2048, 16, 8, 0.5, None)):
+        w = bench(label, name, inp, out, n, 150, rate=rate, conc=conc)
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -540,7 +573,8 @@ def plan(label):
                ("cal10-", cal10_plan),
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
                ("cal13-", cal13_plan), ("cal14-", cal14_plan),
-               ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan)]
+               ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
+               ("cal18-", cal18_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

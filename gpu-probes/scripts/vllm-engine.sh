@@ -23,7 +23,8 @@
 #        cal15-graph-256-8192: steps that prefill many short or prefix-cached prompts at once, stamped;
 #        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped;
 #        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped;
-#        graph-64-64-w3 eager-64-64-w3: the seed recipe's limits with judged workloads no earlier run used)
+#        graph-64-64-w3 eager-64-64-w3: the seed recipe's limits with judged workloads no earlier run used;
+#        cal18-graph-64-64: steps without graphs at 64/64, lone and beside 2 and 8 decodes, and Poisson runs, stamped)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
 set -euo pipefail
@@ -45,7 +46,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64-w3) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64-w3|cal18-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
