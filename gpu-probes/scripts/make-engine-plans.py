@@ -86,7 +86,7 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # and 58 ms in its concurrency-bound one, minutes apart. The load, or the host's phase? Lone
     # chunks and chunks beside 2 and 8 decodes interleaved within seconds, then calibration Poisson
     # and concurrency-bound runs of the judged shapes on seeds of their own, one server, stamped.
-    "cal18-graph-64-64": (64, 64),
+    "cal18-graph-64-64": (64, 64), "cal18-graph-64-64-r2": (64, 64),
 }
 
 def plan_document(warm, work):

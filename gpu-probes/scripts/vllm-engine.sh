@@ -46,7 +46,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64-w3|cal18-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
