@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Checks a way of deriving the engine profile without the judged runs: every calibration server's
+calibration `vllm bench serve` runs, predicted by a profile derived from every other run file.
+
+A derivation rule (how a table groups its points, which steps a ratio prices) is chosen by what it
+predicts here, never by the judged runs: each fold leaves one whole server out, so the server's
+own fixed shapes cannot price its own bench runs, and its host's phase is new to the profile as a
+judged server's is.
+
+usage: calibration_loso.py [--sim BIN] [--data DIR] [--json] [--keep DIR]
+  --sim BIN   the afd-sim binary (default: target/release/afd-sim)
+  --data DIR  the run files (default: traces/data/vllm)
+  --json      one JSON object: every record's errors and the summary
+  --keep DIR  keep each fold's profile and comparison there (default: a temporary folder, removed)
+Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
+median, mean and count within 25 % of their magnitudes. Exit 2 on bad arguments or a failed fold.
+"""
+import argparse, gzip, json, pathlib, statistics, subprocess, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms")
+
+
+def fail(message):
+    print(f"calibration_loso.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def calibration_servers(files):
+    """Run files with at least one calibration bench run (the folds)."""
+    out = []
+    for f in files:
+        with gzip.open(f, "rt") as text:
+            run = json.load(text)
+        if any(r["workload"].get("calibration") and r["workload"]["kind"] == "bench-serve"
+               for r in run["records"]):
+            out.append(f)
+    return out
+
+
+def fold(sim, files, server, work):
+    """Derives a profile without `server` and compares its calibration runs against it."""
+    stem = server.name.removesuffix(".json.gz")
+    profile = work / f"profile-{stem}.json"
+    others = [str(f) for f in files if f != server]
+    done = subprocess.run([sim, "engine-profile", *others, "--out", str(profile)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"engine-profile without {server.name}: {done.stderr.strip()}")
+    done = subprocess.run([sim, "compare", str(server), "--calibration", "--engine", str(profile),
+                           "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"compare {server.name}: {done.stderr.strip()}")
+    (work / f"compare-{stem}.json").write_text(done.stdout)
+    return json.loads(done.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(add_help=True, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sim", default="target/release/afd-sim")
+    parser.add_argument("--data", default="traces/data/vllm")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep")
+    args = parser.parse_args()
+    if not pathlib.Path(args.sim).is_file():
+        fail(f"--sim {args.sim}: no such binary (cargo build --release -p afd-sim-cli)")
+    files = sorted(pathlib.Path(args.data).glob("h200-dsv2l-*.json.gz"))
+    files = [f for f in files if not f.name.endswith(".server.log.gz")]
+    if not files:
+        fail(f"--data {args.data}: no run files (h200-dsv2l-*.json.gz)")
+    servers = calibration_servers(files)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = pathlib.Path(args.keep or scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor() as pool:
+            folds = list(pool.map(lambda s: fold(args.sim, files, s, work), servers))
+    rows = []
+    for records in folds:
+        for r in records:
+            errors = {m["metric"]: m["error"] for m in r["metrics"] if m["metric"] in METRICS}
+            rows.append({"server": r["server"], "workload": r["workload"], "errors": errors})
+    magnitudes = [abs(e) for row in rows for e in row["errors"].values()]
+    summary = {
+        "folds": len(servers),
+        "values": len(magnitudes),
+        "median_abs_error": statistics.median(magnitudes) if magnitudes else None,
+        "mean_abs_error": statistics.mean(magnitudes) if magnitudes else None,
+        "within_25_percent": sum(m <= 0.25 for m in magnitudes),
+    }
+    if args.json:
+        print(json.dumps({"records": rows, "summary": summary}, indent=1))
+        return
+    print(f"{'server':32} {'workload':26} {'out tok/s':>10} {'TPOT':>8} {'TTFT':>8}")
+    for row in rows:
+        e = row["errors"]
+        print(f"{row['server']:32} {row['workload']:26} " + " ".join(
+            f"{e[k] * 100:+7.1f}%" for k in METRICS))
+    if magnitudes:
+        print(f"\n{summary['folds']} servers left out one at a time, {summary['values']} values: "
+              f"median {summary['median_abs_error'] * 100:.1f} %, mean {summary['mean_abs_error'] * 100:.1f} %, "
+              f"{summary['within_25_percent']} within 25 %")
+
+
+if __name__ == "__main__":
+    main()
