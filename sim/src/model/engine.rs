@@ -36,8 +36,9 @@ use afd_traces::vllm_run::{
     VllmEngineProfile, VllmRun, WorkloadRecord,
 };
 
+use crate::deployment::role_config::COMPILE_MODE_VLLM;
 use crate::deployment::{CudaGraphMode, GpuClass, RoleConfig};
-use crate::serving::GraphMode;
+use crate::serving::{GraphMode, resolved_graph_mode};
 use crate::step::StepShape;
 
 /// The engine mode name of `--enforce-eager`.
@@ -122,17 +123,39 @@ fn serve_role(run: &VllmRun) -> Result<RoleConfig, String> {
         .map_err(|e| format!("the serve words do not parse ({e})"))
 }
 
-/// The engine mode a run's serve words select (vLLM's resolution: `RoleConfig::cudagraph_mode`),
-/// or why it is not one the profile prices.
+/// The engine mode a run's serve words select (vLLM's resolution: `RoleConfig::cudagraph_mode`,
+/// and `FULL` as the attention backend the server logged resolves it,
+/// [`crate::serving::resolved_graph_mode`]), or why it is not one the profile prices.
 pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
     let role = serve_role(run)?;
     if role.enforce_eager() {
         return Ok(EAGER);
     }
-    match role.cudagraph_mode() {
-        CudaGraphMode::FullDecodeOnly => Ok(FULL_DECODE_ONLY),
-        CudaGraphMode::FullAndPiecewise => Ok(FULL_AND_PIECEWISE),
-        mode => Err(format!("the serve words run cudagraph mode {mode}")),
+    let mla = run
+        .backends
+        .get("attention_backend")
+        .is_some_and(|line| line.contains("MLA attention backend"));
+    let compiled = role.compile_mode() == COMPILE_MODE_VLLM;
+    match resolved_graph_mode(&role, mla) {
+        // A graph mode's steps without graphs run vLLM's compiled model; another compilation mode
+        // runs them op by op, which no term of the mode prices (as `ServingConfig::from_plain`).
+        Some(mode @ (CudaGraphMode::FullDecodeOnly | CudaGraphMode::FullAndPiecewise))
+            if !compiled =>
+        {
+            Err(format!(
+                "the serve words run cudagraph mode {mode} under compilation mode {}, not vLLM's \
+                 compiled model (mode {COMPILE_MODE_VLLM})",
+                role.compile_mode()
+            ))
+        }
+        Some(CudaGraphMode::FullDecodeOnly) => Ok(FULL_DECODE_ONLY),
+        Some(CudaGraphMode::FullAndPiecewise) => Ok(FULL_AND_PIECEWISE),
+        Some(mode) => Err(format!("the serve words run cudagraph mode {mode}")),
+        None => Err(format!(
+            "the serve words ask for cudagraph mode {} and the server logged no MLA attention \
+             backend to resolve it",
+            role.cudagraph_mode()
+        )),
     }
 }
 

@@ -39,7 +39,8 @@ Example:
   afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out engine.json
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY or
-FULL_AND_PIECEWISE, vLLM's default). Per mode, pooled over every run of the mode: the median
+FULL_AND_PIECEWISE, vLLM's default, under vLLM's compiled model; FULL as the MLA attention backend
+the server logged resolves it); a run of another mode is refused by name. Per mode, pooled over every run of the mode: the median
 inter-token time of each streamed uniform decode burst (prompts of at most 512 tokens, prefilled in
 few steps) by batch size, replaced by the engine's own period where unstreamed bursts of that batch
 are well faster, and by calibration `vllm bench serve` runs of that batch where the engine set their

@@ -1369,6 +1369,35 @@ fn a_runs_mode_and_limits_follow_every_spelling_vllm_accepts() {
         "{bad}"
     );
 
+    // FULL is the attention backend's to resolve: an MLA server runs FULL_AND_PIECEWISE under
+    // vLLM's compiled model and FULL_DECODE_ONLY without it; a run that logged no MLA backend
+    // cannot say which it ran.
+    let with_backend = |words: &[&str], line: &str| {
+        let mut r = run(words, vec![]);
+        r.backends
+            .insert("attention_backend".to_owned(), line.to_owned());
+        run_mode(&r)
+    };
+    let flash_mla = "[cuda.py:482] Using FLASH_ATTN_MLA attention backend out of potential \
+                     backends: ['FLASH_ATTN_MLA', 'FLASHMLA', 'TRITON_MLA'].";
+    let full = ["/m", "-cc.cudagraph_mode=FULL"];
+    assert_eq!(with_backend(&full, flash_mla), Ok(FULL_AND_PIECEWISE));
+    // Without vLLM's compiled model FULL is FULL_DECODE_ONLY, whose steps without graphs then run
+    // op by op: no term prices them.
+    let uncompiled = with_backend(&["/m", "-cc.cudagraph_mode=FULL", "-cc.mode=0"], flash_mla);
+    let uncompiled = uncompiled.unwrap_err();
+    assert!(
+        uncompiled.contains("FULL_DECODE_ONLY") && uncompiled.contains("compilation mode 0"),
+        "{uncompiled}"
+    );
+    let unresolved = with_backend(&full, "[cuda.py:482] Using FLASH_ATTN attention backend.");
+    let unresolved = unresolved.unwrap_err();
+    assert!(
+        unresolved.contains("FULL") && unresolved.contains("MLA"),
+        "{unresolved}"
+    );
+    assert!(mode(&full).is_err());
+
     let limited = run(
         &[
             "/m",
