@@ -87,6 +87,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # chunks and chunks beside 2 and 8 decodes interleaved within seconds, then calibration Poisson
     # and concurrency-bound runs of the judged shapes on seeds of their own, one server, stamped.
     "cal18-graph-64-64": (64, 64), "cal18-graph-64-64-r2": (64, 64),
+    # cal18 found one 64-token step without graphs at 52-130 ms within a minute on one server. Does
+    # it follow the host's CPU speed of the moment? The same steps, longer, while host-sampler.py
+    # reads the CPU's speed five times a second (SAMPLER=0.2).
+    "cal19-graph-64-64": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -566,6 +570,26 @@ def cal18_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+def cal19_plan(label):
+    """FULL_DECODE_ONLY at 64/64, stamped, beside a CPU-speed sampler: six rounds of a lone
+    2,048-token prompt (32 chunks beside no decode) and a 1,024-token one injected beside 2 and
+    beside 8 standing decodes, then a calibration concurrency-bound run of the judged `dec-c32`
+    shape on a seed of its own: minutes of steps without graphs whose periods the stamps give, to
+    set against the sampler's readings at their times. Nothing judges the bench run and no table
+    reads it."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 128, 1024, 2048)]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 2, 8, 32)]
+    warm += [inject_burst(label, "warm-inject", 8, 300, (128, 1024), 1.5, 0.5)]
+    work = []
+    for rep in "abcdef":
+        work.append(fx(label, f"fx-p2048-{rep}", 2048, 4, 1, 90))
+        for b in (2, 8):
+            work.append(inject_burst(label, f"fx-inj-b{b}-o1200-{rep}", b, 1200, (1024,), 2.0))
+    w = bench(label, "cal-bench-dec-c32", 256, 64, 96, 150, conc=32)
+    w["calibration"] = True
+    work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -574,7 +598,7 @@ def plan(label):
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
                ("cal13-", cal13_plan), ("cal14-", cal14_plan),
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
-               ("cal18-", cal18_plan)]
+               ("cal18-", cal18_plan), ("cal19-", cal19_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -24,9 +24,11 @@
 #        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped;
 #        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped;
 #        graph-64-64-w3 eager-64-64-w3: the seed recipe's limits with judged workloads no earlier run used;
-#        cal18-graph-64-64: steps without graphs at 64/64, lone and beside 2 and 8 decodes, and Poisson runs, stamped)
+#        cal18-graph-64-64: steps without graphs at 64/64, lone and beside 2 and 8 decodes, and Poisson runs, stamped;
+#        cal19-graph-64-64: the same steps for minutes, beside host-sampler.py's CPU readings (SAMPLER=0.2))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
-#        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label)
+#        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
+#        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 PROBE=${PROBE:-.device/bin/afd-probe}
@@ -46,7 +48,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
@@ -72,10 +74,16 @@ for i in "${!labels[@]}"; do
   echo "$label: $speed"
   notes=()
   for kv in $speed; do notes+=(--note "$kv"); done
+  sampler=
+  if [ -n "${SAMPLER:-}" ]; then
+    python3 "$here/host-sampler.py" "$SAMPLER" > "$OUT/$label-host.log" 2>&1 &
+    sampler=$!
+  fi
   timeout "${LIMIT_S:-560}" "$PROBE" vllm --plan "$here/../plans/engine-dsv2l-$plan.json" \
     --out "/root/runs/$label" --label "$label" --vllm 'python3 -m vllm.entrypoints.cli.main' \
     --note gpu_machine=nvidia-h200 --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
     "${notes[@]}" "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
+  if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; fi
   tar czf "$OUT/$label.tgz" -C /root/runs "$label"
   ls -la "$OUT/$label.tgz"
 done
