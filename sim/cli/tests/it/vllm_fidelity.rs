@@ -66,9 +66,11 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.69 %, worst 90.3 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // own send times"): median 10.84 %, worst 89.7 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
     // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
-    // two real runs are 67 % apart); 207 of 252 values within 25 %; 7 of 43 ratios within 10 %.
+    // two real runs are 67 % apart); 208 of 252 values within 25 %; 7 of 43 ratios within 10 %.
+    // The twenty-first batch (cal19: the same steps for minutes beside a CPU-speed sampler) took
+    // the 64-token entry on to 72.8 ms and the median from 10.69 % (207 of 252).
     // The twentieth batch (cal18 on two servers: FULL_DECODE_ONLY's 64-token steps without graphs,
     // lone and beside 2 and 8 decodes, 52-130 ms seconds apart) moved the table's 64-token entry
     // from 60.1 to 70.4 ms and with it the median from 9.71 % (210 of 252, 8 ratios): the earlier
@@ -92,8 +94,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.107, "median |error| {median}");
-    assert!(worst <= 0.904, "worst |error| {worst}");
+    assert!(median <= 0.109, "median |error| {median}");
+    assert!(worst <= 0.898, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -105,7 +107,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 207, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 208, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -141,7 +143,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 38, "{runs:?}");
+    assert_eq!(runs.len(), 39, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
