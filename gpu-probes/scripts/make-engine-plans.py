@@ -542,6 +542,14 @@ def cal17_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+def warmups_64_64(label, prompt_lengths):
+    """Warm-ups of a server at 64/64 whose plan injects prompts beside 2-32 standing decodes: one
+    prompt of each length, decode bursts of 1, 2, 8 and 32, and a burst with injections."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in prompt_lengths]
+    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 2, 8, 32)]
+    warm.append(inject_burst(label, "warm-inject", 8, 300, (128, 1024), 1.5, 0.5))
+    return warm
+
 def cal18_plan(label):
     """FULL_DECODE_ONLY at 64/64 (the seed recipe's limits), every log line stamped: does a 64-token
     step without graphs cost more at low load? Three rounds, seconds apart, of a lone 1,024-token
@@ -551,14 +559,13 @@ def cal18_plan(label):
     their own, the arrival-bound ones either side of the concurrency-bound one. Nothing judges the
     bench runs and, sent at a rate or a concurrency, no table reads them: their stamps give the
     periods of their steps, to set beside the fixed shapes'."""
-    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 128, 256, 1024, 2048)]
-    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 2, 8, 32)]
-    warm += [inject_burst(label, "warm-inject", 8, 300, (128, 1024), 1.5, 0.5)]
+    warm = warmups_64_64(label, (16, 128, 256, 1024, 2048))
     work = []
     for rep in "abc":
         work.append(fx(label, f"fx-p1024-{rep}", 1024, 4, 1, 90))
         for b in (2, 8):
-            w = inject_burst(label, f"fx-inj-b{b}-o1500-{rep}", b, 1500, (1024, 128, 128), 2.0, 0.0)
+            w = inject_burst(label, f"fx-inj-b{b}-o1500-{rep}", b, 1500, (1024, 128, 128))
+            # The long prompt first; the short ones once its 17 chunks are done, apart.
             w["inject"] = [dict(i, at_s=at) for i, at in zip(w["inject"], (2.0, 3.8, 4.3))]
             work.append(w)
     for name, inp, out, n, rate, conc in (("cal-bench-dec-r2-a", 128, 128, 32, 2.0, None),
@@ -577,9 +584,7 @@ def cal19_plan(label):
     shape on a seed of its own: minutes of steps without graphs whose periods the stamps give, to
     set against the sampler's readings at their times. Nothing judges the bench run and no table
     reads it."""
-    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 128, 1024, 2048)]
-    warm += [fx(label, f"warm-d{b}", 64, 8, b) for b in (1, 2, 8, 32)]
-    warm += [inject_burst(label, "warm-inject", 8, 300, (128, 1024), 1.5, 0.5)]
+    warm = warmups_64_64(label, (16, 128, 1024, 2048))
     work = []
     for rep in "abcdef":
         work.append(fx(label, f"fx-p2048-{rep}", 2048, 4, 1, 90))
