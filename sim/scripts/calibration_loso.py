@@ -9,7 +9,8 @@ judged server's is.
 
 usage: calibration_loso.py [--sim BIN] [--data DIR] [--json] [--keep DIR]
   --sim BIN   the afd-sim binary (default: target/release/afd-sim)
-  --data DIR  the run files (default: traces/data/vllm)
+  --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.gz
+              (default: traces/data/vllm)
   --json      one JSON object: every record's errors and the summary
   --keep DIR  keep each fold's profile and comparison there (default: a temporary folder, removed)
 Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
@@ -26,21 +27,35 @@ def fail(message):
     sys.exit(2)
 
 
-def calibration_servers(files):
-    """Run files with at least one calibration bench run (the folds)."""
-    out = []
-    for f in files:
-        with gzip.open(f, "rt") as text:
+def read_run(path):
+    """An `afd-vllm-run` file (plain or gzipped JSON), or None for any other file."""
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as text:
             run = json.load(text)
-        if any(r["workload"].get("calibration") and r["workload"]["kind"] == "bench-serve"
-               for r in run["records"]):
-            out.append(f)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return run if isinstance(run, dict) and run.get("format") == "afd-vllm-run" else None
+
+
+def run_files(folder):
+    """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`), each
+    with whether it holds a calibration bench run (such a server is a fold)."""
+    out = []
+    for path in sorted(folder.rglob("*.json*")):
+        if not path.name.endswith((".json", ".json.gz")):
+            continue
+        run = read_run(path)
+        if run is not None:
+            calibration = any(r["workload"].get("calibration") and r["workload"]["kind"] == "bench-serve"
+                              for r in run["records"])
+            out.append((path, calibration))
     return out
 
 
 def fold(sim, files, server, work):
     """Derives a profile without `server` and compares its calibration runs against it."""
-    stem = server.name.removesuffix(".json.gz")
+    stem = str(server.relative_to(server.anchor)).replace("/", "_").removesuffix(".gz")
     profile = work / f"profile-{stem}.json"
     others = [str(f) for f in files if f != server]
     done = subprocess.run([sim, "engine-profile", *others, "--out", str(profile)],
@@ -64,11 +79,11 @@ def main():
     args = parser.parse_args()
     if not pathlib.Path(args.sim).is_file():
         fail(f"--sim {args.sim}: no such binary (cargo build --release -p afd-sim-cli)")
-    files = sorted(pathlib.Path(args.data).glob("h200-dsv2l-*.json.gz"))
-    files = [f for f in files if not f.name.endswith(".server.log.gz")]
-    if not files:
-        fail(f"--data {args.data}: no run files (h200-dsv2l-*.json.gz)")
-    servers = calibration_servers(files)
+    found = run_files(pathlib.Path(args.data))
+    files = [f for f, _ in found]
+    servers = [f for f, calibration in found if calibration]
+    if not servers:
+        fail(f"--data {args.data}: no afd-vllm-run file with a calibration bench run")
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(args.keep or scratch)
         work.mkdir(parents=True, exist_ok=True)
