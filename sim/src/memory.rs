@@ -181,7 +181,7 @@ fn state_blocks(
 ) -> Result<(), StateBlocksError> {
     let layout = crate::cluster::kv_layout(config, model);
     let full_graphs = match &config.graph {
-        GraphMode::Eager => false,
+        GraphMode::Eager | GraphMode::Compiled => false,
         GraphMode::FullDecodeOnly { .. } => true,
         GraphMode::FullAndPiecewise { capture_sizes, .. } => !capture_sizes.is_empty(),
     };

@@ -50,6 +50,11 @@ pub struct DboConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GraphMode {
     Eager,
+    /// vLLM's compiled model without CUDA graphs (`cudagraph_mode` `NONE` under compilation mode
+    /// 3): every step runs the torch.compile'd model op by op, as `FULL_DECODE_ONLY` runs every
+    /// batch it has no graph for (`vllm/v1/worker/gpu/cudagraph_utils.py` `dispatch`). The kernel
+    /// model prices it as eager; the engine model by `FULL_DECODE_ONLY`'s steps without graphs.
+    Compiled,
     /// Full graphs for uniform-decode batches up to the largest capture size, padded to the next
     /// capture size. Invariant: sizes sorted, distinct, non-empty, all ≥ 1.
     FullDecodeOnly {
@@ -70,7 +75,7 @@ impl GraphMode {
     /// The smallest full decode graph size ≥ `tokens`, if any.
     pub fn padded_size(&self, tokens: u32) -> Option<u32> {
         match self {
-            GraphMode::Eager => None,
+            GraphMode::Eager | GraphMode::Compiled => None,
             GraphMode::FullDecodeOnly { capture_sizes }
             | GraphMode::FullAndPiecewise { capture_sizes, .. } => {
                 capture_sizes.iter().copied().find(|&c| c >= tokens)
@@ -92,6 +97,7 @@ impl GraphMode {
     pub fn name(&self) -> &'static str {
         match self {
             GraphMode::Eager => "eager",
+            GraphMode::Compiled => "NONE",
             GraphMode::FullDecodeOnly { .. } => "FULL_DECODE_ONLY",
             GraphMode::FullAndPiecewise { capture_sizes, .. } if capture_sizes.is_empty() => {
                 "PIECEWISE"
@@ -103,7 +109,7 @@ impl GraphMode {
     /// The full decode graph sizes (empty when eager).
     pub fn capture_sizes(&self) -> &[u32] {
         match self {
-            GraphMode::Eager => &[],
+            GraphMode::Eager | GraphMode::Compiled => &[],
             GraphMode::FullDecodeOnly { capture_sizes }
             | GraphMode::FullAndPiecewise { capture_sizes, .. } => capture_sizes,
         }
@@ -273,6 +279,9 @@ impl ServingConfig {
             });
         }
         let mut config = ServingConfig::from_server(&server, gpu, mode)?;
+        if mode == CudaGraphMode::None && compiled {
+            config.graph = GraphMode::Compiled;
+        }
         if config.attention.dp == 1 {
             // vLLM decides ubatching only in its DP coordination, so a DP-1 server never splits
             // (`vllm/v1/worker/gpu_model_runner.py:3948-3959`; the plugin adds the DP-1 split).
@@ -426,7 +435,7 @@ impl ServingConfig {
             !sizes.is_empty() && sizes[0] > 0 && sizes.windows(2).all(|w| w[0] < w[1])
         };
         match &self.graph {
-            GraphMode::Eager => {}
+            GraphMode::Eager | GraphMode::Compiled => {}
             GraphMode::FullDecodeOnly { capture_sizes } => {
                 if !sorted(capture_sizes) {
                     return Err(ServingConfigError::CaptureSizes(capture_sizes.clone()));

@@ -1624,7 +1624,9 @@ impl EngineModel {
     fn mode(&self, graph: &GraphMode) -> Option<&EngineModeCosts> {
         let name = match graph {
             GraphMode::Eager => EAGER,
-            GraphMode::FullDecodeOnly { .. } => FULL_DECODE_ONLY,
+            // The compiled model without graphs is what FULL_DECODE_ONLY runs for every batch it
+            // replays no graph for: its steps without graphs price every step.
+            GraphMode::FullDecodeOnly { .. } | GraphMode::Compiled => FULL_DECODE_ONLY,
             GraphMode::FullAndPiecewise { .. } => FULL_AND_PIECEWISE,
         };
         self.profile.modes.iter().find(|m| m.mode == name)
@@ -1634,103 +1636,114 @@ impl EngineModel {
     /// deployment's mode. Every engine of the step is priced and the slowest counts.
     pub fn step_cost(&self, graph: &GraphMode, shape: &StepShape) -> Option<EngineStepCost> {
         let costs = self.mode(graph)?;
-        let engines = shape.tokens.len();
         let mut cost = EngineStepCost::default();
-        for e in 0..engines {
-            let EngineWork {
-                decodes,
-                prefill,
-                prefill_requests,
-                context,
-            } = EngineWork::of(shape, e);
-            let tokens = shape.tokens[e].max(1);
-            // Long contexts cost a decode step more than the table's bursts paid.
-            let extra = context
-                .saturating_sub(u64::from(decodes) * u64::from(costs.decode_reference_context));
-            let attend = (costs.decode_context_ns * extra as f64).round() as u64;
-            // vLLM's uniform decode: every request schedules exactly one token, so a one-token
-            // prefill chunk beside decodes is a decode (`gpu_model_runner.py:3857-3875`).
-            let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
-            let decodes = decodes + if uniform { prefill_requests } else { 0 };
-            let kernels = (costs.nonuniform_token_ns * f64::from(tokens)).round() as u64;
-            // (period, host): a replayed graph leaves the host nothing to wait for; a step issued
-            // op by op is the host's for as long as its dispatch takes.
-            let (period, host) = match graph {
-                GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
-                    if uniform && shape.graph =>
-                {
-                    let period = interpolate(
-                        &costs.decode_period_ns,
-                        shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
-                    ) + attend;
-                    (period, 0)
-                }
-                GraphMode::Eager if uniform => {
-                    let period = interpolate(&costs.decode_period_ns, decodes) + attend;
-                    (period, period)
-                }
-                // Every eager step is the host's: a non-uniform one costs its requests' decode
-                // period and what its prefill adds, unless its kernels take longer.
-                GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
-                    let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
-                        + interpolate(&costs.prefill_extra_ns, prefill);
-                    (host.max(kernels), host)
-                }
-                // Within the largest capture size a non-uniform batch replays piecewise graphs,
-                // with attention issued from Python between them: the host holds the step too (the
-                // standing streams of `cal2-piecewise` show the decode step before it leaving only
-                // as it is issued, and its own tokens 2-3 ms later).
-                GraphMode::FullAndPiecewise { .. }
-                    if !costs.piecewise_period_ns.is_empty()
-                        && graph.piecewise_size(tokens).is_some() =>
-                {
-                    let period = interpolate(&costs.piecewise_period_ns, tokens)
-                        + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
-                    let period = pure(
-                        period,
-                        decodes,
-                        costs.pure_piecewise_ratio,
-                        costs.pure_piecewise_max_tokens,
-                        tokens,
-                    );
-                    (period, period)
-                }
-                // A uniform decode batch past the largest capture size runs the compiled model
-                // without graphs: the table at its tokens and what each of its requests adds.
-                GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
-                    if uniform
-                        && costs.graphless_decode_ns > 0.0
-                        && !costs.nonuniform_period_ns.is_empty() =>
-                {
-                    let period = interpolate(&costs.nonuniform_period_ns, tokens)
-                        + (costs.graphless_decode_ns * f64::from(decodes)).round() as u64
-                        + attend;
-                    (period, period)
-                }
-                // The torch.compile'd model without graphs: host-bound up to thousands of tokens
-                // (the table is flat where the kernels are a fraction of it).
-                _ if !costs.nonuniform_period_ns.is_empty() => {
-                    let period = interpolate(&costs.nonuniform_period_ns, tokens)
-                        + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
-                    let period = pure(
-                        period,
-                        decodes,
-                        costs.pure_prefill_ratio,
-                        costs.pure_prefill_max_tokens,
-                        tokens,
-                    );
-                    (period, period)
-                }
-                _ => (
-                    costs.nonuniform_floor_ns.max(kernels),
-                    costs.nonuniform_floor_ns,
-                ),
-            };
+        for e in 0..shape.tokens.len() {
+            let (period, host) = engine_cost(costs, graph, shape, e);
             cost.period_ns = cost.period_ns.max(period);
             cost.host_ns = cost.host_ns.max(host);
         }
         cost.host_ns = cost.host_ns.min(cost.period_ns);
         Some(cost)
+    }
+}
+
+/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds.
+fn engine_cost(
+    costs: &EngineModeCosts,
+    graph: &GraphMode,
+    shape: &StepShape,
+    e: usize,
+) -> (u64, u64) {
+    let EngineWork {
+        decodes,
+        prefill,
+        prefill_requests,
+        context,
+    } = EngineWork::of(shape, e);
+    let tokens = shape.tokens[e].max(1);
+    // Long contexts cost a decode step more than the table's bursts paid.
+    let extra =
+        context.saturating_sub(u64::from(decodes) * u64::from(costs.decode_reference_context));
+    let attend = (costs.decode_context_ns * extra as f64).round() as u64;
+    // vLLM's uniform decode: every request schedules exactly one token, so a one-token
+    // prefill chunk beside decodes is a decode (`gpu_model_runner.py:3857-3875`).
+    let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
+    let decodes = decodes + if uniform { prefill_requests } else { 0 };
+    let kernels = (costs.nonuniform_token_ns * f64::from(tokens)).round() as u64;
+    // (period, host): a replayed graph leaves the host nothing to wait for; a step issued
+    // op by op is the host's for as long as its dispatch takes.
+    match graph {
+        GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
+            if uniform && shape.graph =>
+        {
+            let period = interpolate(
+                &costs.decode_period_ns,
+                shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
+            ) + attend;
+            (period, 0)
+        }
+        GraphMode::Eager if uniform => {
+            let period = interpolate(&costs.decode_period_ns, decodes) + attend;
+            (period, period)
+        }
+        // Every eager step is the host's: a non-uniform one costs its requests' decode
+        // period and what its prefill adds, unless its kernels take longer.
+        GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
+            let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
+                + interpolate(&costs.prefill_extra_ns, prefill);
+            (host.max(kernels), host)
+        }
+        // Within the largest capture size a non-uniform batch replays piecewise graphs,
+        // with attention issued from Python between them: the host holds the step too (the
+        // standing streams of `cal2-piecewise` show the decode step before it leaving only
+        // as it is issued, and its own tokens 2-3 ms later).
+        GraphMode::FullAndPiecewise { .. }
+            if !costs.piecewise_period_ns.is_empty() && graph.piecewise_size(tokens).is_some() =>
+        {
+            let period = interpolate(&costs.piecewise_period_ns, tokens)
+                + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
+            let period = pure(
+                period,
+                decodes,
+                costs.pure_piecewise_ratio,
+                costs.pure_piecewise_max_tokens,
+                tokens,
+            );
+            (period, period)
+        }
+        // A uniform decode batch past the largest capture size (every one, for the
+        // compiled model without graphs) runs the compiled model without graphs: the
+        // table at its tokens and what each of its requests adds.
+        GraphMode::FullDecodeOnly { .. }
+        | GraphMode::FullAndPiecewise { .. }
+        | GraphMode::Compiled
+            if uniform
+                && costs.graphless_decode_ns > 0.0
+                && !costs.nonuniform_period_ns.is_empty() =>
+        {
+            let period = interpolate(&costs.nonuniform_period_ns, tokens)
+                + (costs.graphless_decode_ns * f64::from(decodes)).round() as u64
+                + attend;
+            (period, period)
+        }
+        // The torch.compile'd model without graphs: host-bound up to thousands of tokens
+        // (the table is flat where the kernels are a fraction of it).
+        _ if !costs.nonuniform_period_ns.is_empty() => {
+            let period = interpolate(&costs.nonuniform_period_ns, tokens)
+                + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
+            let period = pure(
+                period,
+                decodes,
+                costs.pure_prefill_ratio,
+                costs.pure_prefill_max_tokens,
+                tokens,
+            );
+            (period, period)
+        }
+        _ => (
+            costs.nonuniform_floor_ns.max(kernels),
+            costs.nonuniform_floor_ns,
+        ),
     }
 }
 

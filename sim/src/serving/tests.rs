@@ -167,6 +167,9 @@ fn a_plain_server_takes_the_graph_mode_vllm_resolves() {
         ("-O=0", "eager"),
         ("--enforce-eager -O3", "eager"),
         ("-cc '{\"cudagraph_mode\": \"FULL\"}'", "FULL_AND_PIECEWISE"),
+        // vLLM's compiled model without graphs: not eager, whose model is not compiled.
+        ("-cc.cudagraph_mode=NONE", "NONE"),
+        ("-O3 -cc '{\"cudagraph_mode\": \"NONE\"}'", "NONE"),
         (
             "-O1 -cc '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'",
             "FULL_DECODE_ONLY",

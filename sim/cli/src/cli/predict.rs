@@ -104,7 +104,8 @@ pub(crate) struct PredictArgs {
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_dbo: bool,
     /// Price a plain vLLM server that the built-in engine profile measured (DeepSeek-V2-Lite on H200,
-    /// --enforce-eager, FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE) as real vLLM 0.26.0 runs it: the engine's measured step
+    /// --enforce-eager, FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE; cudagraph_mode NONE of
+    /// the compiled model by FULL_DECODE_ONLY's steps without graphs) as real vLLM 0.26.0 runs it: the engine's measured step
     /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. Off by
     /// default, so a plain server and the AFD pairs a sweep sets beside it are priced alike.
     #[arg(long, help_heading = "Deployment")]

@@ -1292,6 +1292,17 @@ fn a_graphless_decode_step_pays_the_table_and_its_requests() {
         engine.period_ns(&graph, &shape(true, 64, 0, 64)),
         Some(4_000_000)
     );
+    // vLLM's compiled model without graphs (cudagraph_mode NONE) runs every step as
+    // FULL_DECODE_ONLY runs a batch it has no graph for: a decode batch of 8 is the table at its
+    // tokens and its requests' term, not an eager decode step.
+    assert_eq!(
+        engine.period_ns(&GraphMode::Compiled, &shape(false, 8, 0, 8)),
+        Some(60_000_000 + 240_000)
+    );
+    assert_eq!(
+        engine.period_ns(&GraphMode::Compiled, &shape(false, 8, 1016, 1024)),
+        Some(80_000_000 + 480_000)
+    );
 }
 
 /// A bench run's requests wait, after their first token, through the prefill steps after the one
