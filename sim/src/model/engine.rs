@@ -1670,6 +1670,13 @@ fn engine_cost(
     let uniform = decodes + prefill_requests > 0 && prefill == prefill_requests;
     let decodes = decodes + if uniform { prefill_requests } else { 0 };
     let kernels = (costs.nonuniform_token_ns * f64::from(tokens)).round() as u64;
+    // A non-uniform step priced by a table of its tokens, what each decode beside the prefill
+    // adds, and the step kind's pure-prefill ratio where it schedules no decode.
+    let on_table = |table: &[(u32, u64)], per_decode_ns: f64, (ratio, max_tokens)| {
+        let period =
+            interpolate(table, tokens) + (per_decode_ns * f64::from(decodes)).round() as u64;
+        pure(period, decodes, ratio, max_tokens, tokens)
+    };
     // (period, host): a replayed graph leaves the host nothing to wait for; a step issued
     // op by op is the host's for as long as its dispatch takes.
     match graph {
@@ -1700,15 +1707,8 @@ fn engine_cost(
         GraphMode::FullAndPiecewise { .. }
             if !costs.piecewise_period_ns.is_empty() && graph.piecewise_size(tokens).is_some() =>
         {
-            let period = interpolate(&costs.piecewise_period_ns, tokens)
-                + (costs.piecewise_decode_ns * f64::from(decodes)).round() as u64;
-            let period = pure(
-                period,
-                decodes,
-                costs.pure_piecewise_ratio,
-                costs.pure_piecewise_max_tokens,
-                tokens,
-            );
+            let ratio = (costs.pure_piecewise_ratio, costs.pure_piecewise_max_tokens);
+            let period = on_table(&costs.piecewise_period_ns, costs.piecewise_decode_ns, ratio);
             (period, period)
         }
         // A uniform decode batch past the largest capture size (every one, for the
@@ -1729,15 +1729,8 @@ fn engine_cost(
         // The torch.compile'd model without graphs: host-bound up to thousands of tokens
         // (the table is flat where the kernels are a fraction of it).
         _ if !costs.nonuniform_period_ns.is_empty() => {
-            let period = interpolate(&costs.nonuniform_period_ns, tokens)
-                + (costs.mixed_decode_ns * f64::from(decodes)).round() as u64;
-            let period = pure(
-                period,
-                decodes,
-                costs.pure_prefill_ratio,
-                costs.pure_prefill_max_tokens,
-                tokens,
-            );
+            let ratio = (costs.pure_prefill_ratio, costs.pure_prefill_max_tokens);
+            let period = on_table(&costs.nonuniform_period_ns, costs.mixed_decode_ns, ratio);
             (period, period)
         }
         _ => (
