@@ -106,8 +106,11 @@ pub(crate) struct PredictArgs {
     /// Price a plain vLLM server that the built-in engine profile measured (DeepSeek-V2-Lite on H200,
     /// --enforce-eager, FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE; cudagraph_mode NONE of
     /// the compiled model by FULL_DECODE_ONLY's steps without graphs) as real vLLM 0.26.0 runs it: the engine's measured step
-    /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. Off by
-    /// default, so a plain server and the AFD pairs a sweep sets beside it are priced alike.
+    /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. An AFD pair
+    /// takes the profile's front end and asynchronous scheduling for its Attention server (vLLM's
+    /// own API server and engine core) and keeps the kernel model for its steps, which were never
+    /// measured. Off by default, so a plain server and the AFD pairs a sweep sets beside it are
+    /// priced alike.
     #[arg(long, help_heading = "Deployment")]
     pub(crate) real_engine: bool,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
@@ -325,12 +328,7 @@ impl Inputs {
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
         if args.real_engine {
-            if placement != Placement::Plain {
-                bail!(
-                    "--real-engine prices a plain vLLM server; the engine of an AFD role has not been measured"
-                );
-            }
-            cost = with_real_engine(cost, &config, &model, &workload, &mut options)?;
+            cost = with_real_engine(cost, &config, placement, &model, &workload, &mut options)?;
         }
         options.max_events = args.max_events;
         if !(args.horizon.is_finite() && args.horizon > 0.0) {
@@ -361,11 +359,15 @@ impl Inputs {
 
 /// A plain server the built-in engine profile measured is priced as real vLLM 0.26.0 runs it: the
 /// profile's step periods, its front end (text prompts, as `vllm bench serve` sends them) and
-/// asynchronous scheduling, as `afd-sim compare` prices it (docs/fidelity.md). Any other plain
-/// server keeps the kernel model, and says so.
+/// asynchronous scheduling, as `afd-sim compare` prices it (docs/fidelity.md). An AFD pair takes
+/// the front end and asynchronous scheduling alone: its Attention server's API server and engine
+/// core are vLLM's own (the plugin keeps the batch queue, `afd_plugin/compat/patches/
+/// engine_core.py:151-179`), but no step of an AFD role was measured, so its steps keep the kernel
+/// model. Any other deployment keeps the kernel model, and says so.
 fn with_real_engine(
     cost: CostModel,
     config: &ServingConfig,
+    placement: Placement,
     model: &ModelArch,
     workload: &Workload,
     options: &mut RunOptions,
@@ -399,6 +401,13 @@ fn with_real_engine(
         / workload.requests.len().max(1) as f64;
     afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], true)
         .apply(options, prompt_tokens);
+    if placement != Placement::Plain {
+        eprintln!(
+            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them (the built-in {} engine profile); an AFD role's steps were never measured and keep the kernel model",
+            profile.vllm_version, profile.gpu
+        );
+        return Ok(cost);
+    }
     eprintln!(
         "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
         profile.vllm_version, profile.gpu

@@ -281,10 +281,33 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     // A model the profile did not measure keeps the kernel model, and says so.
     let (_, other) = tpot(&["--real-engine", "--model", "qwen3-30b-a3b"]);
     assert!(other.contains("measured DeepSeek-V2-Lite"), "{other}");
-    // An AFD pair's engine was never measured.
-    let out = afd_sim(&["predict", "--real-engine"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--real-engine prices a plain"));
+    // An AFD pair (the seed recipe) takes the profile's front end for its Attention server, vLLM's
+    // own API server and engine core, and keeps the kernel model for its steps: at a rate that
+    // queues nothing, every first token waits the front end's latency and intake (5.6 + 1.6 ms)
+    // more, and a decode step costs what it did.
+    let light = [
+        "predict",
+        "--request-rate",
+        "1",
+        "--num-prompts",
+        "8",
+        "--json",
+    ];
+    let (kernels, quiet) = afd_sim_json(&light, &[]);
+    let (front, note) = afd_sim_json(&light, &["--real-engine"]);
+    assert!(
+        note.contains("front end") && note.contains("kernel model"),
+        "{note}"
+    );
+    assert!(!quiet.contains("front end"), "{quiet}");
+    let ms = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap();
+    let later = ms(&front, "mean_ttft_ms") - ms(&kernels, "mean_ttft_ms");
+    assert!(
+        (7.0..20.0).contains(&later),
+        "first tokens {later} ms later"
+    );
+    let tpot = ms(&front, "mean_tpot_ms") / ms(&kernels, "mean_tpot_ms");
+    assert!((0.99..1.01).contains(&tpot), "decode steps moved: {tpot}");
 }
 
 #[test]
