@@ -531,6 +531,12 @@ impl RoleConfig {
     /// Capture sizes as vLLM resolves them from the current fields (see `compilation.rs`),
     /// ascending; empty when eager. Computed on each call: a hot loop should keep the result.
     pub fn capture_sizes(&self) -> Vec<u32> {
+        self.capture_sizes_at(self.max_num_seqs(), self.max_num_batched_tokens())
+    }
+
+    /// [`Self::capture_sizes`] of a server whose limits are `max_num_seqs` and
+    /// `max_num_batched_tokens` (a recorded run's, whose defaults came from its GPU).
+    pub fn capture_sizes_at(&self, max_num_seqs: u32, max_num_batched_tokens: u32) -> Vec<u32> {
         let compilation = &self.compilation;
         let sequence_parallel_tp = compilation
             .enable_sp
@@ -547,8 +553,8 @@ impl RoleConfig {
                 .max_cudagraph_capture_size
                 .as_ref()
                 .map(|m| m.value),
-            max_num_seqs: self.max_num_seqs(),
-            max_num_batched_tokens: self.max_num_batched_tokens(),
+            max_num_seqs,
+            max_num_batched_tokens,
             sequence_parallel_tp,
         })
     }

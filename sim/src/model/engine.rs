@@ -1177,20 +1177,16 @@ fn one_step_frontend_s(runs: &[(&str, &VllmRun)], piecewise: &[(u32, u64)]) -> O
     median(seen)
 }
 
-/// A run's largest CUDA-graph capture size: the largest of its explicit capture sizes, else its
-/// `max_cudagraph_capture_size` (the flag or the compilation config's key), else vLLM's default for
-/// its limits.
+/// A run's largest CUDA-graph capture size at its limits, as vLLM resolves its capture sizes
+/// ([`RoleConfig::capture_sizes_at`]: explicit sizes, `max_cudagraph_capture_size`, or the
+/// default for the limits).
 fn max_capture(run: &VllmRun, seqs: u32, budget: u32) -> u32 {
     capture_of(serve_role(run).ok().as_ref(), seqs, budget)
 }
 
 /// [`max_capture`] from the run's parsed words (`None`: words that do not parse, vLLM's default).
 fn capture_of(role: Option<&RoleConfig>, seqs: u32, budget: u32) -> u32 {
-    let compilation = role.map(|role| &role.compilation);
-    compilation
-        .and_then(|c| c.cudagraph_capture_sizes.as_ref())
-        .and_then(|sizes| sizes.value.iter().copied().max())
-        .or(compilation.and_then(|c| c.max_cudagraph_capture_size.as_ref().map(|m| m.value)))
+    role.and_then(|role| role.capture_sizes_at(seqs, budget).last().copied())
         .unwrap_or_else(|| default_max_capture(seqs, budget))
 }
 
