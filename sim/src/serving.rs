@@ -269,17 +269,9 @@ impl ServingConfig {
         model: &ModelArch,
     ) -> Result<ServingConfig, ServingConfigError> {
         let server = server.clone().on_gpu(gpu.batch_class());
-        let compiled = server.compile_mode() == COMPILE_MODE_VLLM;
-        let mode = resolved_graph_mode(&server, model.is_mla())
-            .ok_or(ServingConfigError::PlainFullGraphs)?;
-        if mode != CudaGraphMode::None && !compiled {
-            return Err(ServingConfigError::PlainCompileMode {
-                mode: server.compile_mode(),
-                graphs: mode.as_str(),
-            });
-        }
+        let mode = plain_graph_mode(&server, model.is_mla())?;
         let mut config = ServingConfig::from_server(&server, gpu, mode)?;
-        if mode == CudaGraphMode::None && compiled {
+        if mode == CudaGraphMode::None && server.compile_mode() == COMPILE_MODE_VLLM {
             config.graph = GraphMode::Compiled;
         }
         if config.attention.dp == 1 {
@@ -477,20 +469,32 @@ fn layout(role: &RoleConfig) -> RoleLayout {
 #[cfg(test)]
 mod tests;
 
-/// The CUDA-graph mode a plain server runs once its attention backend has had its say, `None` where
-/// the model's attention captures no full graph vLLM could fall back to. Every MLA backend captures
+/// The CUDA-graph mode a plain server runs once its attention backend has had its say (`mla`: the
+/// model's attention is MLA), or why the simulator does not model it. Every MLA backend captures
 /// full graphs of uniform batches at most, so vLLM turns `FULL` into `FULL_AND_PIECEWISE` when
 /// attention splits the compiled graph (vLLM's compiled model) and into `FULL_DECODE_ONLY` otherwise
 /// (`CompilationConfig.resolve_cudagraph_mode_and_sizes`, `vllm/config/compilation.py:1371-1396`;
 /// `_cudagraph_support` of `vllm/v1/attention/backends/mla/*.py`; splitting ops
-/// `compilation.py:1129-1146`). Other modes are the server config's
-/// ([`RoleConfig::cudagraph_mode`]).
-pub fn resolved_graph_mode(server: &RoleConfig, mla: bool) -> Option<CudaGraphMode> {
+/// `compilation.py:1129-1146`); another model's backend may capture mixed batches, which is not
+/// modelled. Other modes are the server config's ([`RoleConfig::cudagraph_mode`]). A mode with
+/// graphs outside vLLM's compiled model is refused: the steps it runs without a graph were measured
+/// on the compiled model only.
+pub fn plain_graph_mode(
+    server: &RoleConfig,
+    mla: bool,
+) -> Result<CudaGraphMode, ServingConfigError> {
     let compiled = server.compile_mode() == COMPILE_MODE_VLLM;
-    match server.cudagraph_mode() {
-        CudaGraphMode::Full if mla && compiled => Some(CudaGraphMode::FullAndPiecewise),
-        CudaGraphMode::Full if mla => Some(CudaGraphMode::FullDecodeOnly),
-        CudaGraphMode::Full => None,
-        mode => Some(mode),
+    let mode = match server.cudagraph_mode() {
+        CudaGraphMode::Full if mla && compiled => CudaGraphMode::FullAndPiecewise,
+        CudaGraphMode::Full if mla => CudaGraphMode::FullDecodeOnly,
+        CudaGraphMode::Full => return Err(ServingConfigError::PlainFullGraphs),
+        mode => mode,
+    };
+    if mode != CudaGraphMode::None && !compiled {
+        return Err(ServingConfigError::PlainCompileMode {
+            mode: server.compile_mode(),
+            graphs: mode.as_str(),
+        });
     }
+    Ok(mode)
 }

@@ -36,9 +36,8 @@ use afd_traces::vllm_run::{
     VllmEngineProfile, VllmRun, WorkloadRecord,
 };
 
-use crate::deployment::role_config::COMPILE_MODE_VLLM;
 use crate::deployment::{CudaGraphMode, GpuClass, RoleConfig};
-use crate::serving::{GraphMode, resolved_graph_mode};
+use crate::serving::{GraphMode, ServingConfigError, plain_graph_mode};
 use crate::step::StepShape;
 
 /// The engine mode name of `--enforce-eager`.
@@ -123,9 +122,9 @@ fn serve_role(run: &VllmRun) -> Result<RoleConfig, String> {
         .map_err(|e| format!("the serve words do not parse ({e})"))
 }
 
-/// The engine mode a run's serve words select (vLLM's resolution: `RoleConfig::cudagraph_mode`,
-/// and `FULL` as the attention backend the server logged resolves it,
-/// [`crate::serving::resolved_graph_mode`]), or why it is not one the profile prices.
+/// The engine mode a run's serve words select, as vLLM resolves it with the attention backend the
+/// server logged ([`crate::serving::plain_graph_mode`], which `compare` and `predict` use too), or
+/// why it is not one the profile prices.
 pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
     let role = serve_role(run)?;
     if role.enforce_eager() {
@@ -135,27 +134,16 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
         .backends
         .get("attention_backend")
         .is_some_and(|line| line.contains("MLA attention backend"));
-    let compiled = role.compile_mode() == COMPILE_MODE_VLLM;
-    match resolved_graph_mode(&role, mla) {
-        // A graph mode's steps without graphs run vLLM's compiled model; another compilation mode
-        // runs them op by op, which no term of the mode prices (as `ServingConfig::from_plain`).
-        Some(mode @ (CudaGraphMode::FullDecodeOnly | CudaGraphMode::FullAndPiecewise))
-            if !compiled =>
-        {
-            Err(format!(
-                "the serve words run cudagraph mode {mode} under compilation mode {}, not vLLM's \
-                 compiled model (mode {COMPILE_MODE_VLLM})",
-                role.compile_mode()
-            ))
-        }
-        Some(CudaGraphMode::FullDecodeOnly) => Ok(FULL_DECODE_ONLY),
-        Some(CudaGraphMode::FullAndPiecewise) => Ok(FULL_AND_PIECEWISE),
-        Some(mode) => Err(format!("the serve words run cudagraph mode {mode}")),
-        None => Err(format!(
+    match plain_graph_mode(&role, mla) {
+        Ok(CudaGraphMode::FullDecodeOnly) => Ok(FULL_DECODE_ONLY),
+        Ok(CudaGraphMode::FullAndPiecewise) => Ok(FULL_AND_PIECEWISE),
+        Ok(mode) => Err(format!("the serve words run cudagraph mode {mode}")),
+        Err(ServingConfigError::PlainFullGraphs) => Err(format!(
             "the serve words ask for cudagraph mode {} and the server logged no MLA attention \
              backend to resolve it",
             role.cudagraph_mode()
         )),
+        Err(e) => Err(e.to_string()),
     }
 }
 
