@@ -91,6 +91,14 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # it follow the host's CPU speed of the moment? The same steps, longer, while host-sampler.py
     # reads the CPU's speed five times a second (SAMPLER=0.2).
     "cal19-graph-64-64": (64, 64),
+    # cal19's CPU readings were taken on the sampler's own CPU, not the engine core's. The same
+    # steps beside proc-sampler.py (PROCS=0.2): the engine core's threads' time on a CPU, waiting
+    # for one, and asleep; every CPU's steal; the GPU's clocks (nvidia-smi).
+    "cal20-graph-64-64": (64, 64),
+    # Low-load calibration runs stepped slower than saturated ones on three of four 64/64 servers,
+    # where the engine core's thread was on a CPU 29 % of the time against 100 %. The same 64-token
+    # chunk with the engine idle between prompts, busy between them, and busy throughout, interleaved.
+    "cal21-graph-64-64": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -595,6 +603,38 @@ def cal19_plan(label):
     work.append(w)
     return plan_document(warm, work)
 
+def cal20_plan(label):
+    """cal19's steps (six rounds of lone and injected prompts without graphs, and the `dec-c32`
+    calibration run) with a calibration Poisson run of the judged `dec-r2` shape before the last,
+    for proc-sampler.py's readings of where the engine core's thread spent each step: low load is
+    where the profile underpriced FULL_DECODE_ONLY's 64/64 servers. Nothing judges the bench runs
+    and no table reads them."""
+    document = cal19_plan(label)
+    w = bench(label, "cal-bench-dec-r2", 128, 128, 32, 150, rate=2.0)
+    w["calibration"] = True
+    document["workloads"].insert(len(document["workloads"]) - 1, w)
+    return document
+
+def cal21_plan(label):
+    """FULL_DECODE_ONLY at 64/64 beside proc-sampler.py: does a 64-token step without graphs cost
+    more when the engine idles between prompts? Five interleaved rounds of ten 128-token prompts
+    0.6 s apart on an idle engine (each prefilled in two chunks, then idle for about 0.4 s), the same
+    ten 0.15 s apart (the engine never idles), and a lone 2,048-token prompt (32 chunks back to
+    back); then calibration runs of the judged `dec-r2` and `dec-c32` shapes on seeds of their own.
+    Nothing judges the bench runs and no table reads them."""
+    warm = warmups_64_64(label, (16, 128, 2048))
+    work = []
+    for rep in "abcde":
+        work.append(inject_burst(label, f"fx-sparse-{rep}", 1, 2, (128,) * 10, 0.3, 0.6, standing_len=16))
+        work.append(inject_burst(label, f"fx-dense-{rep}", 1, 2, (128,) * 10, 0.3, 0.15, standing_len=16))
+        work.append(fx(label, f"fx-p2048-{rep}", 2048, 4, 1, 90))
+    for name, inp, out, n, rate, conc in (("cal-bench-dec-r2", 128, 128, 32, 2.0, None),
+                                          ("cal-bench-dec-c32", 256, 64, 96, None, 32)):
+        w = bench(label, name, inp, out, n, 150, rate=rate, conc=conc)
+        w["calibration"] = True
+        work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -603,7 +643,8 @@ def plan(label):
                ("cal11-", cal11_plan), ("cal12-", cal12_plan),
                ("cal13-", cal13_plan), ("cal14-", cal14_plan),
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
-               ("cal18-", cal18_plan), ("cal19-", cal19_plan)]
+               ("cal18-", cal18_plan), ("cal19-", cal19_plan),
+               ("cal20-", cal20_plan), ("cal21-", cal21_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

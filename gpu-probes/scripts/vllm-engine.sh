@@ -25,10 +25,14 @@
 #        cal17-graph-256-8192: arrival-bound decode runs beside the same server's fixed shapes, stamped;
 #        graph-64-64-w3 eager-64-64-w3: the seed recipe's limits with judged workloads no earlier run used;
 #        cal18-graph-64-64: steps without graphs at 64/64, lone and beside 2 and 8 decodes, and Poisson runs, stamped;
-#        cal19-graph-64-64: the same steps for minutes, beside host-sampler.py's CPU readings (SAMPLER=0.2))
+#        cal19-graph-64-64: the same steps for minutes, beside host-sampler.py's CPU readings (SAMPLER=0.2);
+#        cal20-graph-64-64: cal19's steps and a low-load Poisson run, beside proc-sampler.py (PROCS=0.2);
+#        cal21-graph-64-64: the same chunk with the engine idle between prompts and busy, interleaved (PROCS=0.2))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
-#        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset)
+#        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
+#        PROCS (seconds between proc-sampler.py's readings of the server's threads, to $OUT/LABEL-proc.log, and
+#        nvidia-smi's of the GPU's clocks, to $OUT/LABEL-gpu.csv; none when unset)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 PROBE=${PROBE:-.device/bin/afd-probe}
@@ -48,7 +52,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64|cal20-graph-64-64|cal21-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
@@ -79,11 +83,25 @@ for i in "${!labels[@]}"; do
     python3 "$here/host-sampler.py" "$SAMPLER" > "$OUT/$label-host.log" 2>&1 &
     sampler=$!
   fi
+  procs=()
+  if [ -n "${PROCS:-}" ]; then
+    python3 "$here/proc-sampler.py" "$PROCS" > "$OUT/$label-proc.log" 2>&1 &
+    procs+=($!)
+    reasons=clocks_event_reasons.active
+    nvidia-smi --help-query-gpu > "$OUT/.query-fields" 2>&1 || true
+    grep -q "$reasons" "$OUT/.query-fields" || reasons=clocks_throttle_reasons.active
+    rm -f "$OUT/.query-fields"
+    ms=$(python3 -c "print(round($PROCS * 1000))")
+    nvidia-smi --query-gpu="timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,$reasons" \
+      --format=csv,nounits -lms "$ms" > "$OUT/$label-gpu.csv" 2>&1 &
+    procs+=($!)
+  fi
   timeout "${LIMIT_S:-560}" "$PROBE" vllm --plan "$here/../plans/engine-dsv2l-$plan.json" \
     --out "/root/runs/$label" --label "$label" --vllm 'python3 -m vllm.entrypoints.cli.main' \
     --note gpu_machine=nvidia-h200 --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
     "${notes[@]}" "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
   if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; fi
+  for p in "${procs[@]}"; do kill "$p" 2>/dev/null || true; done
   tar czf "$OUT/$label.tgz" -C /root/runs "$label"
   ls -la "$OUT/$label.tgz"
 done
