@@ -112,7 +112,8 @@ record (bars 10 % and 25 %), and the graph-over-eager mean-TPOT ratio of each wo
 both modes with the same limits (within 10 % of the measured ratio). A workload measured on two
 servers of one mode and limits (a repeated server) is also set against itself: each real run as the
 prediction of the other, the measurement's own reproducibility beside the bars (`real_against_real`
-in --json).
+in --json), with the least mean error one prediction of both runs can have (half their difference,
+`one_prediction_floor`) and the model's mean error over the two.
 Exit status: 0, or 1 with --check when a bar is missed; 2 for bad input.")]
 pub(crate) struct ReplayVllmArgs {
     /// Folder of run files (other JSON files are skipped with a note).
@@ -297,10 +298,13 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "real_against_real": {
                 "median_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).0,
                 "worst_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).1,
+                "one_prediction_floor_median": Repeat::floor_and_model(&verdict.repeats).0,
+                "model_on_repeats_median": Repeat::floor_and_model(&verdict.repeats).1,
                 "repeats": verdict.repeats.iter().map(|r| json!({
                     "workload": r.workload, "limits": r.limits, "mode": r.mode, "runs": r.runs,
-                    "metrics": r.errors.iter().map(|(k, a, b)| json!({
+                    "metrics": r.errors.iter().zip(&r.model).map(|((k, a, b), m)| json!({
                         "metric": k, "first_as_prediction": a, "second_as_prediction": b,
+                        "one_prediction_floor": Repeat::floor(*a, *b), "model_mean_abs_error": m,
                     })).collect::<Vec<_>>(),
                 })).collect::<Vec<_>>(),
             },
@@ -647,6 +651,8 @@ struct Repeat {
     runs: [String; 2],
     /// `(metric, |a − b| / b, |b − a| / a)`.
     errors: Vec<(&'static str, f64, f64)>,
+    /// Per metric of `errors`, the model's mean |error| over the two records.
+    model: Vec<f64>,
 }
 
 impl Repeat {
@@ -657,6 +663,30 @@ impl Repeat {
             .collect();
         errors.sort_by(f64::total_cmp);
         errors
+    }
+
+    /// The least mean |error| any one prediction of both runs can have on a metric: with real
+    /// values `x < y`, a prediction `p` errs by `|p − x| / x + |p − y| / y` over the two, which is
+    /// least at `p = x`, `(y − x) / y`; half that is the mean, `min(|a − b| / b, |b − a| / a) / 2`.
+    /// A deterministic model predicts both runs of a repeat alike, so it cannot do better.
+    fn floor(a_as_b: f64, b_as_a: f64) -> f64 {
+        a_as_b.min(b_as_a) / 2.0
+    }
+
+    /// `(floor, model)` medians over every metric of every repeat: how close one prediction of
+    /// both runs could come, and how close the model came.
+    fn floor_and_model(repeats: &[Repeat]) -> (f64, f64) {
+        let mut floors: Vec<f64> = repeats
+            .iter()
+            .flat_map(|r| r.errors.iter().map(|&(_, a, b)| Repeat::floor(a, b)))
+            .collect();
+        let mut model: Vec<f64> = repeats
+            .iter()
+            .flat_map(|r| r.model.iter().copied())
+            .collect();
+        floors.sort_by(f64::total_cmp);
+        model.sort_by(f64::total_cmp);
+        (median_and_worst(&floors).0, median_and_worst(&model).0)
     }
 }
 
@@ -673,19 +703,25 @@ fn repeats_of(cases: &[CaseRows]) -> Vec<Repeat> {
             {
                 continue;
             }
-            let errors = JUDGED
+            let (errors, model) = JUDGED
                 .iter()
                 .filter_map(|&k| {
-                    let (x, y) = (a.metric(k)?.real, b.metric(k)?.real);
-                    Some((k, ((x - y) / y).abs(), ((y - x) / x).abs()))
+                    let (x, y) = (a.metric(k)?, b.metric(k)?);
+                    let errors = (
+                        k,
+                        ((x.real - y.real) / y.real).abs(),
+                        ((y.real - x.real) / x.real).abs(),
+                    );
+                    Some((errors, (x.error().abs() + y.error().abs()) / 2.0))
                 })
-                .collect();
+                .unzip();
             repeats.push(Repeat {
                 workload: a.workload.clone(),
                 limits: a.limits.clone(),
                 mode: a.mode,
                 runs: [a.case_run.clone(), b.case_run.clone()],
                 errors,
+                model,
             });
         }
     }
@@ -767,12 +803,17 @@ impl Verdict {
         }
         if !self.repeats.is_empty() {
             let (median, worst) = median_and_worst(&Repeat::all_errors(&self.repeats));
+            let (floor, model) = Repeat::floor_and_model(&self.repeats);
             text.push_str(&format!(
                 "real against real: {} workloads measured on two servers of one mode and limits; \
-                 each run as the prediction of the other: median {:.1}%, worst {:.1}%\n",
+                 each run as the prediction of the other: median {:.1}%, worst {:.1}%\n\
+                 one prediction of both runs of a repeat errs by at least half their difference \
+                 (mean over the two): median {:.1}%; the model's mean over the two: median {:.1}%\n",
                 self.repeats.len(),
                 100.0 * median,
-                100.0 * worst
+                100.0 * worst,
+                100.0 * floor,
+                100.0 * model
             ));
             for r in &self.repeats {
                 let cells: Vec<String> = r
@@ -858,7 +899,7 @@ mod tests {
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",
                 real: tpot,
-                predicted: tpot,
+                predicted: 11.0,
             }],
         }
     }
@@ -872,6 +913,18 @@ mod tests {
         let (k, ab, ba) = pairs[0].errors[0];
         assert_eq!(k, "mean_tpot_ms");
         assert!((ab - 1.0 / 6.0).abs() < 1e-12 && (ba - 0.2).abs() < 1e-12);
+        // Real 10 and 12: one prediction of both errs by at least (12 − 10) / 12 over the two,
+        // 1/12 on their mean (at 10: 0 and 1/6); the model's 11 errs by 1/10 and 1/12.
+        let (floor, model) = Repeat::floor_and_model(&pairs);
+        assert!((floor - 1.0 / 12.0).abs() < 1e-12, "{floor}");
+        assert!((model - (0.1 + 1.0 / 12.0) / 2.0).abs() < 1e-12, "{model}");
+        for p in [10.0, 10.5, 11.0, 12.0, 13.0] {
+            let mean = ((p - 10.0_f64).abs() / 10.0 + (p - 12.0_f64).abs() / 12.0) / 2.0;
+            assert!(
+                mean >= floor - 1e-12,
+                "a prediction of {p} beats the floor: {mean}"
+            );
+        }
         // Another prompt count, or prompts an earlier run left in the prefix cache: not a repeat.
         assert!(repeats_of(&[case("a", 256, 0, 10.0), case("b", 100, 0, 10.0)]).is_empty());
         assert!(repeats_of(&[case("a", 256, 0, 10.0), case("b", 256, 19_200, 10.0)]).is_empty());
