@@ -99,6 +99,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # where the engine core's thread was on a CPU 29 % of the time against 100 %. The same 64-token
     # chunk with the engine idle between prompts, busy between them, and busy throughout, interleaved.
     "cal21-graph-64-64": (64, 64),
+    # Both graph 256/2048 servers ran the judged `dec-sat` at 8.9 and 9.1 thousand tokens/s where
+    # the model gives 10.9: its prefill steps hold 2,048 tokens beside a hundred or more decodes, a
+    # shape no fixed shape measured (replay-vllm's repeats, docs/fidelity.md).
+    "cal22-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -635,6 +639,28 @@ def cal21_plan(label):
         work.append(w)
     return plan_document(warm, work)
 
+def cal22_plan(label):
+    """FULL_DECODE_ONLY at 256/2048 beside proc-sampler.py: 2,048-token prompts injected one at a
+    time beside 64, 128 and 240 standing decodes of 256-token prompts (contexts 256-650 while the
+    injections run), three rounds, and a calibration run of the judged `dec-sat` shape (256 prompts
+    of 256 tokens, 256 out, all at once) on a seed of its own: the step that prefills 2,048 tokens
+    beside many decodes, which the table prices from steps beside at most 64. Nothing judges the
+    bench run and no table reads it."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 2048)]
+    warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 16, 64, 128, 240)]
+    warm.append(inject_burst(label, "warm-inject", 64, 200, (2048, 1024), 2.0, 0.5, standing_len=256))
+    work = []
+    for rep in "abc":
+        for b in (64, 128, 240):
+            start = 1.0 + b * 256 / 2048 * 0.1  # after the standing prompts' own prefill steps
+            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o400-{rep}", b, 400,
+                                     (2048, 2048, 2048, 2048), round(start, 1), 0.6,
+                                     standing_len=256))
+    w = bench(label, "cal-bench-dec-sat", 256, 256, 256, 120)
+    w["calibration"] = True
+    work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -644,7 +670,8 @@ def plan(label):
                ("cal13-", cal13_plan), ("cal14-", cal14_plan),
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
-               ("cal20-", cal20_plan), ("cal21-", cal21_plan)]
+               ("cal20-", cal20_plan), ("cal21-", cal21_plan),
+               ("cal22-", cal22_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)
