@@ -799,8 +799,8 @@ fn step_tables(
     // What each decode beside the prefill adds to a step (without graphs, and within the piecewise
     // graphs): one prompt length injected beside two batches of one server, the difference of their
     // steps over the difference of decodes.
-    tables.mixed_decode_s = decode_slope_s(&graphless);
-    tables.piecewise_decode_s = decode_slope_s(&within);
+    tables.mixed_decode_s = decode_slope_s(&graphless, "mixed_decode", evidence);
+    tables.piecewise_decode_s = decode_slope_s(&within, "piecewise_decode", evidence);
     let per_decode = tables.mixed_decode_s;
     let piecewise_per_decode = tables.piecewise_decode_s;
     let mut points: Vec<TablePoint> = Vec::new();
@@ -850,16 +850,42 @@ fn step_tables(
 /// when no pair, never below 0). A pair's slope errs by its steps' noise over its decodes'
 /// difference, so its weight is the inverse of that error's variance: cal12's pairs 3-15 decodes
 /// apart (host noise of 10-20 ms a step, slopes of ±3 ms a decode) weigh 1/160 to 1/4,000 of cal2's
-/// pair 192 apart.
-fn decode_slope_s(injected: &[&Injected]) -> f64 {
+/// pair 192 apart. Each server's pairs, their spread of decodes apart and their own weighted median
+/// go in the evidence under `key`: a server whose steps moved between levels while its pairs ran
+/// shows as a slope of milliseconds a decode either way.
+fn decode_slope_s(
+    injected: &[&Injected],
+    key: &str,
+    evidence: &mut BTreeMap<String, String>,
+) -> f64 {
     let mut slopes = Vec::new();
+    let mut by_run: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for (k, a) in injected.iter().enumerate() {
         for b in &injected[k + 1..] {
             if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
                 let apart = f64::from(b.decoding) - f64::from(a.decoding);
-                slopes.push(((b.period_s - a.period_s) / apart, apart * apart));
+                let slope = ((b.period_s - a.period_s) / apart, apart * apart);
+                slopes.push(slope);
+                by_run.entry(a.run.as_str()).or_default().push(slope);
             }
         }
+    }
+    let servers: Vec<String> = by_run
+        .into_iter()
+        .map(|(run, pairs)| {
+            let apart = |f: fn(f64, f64) -> f64| {
+                pairs.iter().map(|p| p.1.sqrt()).fold(pairs[0].1.sqrt(), f)
+            };
+            let (n, low, high) = (pairs.len(), apart(f64::min), apart(f64::max));
+            let own = weighted_median(pairs).unwrap_or(0.0);
+            format!(
+                "{run}: {n} pairs {low:.0}-{high:.0} decodes apart, {:.3} ms a decode",
+                own * 1e3
+            )
+        })
+        .collect();
+    if !servers.is_empty() {
+        evidence.insert(key.to_owned(), servers.join("; "));
     }
     weighted_median(slopes).unwrap_or(0.0).max(0.0)
 }

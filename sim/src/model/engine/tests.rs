@@ -752,6 +752,11 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
         "{}",
         m.mixed_decode_ns
     );
+    // The evidence names the server's pair and its own slope: 12 ms over 56 decodes.
+    assert_eq!(
+        m.evidence["mixed_decode"],
+        "g: 1 pairs 56-56 decodes apart, 0.214 ms a decode"
+    );
     // Both steps, less their decodes' share, are one point (264 and 320 tokens group together).
     let base = (0.060e9 - 8.0 * per_decode).round() as u64;
     assert_eq!(m.nonuniform_period_ns, vec![(292, base)]);
