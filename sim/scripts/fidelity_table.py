@@ -17,7 +17,8 @@ def metrics(record):
 
 def main():
     if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     now = load(sys.argv[1])
     before = load(sys.argv[2]) if len(sys.argv) == 3 else None
     old = {}

@@ -71,7 +71,8 @@ def main():
         gaps_of = args[i + 1]
         del args[i:i + 2]
     if len(args) not in (1, 3):
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     try:
         run = json.loads(read_text(args[0]))
         records = run["records"]

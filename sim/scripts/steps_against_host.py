@@ -42,7 +42,8 @@ def correlation(xs, ys):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     try:
         run = json.loads(read_text(sys.argv[1]))
         samples = [tuple(map(float, line.split())) for line in read_text(sys.argv[2]).splitlines()

@@ -150,7 +150,8 @@ def main():
             fail("--window takes a number of seconds")
         del args[i:i + 2]
     if len(args) not in (3, 4):
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     try:
         run = json.loads(read_text(args[0]))
     except ValueError as e:
