@@ -14,24 +14,12 @@ decode-only steps are left out. Prints per workload: the steps kept, their media
 and 90th percentiles, the median decodes beside them. Exit 2 on a missing or unreadable file.
 """
 import bisect
-import gzip
 import json
 import re
 import statistics
 import sys
 
-
-def fail(message):
-    print(f"record_periods.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def read_text(path):
-    try:
-        with gzip.open(path, "rt") as f:
-            return f.read()
-    except OSError as e:
-        fail(f"{path}: {e}")
+from stamped_steps import fail, prefill_periods, read_text, take_option, usage
 
 
 def main_thread_on_cpu(proc_path, server_path):
@@ -63,16 +51,9 @@ def main_thread_on_cpu(proc_path, server_path):
 
 def main():
     args = sys.argv[1:]
-    gaps_of = None
-    if "--gaps" in args:
-        i = args.index("--gaps")
-        if i + 1 >= len(args):
-            fail("--gaps takes a workload name")
-        gaps_of = args[i + 1]
-        del args[i:i + 2]
+    gaps_of = take_option(args, "--gaps", str, "a workload name")
     if len(args) not in (1, 3):
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
+        usage(__doc__)
     try:
         run = json.loads(read_text(args[0]))
         records = run["records"]
@@ -86,12 +67,9 @@ def main():
         steps = record.get("steps") or []
         if name.startswith("warm") or len(steps) < 3 or steps[0].get("logged_s") is None:
             continue
-        periods, decodes = [], []
-        for k in range(2, len(steps)):
-            gap = steps[k - 1]["logged_s"] - steps[k - 2]["logged_s"]
-            if steps[k]["ctx_requests"] and 0.02 <= gap <= 0.3:
-                periods.append(gap * 1e3)
-                decodes.append(steps[k]["gen_requests"])
+        kept = prefill_periods(steps)
+        periods = [(t1 - t0) * 1e3 for _, t0, t1 in kept]
+        decodes = [steps[k]["gen_requests"] for k, _, _ in kept]
         if name == gaps_of:
             for k in range(2, len(steps)):
                 s, gap = steps[k], steps[k - 1]["logged_s"] - steps[k - 2]["logged_s"]

@@ -13,37 +13,16 @@ period by fifths of the loop reading, and the workload table. Exit 2 on a missin
 """
 import bisect
 import collections
-import gzip
 import json
 import statistics
 import sys
 
-
-def fail(message):
-    print(f"steps_against_host.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def read_text(path):
-    try:
-        with gzip.open(path, "rt") as f:
-            return f.read()
-    except OSError as e:
-        fail(f"{path}: {e}")
-
-
-def correlation(xs, ys):
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    return sxy / (sxx * syy) ** 0.5
+from stamped_steps import correlation, fail, prefill_periods, read_text, usage
 
 
 def main():
     if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
+        usage(__doc__)
     try:
         run = json.loads(read_text(sys.argv[1]))
         samples = [tuple(map(float, line.split())) for line in read_text(sys.argv[2]).splitlines()
@@ -65,14 +44,10 @@ def main():
         steps = record.get("steps") or []
         if name.startswith("warm"):
             continue
-        for k in range(2, len(steps)):
-            t0, t1 = steps[k - 2]["logged_s"], steps[k - 1]["logged_s"]
-            period = t1 - t0
-            if steps[k]["ctx_requests"] == 0 or not 0.02 <= period <= 0.3:
-                continue
+        for _, t0, t1 in prefill_periods(steps):
             loop, op = reading(t0, t1, 1), reading(t0, t1, 2)
             if loop is not None:
-                rows.append((name, period * 1e3, loop, op))
+                rows.append((name, (t1 - t0) * 1e3, loop, op))
     if len(rows) < 3:
         fail("fewer than three steps that prefilled have a reading")
     periods, loops, ops = ([r[i] for r in rows] for i in (1, 2, 3))

@@ -21,33 +21,13 @@ import bisect
 import collections
 import csv
 import datetime
-import gzip
 import io
 import json
 import re
 import statistics
 import sys
 
-
-def fail(message):
-    print(f"steps_against_threads.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def read_text(path):
-    try:
-        with gzip.open(path, "rt") as f:
-            return f.read()
-    except OSError as e:
-        fail(f"{path}: {e}")
-
-
-def correlation(xs, ys):
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    return sxy / (sxx * syy) ** 0.5 if sxx and syy else float("nan")  # nan: a constant reading
+from stamped_steps import correlation, fail, prefill_periods, read_text, take_option, usage
 
 
 class Series:
@@ -129,29 +109,19 @@ def step_periods(run):
     out = []
     for record in run["records"]:
         name = record["workload"]["name"]
-        steps = record.get("steps") or []
-        if name.startswith("warm"):
-            continue
-        for k in range(2, len(steps)):
-            t0, t1 = steps[k - 2]["logged_s"], steps[k - 1]["logged_s"]
-            if steps[k]["ctx_requests"] and 0.02 <= t1 - t0 <= 0.3:
-                out.append((t0, t1, name))
+        if not name.startswith("warm"):
+            out += [(t0, t1, name) for _, t0, t1 in prefill_periods(record.get("steps") or [])]
     return out
 
 
 def main():
     args = sys.argv[1:]
-    window = 1.0
-    if "--window" in args:
-        i = args.index("--window")
-        try:
-            window = float(args[i + 1])
-        except (IndexError, ValueError):
-            fail("--window takes a number of seconds")
-        del args[i:i + 2]
+    window = take_option(args, "--window", float, "a number of seconds")
+    window = 1.0 if window is None else window
+    if not window > 0:
+        fail("--window takes a positive number of seconds")
     if len(args) not in (3, 4):
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
+        usage(__doc__)
     try:
         run = json.loads(read_text(args[0]))
     except ValueError as e:

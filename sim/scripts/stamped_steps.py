@@ -1,0 +1,67 @@
+"""Shared by the scripts that read stamped `afd-probe vllm` runs (probe f27393d on, every server log
+line stamped to the microsecond): the error exit, reading a gzipped file, a correlation, and the
+periods of the steps that prefilled.
+
+A step's period is the stamp of the step before it less the stamp of the one before that: under
+asynchronous scheduling vLLM writes a step's line once the next step is issued. Steps that only
+decode, and steps whose period lies outside 20-300 ms (an idle spell before them), are left out.
+"""
+import gzip
+import os
+import statistics
+import sys
+
+SHORTEST_S, LONGEST_S = 0.02, 0.3
+
+
+def fail(message):
+    """The script's name and `message` on stderr, exit 2 (bad input)."""
+    print(f"{os.path.basename(sys.argv[0])}: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_text(path):
+    try:
+        with gzip.open(path, "rt") as f:
+            return f.read()
+    except OSError as e:
+        fail(f"{path}: {e}")
+
+
+def correlation(xs, ys):
+    """Pearson's r; nan when either side is constant."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else float("nan")
+
+
+def prefill_periods(steps):
+    """(k, t0, t1) for every step k of a record's `steps` that prefilled, its period t1 − t0 seconds."""
+    out = []
+    for k in range(2, len(steps)):
+        t0, t1 = steps[k - 2]["logged_s"], steps[k - 1]["logged_s"]
+        if steps[k]["ctx_requests"] and SHORTEST_S <= t1 - t0 <= LONGEST_S:
+            out.append((k, t0, t1))
+    return out
+
+
+def usage(doc):
+    """The script's usage on stderr, exit 2 (a wrong command line)."""
+    print(doc, file=sys.stderr)
+    sys.exit(2)
+
+
+def take_option(args, flag, convert, meaning):
+    """Removes `flag VALUE` from `args` and returns `convert(VALUE)`, None when `flag` is absent;
+    exit 2 naming `meaning` when its value is missing or `convert` refuses it."""
+    if flag not in args:
+        return None
+    i = args.index(flag)
+    try:
+        value = convert(args[i + 1])
+    except (IndexError, ValueError):
+        fail(f"{flag} takes {meaning}")
+    del args[i:i + 2]
+    return value
