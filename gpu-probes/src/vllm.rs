@@ -8,6 +8,7 @@
 
 pub mod http;
 pub mod log;
+pub mod procstat;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -157,6 +158,7 @@ pub fn run(spec: &VllmSpec, mut progress: impl FnMut(&str)) -> Result<VllmRun, V
             tokenizer: &spec.serve_args[0],
             out_dir: &spec.out_dir,
             max_num_seqs: serve_flag(&words, "--max-num-seqs").and_then(|v| v.parse().ok()),
+            engine_pid: log::engine_core_pid(&read_lossy(&log_path)),
         };
         for w in &spec.plan.warmup {
             progress(&format!("warm-up {}", w.name));
@@ -219,6 +221,8 @@ struct Context<'a> {
     tokenizer: &'a str,
     out_dir: &'a Path,
     max_num_seqs: Option<u32>,
+    /// vLLM's engine core, read from /proc around every workload (`WorkloadRecord::host`).
+    engine_pid: Option<u32>,
 }
 
 fn run_workload(
@@ -228,6 +232,7 @@ fn run_workload(
     log_path: &Path,
 ) -> WorkloadRecord {
     let offset = std::fs::metadata(log_path).map_or(0, |m| m.len());
+    let reading = context.engine_pid.map(procstat::Reading::take);
     let t0 = Instant::now();
     let (bench_result, fixed, failure) = match w.kind {
         WorkloadKind::BenchServe => match bench_serve(context, w) {
@@ -253,6 +258,7 @@ fn run_workload(
         }
     };
     let wall_s = t0.elapsed().as_secs_f64();
+    let host = reading.and_then(|r| r.share_until(&r.again()));
     // The engine logs a step after its output reached the front end: give the last lines a moment.
     std::thread::sleep(Duration::from_millis(300));
     let new_text = read_from(log_path, offset);
@@ -275,6 +281,7 @@ fn run_workload(
         fixed,
         steps: log::steps(&new_text),
         metrics_after,
+        host,
     }
 }
 

@@ -5,7 +5,8 @@ usage: record_periods.py RUN.json.gz [PROC.log.gz SERVER.log.gz] [--gaps NAME]
   RUN.json.gz    an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
   PROC.log.gz    `gpu-probes/scripts/proc-sampler.py` readings taken beside that server, and
   SERVER.log.gz  its log (for the engine core's pid): adds the fraction of each workload's span the
-                 engine core's main thread was on a CPU
+                 engine core's main thread was on a CPU (without them, from the run's own `host`
+                 readings where its probe took them)
   --gaps NAME    also print every step of workload NAME from the third: its period, prefills and decodes
 
 A step's period is the stamp of the step before it less the stamp of the one before that (vLLM writes
@@ -49,6 +50,17 @@ def main_thread_on_cpu(proc_path, server_path):
     return fraction
 
 
+def recorded_on_cpu(records):
+    """The same share from the probe's own readings (`host` in each record, probes since the twelfth
+    session), over the workload's whole span rather than its steps' span."""
+    spans = {}
+    for record in records:
+        steps, host = record.get("steps") or [], record.get("host")
+        if steps and host and host.get("wall_s"):
+            spans[steps[0].get("logged_s")] = host["engine_core_on_cpu_s"] / host["wall_s"]
+    return lambda t0, t1: spans.get(t0)
+
+
 def main():
     args = sys.argv[1:]
     gaps_of = take_option(args, "--gaps", str, "a workload name")
@@ -60,6 +72,8 @@ def main():
     except (ValueError, KeyError) as e:
         fail(f"{args[0]}: not an afd-vllm-run file: {e}")
     on_cpu = main_thread_on_cpu(args[1], args[2]) if len(args) == 3 else None
+    if on_cpu is None and any(r.get("host") for r in records):
+        on_cpu = recorded_on_cpu(records)
     print(f"{'workload':26} {'steps':>5} {'median ms':>9} {'p10':>6} {'p90':>6} {'decodes':>7}"
           + (f" {'on CPU':>6}" if on_cpu else ""))
     for record in records:

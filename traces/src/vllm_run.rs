@@ -199,6 +199,31 @@ pub struct WorkloadRecord {
     pub steps: Vec<EngineStep>,
     /// `/metrics` text read after the workload.
     pub metrics_after: String,
+    /// Where the engine core's main thread and the host's CPUs spent the workload (probes since the
+    /// twelfth session, where Linux's /proc and the engine core's pid were found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostShare>,
+}
+
+/// Read from Linux's /proc at a workload's start and end: vLLM's engine core runs the scheduler, the
+/// input preparation and every launch of a single-GPU model on its main thread, so a step without
+/// graphs is that thread's time; whether it ran, waited for a CPU, or the hypervisor took the CPUs
+/// says whose time a slow step was (docs/fidelity.md, "The twenty-second batch").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostShare {
+    /// The engine core's pid (`(EngineCore pid=N)` in the server log).
+    pub engine_core_pid: u32,
+    /// Seconds between the two readings.
+    pub wall_s: f64,
+    /// Seconds the engine core's main thread ran on a CPU (`/proc/PID/task/PID/schedstat`).
+    pub engine_core_on_cpu_s: f64,
+    /// Seconds it was runnable and waited for a CPU.
+    pub engine_core_waited_s: f64,
+    /// CPU-seconds, summed over the host's CPUs, the hypervisor took (`steal` in `/proc/stat`).
+    pub steal_s: f64,
+    /// CPU-seconds, summed over the host's CPUs, spent busy (user, nice, system, irq, softirq).
+    pub busy_s: f64,
 }
 
 /// Token arrival times of a fixed-shape burst.

@@ -132,6 +132,16 @@ pub fn backends(text: &str) -> BTreeMap<String, String> {
     found
 }
 
+/// The engine core's pid from the prefix vLLM puts on its lines, `(EngineCore pid=934)` (or
+/// `(EngineCore_DP0 pid=934)` under data parallelism: the first one logged).
+pub fn engine_core_pid(text: &str) -> Option<u32> {
+    text.lines().find_map(|line| {
+        let from = line.find("(EngineCore")?;
+        let inside = &line[from..from + line[from..].find(')')?];
+        inside.split_once(" pid=")?.1.parse().ok()
+    })
+}
+
 /// `(APIServer pid=1) INFO 12-01 21:00:00 [file.py:12] message` → `[file.py:12] message`.
 fn strip_prefix(line: &str) -> &str {
     line.find(" [").map_or(line, |i| &line[i + 1..]).trim()

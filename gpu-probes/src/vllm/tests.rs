@@ -158,3 +158,61 @@ fn a_command_that_cannot_start_leaves_no_scratch_folder() {
     let out = command_output("sh", &["-c", "echo ok"], Duration::from_secs(5)).unwrap();
     assert_eq!(out.trim(), "ok");
 }
+
+#[test]
+fn the_engine_cores_pid_is_read_from_its_log_prefix() {
+    let log = "(APIServer pid=831) INFO 12-04 21:25:13 [api_server.py:1] start\n\
+               (EngineCore pid=958) 1796414638.093284 INFO 12-04 [core.py:95] Initializing\n\
+               (EngineCore pid=959) INFO later";
+    assert_eq!(log::engine_core_pid(log), Some(958));
+    assert_eq!(
+        log::engine_core_pid("(EngineCore_DP0 pid=4242) INFO x"),
+        Some(4242)
+    );
+    assert_eq!(log::engine_core_pid("(APIServer pid=831) INFO only"), None);
+    assert_eq!(log::engine_core_pid("(EngineCore pid=x) INFO"), None);
+}
+
+#[test]
+fn proc_readings_parse_schedstat_and_the_cpu_line() {
+    assert_eq!(
+        procstat::schedstat("246687320 11903033 31\n"),
+        Some((246_687_320, 11_903_033))
+    );
+    assert_eq!(procstat::schedstat("12\n"), None);
+    assert_eq!(procstat::schedstat("a b c"), None);
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    let stat = "cpu  100 2 30 4000 5 6 7 80 0 0\ncpu0 50 1 15 2000 2 3 3 40 0 0\nintr 1\n";
+    assert_eq!(procstat::cpu_line(stat), Some((80, 100 + 2 + 30 + 6 + 7)));
+    assert_eq!(procstat::cpu_line("cpu0 1 2 3 4 5 6 7 8\n"), None);
+    assert_eq!(procstat::cpu_line("cpu 1 2 3\n"), None);
+}
+
+#[test]
+fn a_busy_process_shows_its_time_on_a_cpu_between_two_readings() {
+    if !std::path::Path::new("/proc/self/task").is_dir() {
+        return; // no /proc here: the probe records no `host` either
+    }
+    // A shell spinning on its main thread stands in for the engine core.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("sh");
+    let before = procstat::Reading::take(child.id());
+    std::thread::sleep(Duration::from_millis(200));
+    let share = before.share_until(&before.again());
+    child.kill().ok();
+    child.wait().ok();
+    let share = share.expect("readings of a running process");
+    assert_eq!(share.engine_core_pid, child.id());
+    assert!(share.wall_s >= 0.2, "{share:?}");
+    assert!(
+        share.engine_core_on_cpu_s > 0.0 && share.engine_core_on_cpu_s <= share.wall_s + 0.01,
+        "{share:?}"
+    );
+    assert!(share.engine_core_waited_s >= 0.0, "{share:?}");
+    assert!(share.busy_s > 0.0 && share.steal_s >= 0.0, "{share:?}");
+    // A pid that is not running has no thread to read.
+    let gone = procstat::Reading::take(u32::MAX);
+    assert!(gone.share_until(&gone.again()).is_none());
+}

@@ -124,9 +124,22 @@ fn a_run_round_trips() {
                 },
             ],
             metrics_after: String::new(),
+            host: Some(HostShare {
+                engine_core_pid: 958,
+                wall_s: 2.5,
+                engine_core_on_cpu_s: 2.49,
+                engine_core_waited_s: 0.0,
+                steal_s: 0.01,
+                busy_s: 2.9,
+            }),
         }],
     };
     assert_eq!(VllmRun::from_json(&run.to_json()).unwrap(), run);
+    // A record of the probes before it has no `host`, and a run without one writes none.
+    let mut older = run.clone();
+    older.records[0].host = None;
+    assert!(!older.to_json().contains("\"host\""));
+    assert_eq!(VllmRun::from_json(&older.to_json()).unwrap(), older);
 }
 
 #[test]

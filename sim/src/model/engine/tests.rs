@@ -207,6 +207,7 @@ fn burst(name: &str, n: u32, input: u32, gap_s: f64, ttft_step_s: f64) -> Worklo
         fixed: Some(FixedShapeResult { requests }),
         steps: vec![],
         metrics_after: String::new(),
+        host: None,
     }
 }
 
