@@ -21,7 +21,7 @@ use afd_sim::model::profiles::default_cost_model;
 use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_sim::vllm_compare::{self, MetricRow};
-use afd_traces::vllm_run::{VllmEngineProfile, VllmRun, builtin_engine_profile};
+use afd_traces::vllm_run::{HostShare, VllmEngineProfile, VllmRun, builtin_engine_profile};
 
 use crate::cli::inputs::read_model;
 use crate::cli::output::{emit, json_text, table, write_all_atomically};
@@ -78,7 +78,11 @@ the random dataset at fixed lengths). A run at a request rate or a ramp is simul
 `vllm bench serve` drew: its gaps come from numpy's legacy generator seeded with the bench's --seed,
 replayed exactly (a run file records the seed; a plain result does not, so give --bench-seed unless
 the bench ran on vLLM's default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
-the GPU's built-in profile plus its built-in engine profile (or --engine).
+the GPU's built-in profile plus its built-in engine profile (or --engine). Where the probe read /proc
+around a run (`host` in its record), a line after the table says how much of the real run the engine
+core's thread was on a CPU or waited for one, and the host's busy and stolen CPU time (`host` in --json):
+steps that were slow while that thread ran throughout were the host core's own speed, which no profile
+holds.
 Exit status: 0, or 2 for bad input (a run file without a bench run of the asked kind among them: the
 error says what it holds).")]
 pub(crate) struct CompareArgs {
@@ -237,6 +241,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                     .map(|c| c.args.into_iter().map(|w| w.text).collect::<Vec<_>>())
                     .unwrap_or_default(),
             ),
+            host: None,
         }]
     };
     let rows = setup.compare_all(&cases)?;
@@ -335,6 +340,8 @@ struct Case {
     computed_prompt_tokens: Option<u64>,
     /// Whether the server schedules one step ahead (its serve words).
     async_scheduling: bool,
+    /// The probe's /proc readings around the workload, when it took them.
+    host: Option<HostShare>,
 }
 
 struct CaseRows {
@@ -355,11 +362,13 @@ struct CaseRows {
     /// The send times simulated: the bench's own, or draws of the simulator's.
     send: vllm_compare::SendTimes,
     rows: Vec<MetricRow>,
+    /// Where the engine core's thread and the host's CPUs spent the real run (`host` of its record).
+    host: Option<HostShare>,
 }
 
 impl CaseRows {
     fn to_json(&self) -> Value {
-        json!({
+        let mut value = json!({
             "run": self.case_run, "server": self.label, "workload": self.workload,
             // Simulations whose mean each prediction is.
             "draws": self.send.simulations(&self.setting),
@@ -370,7 +379,11 @@ impl CaseRows {
             "metrics": self.rows.iter().map(|r| json!({
                 "metric": r.key, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(host) = &self.host {
+            value["host"] = json!(host);
+        }
+        value
     }
 
     fn metric(&self, key: &str) -> Option<&MetricRow> {
@@ -494,6 +507,7 @@ impl Setup {
                     cached: cached.iter().map(|&c| c as usize).sum(),
                     send,
                     rows,
+                    host: case.host.clone(),
                 })
             })
             .collect()
@@ -535,6 +549,7 @@ fn cases_of(
                 async_scheduling: vllm_compare::async_scheduling(&words),
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
+                host: r.host.clone(),
             })
         })
         .collect()
@@ -617,7 +632,30 @@ fn render(cases: &[CaseRows]) -> String {
             ]);
         }
     }
-    table(&rows)
+    let mut text = table(&rows);
+    for case in cases {
+        if let Some(line) = case.host.as_ref().and_then(host_line) {
+            text.push_str(&format!("{} {}: {line}\n", case.case_run, case.workload));
+        }
+    }
+    text
+}
+
+/// What the probe read from /proc around a real run, as a sentence: a run whose steps were slow
+/// while the engine core's thread was on a CPU throughout was the core's own speed; waiting for a
+/// CPU or steal was another process's or the hypervisor's (docs/fidelity.md, "The twenty-second
+/// batch"). `None` for a reading of no duration.
+fn host_line(h: &HostShare) -> Option<String> {
+    (h.wall_s > 0.0).then(|| {
+        format!(
+            "the engine core's thread was on a CPU {:.0}% of the real run and waited for one {:.1}%; \
+             the host's CPUs were busy {:.2} and stolen {:.3} CPUs' worth",
+            100.0 * h.engine_core_on_cpu_s / h.wall_s,
+            100.0 * h.engine_core_waited_s / h.wall_s,
+            h.busy_s / h.wall_s,
+            h.steal_s / h.wall_s
+        )
+    })
 }
 
 struct Ratio {
@@ -896,11 +934,52 @@ mod tests {
             },
             cached,
             send: vllm_compare::SendTimes::Bench { seed: 0 },
+            host: None,
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",
                 real: tpot,
                 predicted: 11.0,
             }],
+        }
+    }
+
+    #[test]
+    fn a_run_with_the_probes_proc_readings_says_where_its_engine_core_spent_it() {
+        let mut with = case("a", 256, 0, 10.0);
+        with.host = Some(HostShare {
+            engine_core_pid: 958,
+            wall_s: 20.0,
+            engine_core_on_cpu_s: 19.0,
+            engine_core_waited_s: 0.1,
+            steal_s: 0.02,
+            busy_s: 23.0,
+        });
+        let text = render(&[with, case("b", 256, 0, 12.0)]);
+        assert!(
+            text.contains(
+                "a e2e-dec-sat: the engine core's thread was on a CPU 95% of the real run and \
+                 waited for one 0.5%; the host's CPUs were busy 1.15 and stolen 0.001 CPUs' worth"
+            ),
+            "{text}"
+        );
+        // A run without readings says nothing of them.
+        assert!(!text.contains("b e2e-dec-sat: the engine"), "{text}");
+        let mut zero = case("c", 256, 0, 10.0);
+        zero.host = Some(HostShare {
+            wall_s: 0.0,
+            ..with_host()
+        });
+        assert!(!render(&[zero]).contains("engine core"));
+    }
+
+    fn with_host() -> HostShare {
+        HostShare {
+            engine_core_pid: 1,
+            wall_s: 1.0,
+            engine_core_on_cpu_s: 1.0,
+            engine_core_waited_s: 0.0,
+            steal_s: 0.0,
+            busy_s: 1.0,
         }
     }
 

@@ -354,6 +354,54 @@ fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
 }
 
 #[test]
+fn compare_says_where_the_engine_core_spent_a_run_the_probe_read_from_proc() {
+    // A committed run file, its calibration records given the readings a probe since 7f271e5 takes.
+    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz");
+    let text = afd_traces::input::read_text(&file, afd_traces::input::InputKind::VLLM_RUN).unwrap();
+    let mut run = afd_traces::vllm_run::VllmRun::from_json(&text).unwrap();
+    for record in run.records.iter_mut().filter(|r| r.workload.calibration) {
+        record.host = Some(afd_traces::vllm_run::HostShare {
+            engine_core_pid: 958,
+            wall_s: 40.0,
+            engine_core_on_cpu_s: 12.0,
+            engine_core_waited_s: 2.0,
+            steal_s: 0.0,
+            busy_s: 60.0,
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.json");
+    std::fs::write(&path, run.to_json()).unwrap();
+    let path = path.to_str().unwrap();
+    let out = afd_sim(&["compare", path, "--calibration", "--draws", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("run cal-bench-p256-r4: the engine core's thread was on a CPU 30% of the real run and waited for one 5.0%; the host's CPUs were busy 1.50 and stolen 0.000 CPUs' worth"),
+        "{text}"
+    );
+    let (cases, _) = afd_sim_json(
+        &["compare", path, "--calibration", "--json", "--draws", "2"],
+        &[],
+    );
+    let host = &cases.as_array().unwrap()[0]["host"];
+    assert_eq!(host["engine_core_on_cpu_s"].as_f64(), Some(12.0), "{cases}");
+    // The committed file, without readings, prints none.
+    let out = afd_sim(&[
+        "compare",
+        file.to_str().unwrap(),
+        "--calibration",
+        "--draws",
+        "2",
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("engine core's thread"));
+}
+
+#[test]
 fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
     let file = data("vllm/h200-dsv2l-graph-256-2048-r2.json.gz");
     let path = file.to_str().unwrap();
