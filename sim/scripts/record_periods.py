@@ -50,15 +50,11 @@ def main_thread_on_cpu(proc_path, server_path):
     return fraction
 
 
-def recorded_on_cpu(records):
-    """The same share from the probe's own readings (`host` in each record, probes since the twelfth
-    session), over the workload's whole span rather than its steps' span."""
-    spans = {}
-    for record in records:
-        steps, host = record.get("steps") or [], record.get("host")
-        if steps and host and host.get("wall_s"):
-            spans[steps[0].get("logged_s")] = host["engine_core_on_cpu_s"] / host["wall_s"]
-    return lambda t0, t1: spans.get(t0)
+def recorded_on_cpu(record):
+    """The same share from the probe's own readings (`host` of the record, probes since the twelfth
+    session), over the workload's whole span rather than its steps' span; None without them."""
+    host = record.get("host")
+    return host["engine_core_on_cpu_s"] / host["wall_s"] if host and host.get("wall_s") else None
 
 
 def main():
@@ -71,11 +67,10 @@ def main():
         records = run["records"]
     except (ValueError, KeyError) as e:
         fail(f"{args[0]}: not an afd-vllm-run file: {e}")
-    on_cpu = main_thread_on_cpu(args[1], args[2]) if len(args) == 3 else None
-    if on_cpu is None and any(r.get("host") for r in records):
-        on_cpu = recorded_on_cpu(records)
+    sampled = main_thread_on_cpu(args[1], args[2]) if len(args) == 3 else None
+    show = sampled is not None or any(r.get("host") for r in records)
     print(f"{'workload':26} {'steps':>5} {'median ms':>9} {'p10':>6} {'p90':>6} {'decodes':>7}"
-          + (f" {'on CPU':>6}" if on_cpu else ""))
+          + (f" {'on CPU':>6}" if show else ""))
     for record in records:
         name = record["workload"]["name"]
         steps = record.get("steps") or []
@@ -94,8 +89,9 @@ def main():
         deciles = statistics.quantiles(periods, n=10)
         line = (f"{name:26} {len(periods):5d} {statistics.median(periods):9.1f} {deciles[0]:6.1f} "
                 f"{deciles[-1]:6.1f} {statistics.median(decodes):7.0f}")
-        if on_cpu:
-            share = on_cpu(steps[0]["logged_s"], steps[-1]["logged_s"])
+        if show:
+            share = (sampled(steps[0]["logged_s"], steps[-1]["logged_s"]) if sampled
+                     else recorded_on_cpu(record))
             line += f" {share:6.2f}" if share is not None else f" {'-':>6}"
         print(line)
 

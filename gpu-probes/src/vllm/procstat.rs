@@ -38,6 +38,9 @@ impl Reading {
     /// What happened between `self` and a later reading of the same pid; `None` when either
     /// reading lacks a part (the engine core gone, no /proc) or a counter went backwards.
     pub fn share_until(&self, later: &Reading) -> Option<HostShare> {
+        if self.pid != later.pid {
+            return None;
+        }
         let (run0, wait0) = self.thread?;
         let (run1, wait1) = later.thread?;
         let (steal0, busy0) = self.cpus?;
@@ -45,7 +48,6 @@ impl Reading {
         let tick_s = 1.0 / rustix::param::clock_ticks_per_second() as f64;
         let ns = |a: u64, b: u64| Some(b.checked_sub(a)? as f64 * 1e-9);
         let ticks = |a: u64, b: u64| Some(b.checked_sub(a)? as f64 * tick_s);
-        (self.pid == later.pid).then_some(())?;
         Some(HostShare {
             engine_core_pid: self.pid,
             wall_s: later.at.duration_since(self.at).as_secs_f64(),

@@ -858,28 +858,35 @@ fn decode_slope_s(
     key: &str,
     evidence: &mut BTreeMap<String, String>,
 ) -> f64 {
-    let mut slopes = Vec::new();
+    // Per server, each pair's (slope, decodes apart); its weight is the square of the latter.
     let mut by_run: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for (k, a) in injected.iter().enumerate() {
         for b in &injected[k + 1..] {
             if a.run == b.run && a.input_len == b.input_len && a.decoding != b.decoding {
                 let apart = f64::from(b.decoding) - f64::from(a.decoding);
-                let slope = ((b.period_s - a.period_s) / apart, apart * apart);
-                slopes.push(slope);
-                by_run.entry(a.run.as_str()).or_default().push(slope);
+                by_run
+                    .entry(a.run.as_str())
+                    .or_default()
+                    .push(((b.period_s - a.period_s) / apart, apart.abs()));
             }
         }
     }
+    let weighted = |pairs: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        pairs
+            .iter()
+            .map(|&(slope, apart)| (slope, apart * apart))
+            .collect()
+    };
     let servers: Vec<String> = by_run
-        .into_iter()
+        .iter()
         .map(|(run, pairs)| {
-            let apart = |f: fn(f64, f64) -> f64| {
-                pairs.iter().map(|p| p.1.sqrt()).fold(pairs[0].1.sqrt(), f)
-            };
-            let (n, low, high) = (pairs.len(), apart(f64::min), apart(f64::max));
-            let own = weighted_median(pairs).unwrap_or(0.0);
+            let aparts = pairs.iter().map(|p| p.1);
+            let low = aparts.clone().fold(f64::INFINITY, f64::min);
+            let high = aparts.fold(0.0, f64::max);
+            let own = weighted_median(weighted(pairs)).unwrap_or(0.0);
             format!(
-                "{run}: {n} pairs {low:.0}-{high:.0} decodes apart, {:.3} ms a decode",
+                "{run}: {} pairs {low:.0}-{high:.0} decodes apart, {:.3} ms a decode",
+                pairs.len(),
                 own * 1e3
             )
         })
@@ -887,6 +894,7 @@ fn decode_slope_s(
     if !servers.is_empty() {
         evidence.insert(key.to_owned(), servers.join("; "));
     }
+    let slopes: Vec<(f64, f64)> = by_run.values().flat_map(|p| weighted(p)).collect();
     weighted_median(slopes).unwrap_or(0.0).max(0.0)
 }
 

@@ -288,6 +288,8 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
     let rows = setup.compare_all(&cases)?;
     let verdict = Verdict::of(&rows);
     if args.common.json {
+        let (real_median, real_worst) = median_and_worst(&Repeat::all_errors(&verdict.repeats));
+        let (floor, on_repeats) = Repeat::floor_and_model(&verdict.repeats);
         let value = json!({
             "records": rows.iter().map(CaseRows::to_json).collect::<Vec<_>>(),
             "median_abs_error": verdict.median,
@@ -301,10 +303,10 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "bars": {"median": MEDIAN_BAR, "worst": WORST_BAR, "ratio": RATIO_BAR},
             "pass": verdict.pass(),
             "real_against_real": {
-                "median_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).0,
-                "worst_abs_error": median_and_worst(&Repeat::all_errors(&verdict.repeats)).1,
-                "one_prediction_floor_median": Repeat::floor_and_model(&verdict.repeats).0,
-                "model_on_repeats_median": Repeat::floor_and_model(&verdict.repeats).1,
+                "median_abs_error": real_median,
+                "worst_abs_error": real_worst,
+                "one_prediction_floor_median": floor,
+                "model_on_repeats_median": on_repeats,
                 "repeats": verdict.repeats.iter().map(|r| json!({
                     "workload": r.workload, "limits": r.limits, "mode": r.mode, "runs": r.runs,
                     "metrics": r.errors.iter().zip(&r.model).map(|((k, a, b), m)| json!({
