@@ -29,7 +29,7 @@
 //! (`RunOptions::frontend_intake`, `frontend_token`). A decode step pays its table period plus a
 //! per-context-token term for contexts longer than the table's bursts'.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use afd_traces::vllm_run::{
     EngineModeCosts, FixedShapeRequest, PromptForm, VLLM_ENGINE_FORMAT, VLLM_ENGINE_SCHEMA_VERSION,
@@ -197,7 +197,12 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
-    let intake_s = median(runs.iter().flat_map(intake_s).collect()).unwrap_or(0.0);
+    let intake_s = median_over_servers(
+        runs.iter()
+            .zip(names)
+            .flat_map(|(run, name)| intake_s(run).into_iter().map(move |s| (name.as_str(), s))),
+    )
+    .unwrap_or(0.0);
     let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
     let mut modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
     share_decode_context(&mut modes);
@@ -286,12 +291,11 @@ fn split_frontend_s(
     idle_frontend_s: f64,
     intake_s: f64,
 ) -> (f64, f64) {
-    let stepping: Vec<f64> = derived
+    let stepping = derived
         .iter()
         .filter(|(costs, _)| costs.mode != EAGER)
-        .flat_map(|(_, injected)| stepping_frontend_s(injected, intake_s))
-        .collect();
-    match median(stepping) {
+        .flat_map(|(_, injected)| stepping_frontend_s(injected, intake_s));
+    match median_over_servers(stepping) {
         Some(stepping_s) => {
             let stepping_s = stepping_s.max(0.0);
             (
@@ -1058,11 +1062,16 @@ fn stall_s(windows: Vec<Vec<f64>>, several: bool, standing_s: f64) -> Option<f64
 /// the injected one leaves only once that one is issued and its own tokens 2-5 ms later
 /// (`cal2-graph` and `cal2-piecewise`: gaps of 59 then 2 ms beside 8 decodes): what is left is that
 /// and the way to the client, 2-6 ms, where a lone prompt on an idle engine met 10-15 ms.
-fn stepping_frontend_s(injected: &[Injected], intake_s: f64) -> Vec<f64> {
+fn stepping_frontend_s(injected: &[Injected], intake_s: f64) -> Vec<(&str, f64)> {
     injected
         .iter()
         .filter(|i| i.one_step && i.batch <= STEPPING_FRONTEND_MAX_BATCH)
-        .map(|i| i.ttft_s - intake_s - i.standing_s / 2.0 - i.period_s)
+        .map(|i| {
+            (
+                i.run.as_str(),
+                i.ttft_s - intake_s - i.standing_s / 2.0 - i.period_s,
+            )
+        })
         .collect()
 }
 
@@ -1496,9 +1505,10 @@ fn span_points(
 type TablePoint = (f64, f64, String, bool);
 
 /// A table by tokens from points: points within a factor [`TABLE_GROUP_RATIO`] of tokens are one
-/// group (the median tokens, and the median period of its points measured beside decodes, or of
-/// all of them where none was; the points priced under `{key}{tokens}`); the groups are then made
-/// non-decreasing by pooling adjacent violators, weighted by size. Nanoseconds.
+/// group (the median tokens, and of its points measured beside decodes, or of all of them where
+/// none was, the median over servers of each server's median period, [`median_over_servers`]; the
+/// points priced under `{key}{tokens}`); the groups are then made non-decreasing by pooling
+/// adjacent violators, weighted by their servers. Nanoseconds.
 fn grouped_table(
     mut points: Vec<TablePoint>,
     key: &str,
@@ -1517,7 +1527,8 @@ fn grouped_table(
         let tokens = median(group.iter().map(|p| p.0).collect()).unwrap_or(0.0);
         let direct = group.iter().any(|p| !p.3);
         let priced: Vec<&TablePoint> = group.iter().filter(|p| !direct || !p.3).collect();
-        let period = median(priced.iter().map(|p| p.1).collect()).unwrap_or(0.0);
+        let period =
+            median_over_servers(priced.iter().map(|p| (server_of(&p.2), p.1))).unwrap_or(0.0);
         evidence.insert(
             format!("{key}{}", tokens.round() as u64),
             priced
@@ -1526,7 +1537,8 @@ fn grouped_table(
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        groups.push((tokens, period, group.len() as f64));
+        let servers: BTreeSet<&str> = priced.iter().map(|p| server_of(&p.2)).collect();
+        groups.push((tokens, period, servers.len() as f64));
         i = j;
     }
     // Pool adjacent violators: a step with more tokens never costs less.
@@ -1541,6 +1553,25 @@ fn grouped_table(
         .collect();
     table.dedup_by_key(|p| p.0);
     table
+}
+
+/// The median over servers of each server's own median: every server counts once, however many
+/// values it gave. A host-bound cost is a property of the loan it was measured on (the lent
+/// machines' cores sat at levels 1.7× apart, docs/fidelity.md "The twenty-second batch"), so a
+/// server's forty injections are one draw of it, not forty: pooled, the three servers of one
+/// session set FULL_DECODE_ONLY's 64-token entry. Chosen by `sim/scripts/calibration_loso.py`
+/// (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117 within 25 %).
+fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
+    let mut by_server: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (server, value) in values {
+        by_server.entry(server).or_default().push(value);
+    }
+    median(by_server.into_values().filter_map(median).collect())
+}
+
+/// The run file a table point's evidence (`file:workload[…]`) names.
+fn server_of(evidence: &str) -> &str {
+    evidence.split(':').next().unwrap_or(evidence)
 }
 
 /// `(x, y, weight)` points in ascending `x`, made non-decreasing in `y` by pooling adjacent

@@ -66,9 +66,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.88 %, worst 89.7 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // own send times"): median 11.13 %, worst 89.4 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
     // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
-    // two real runs are 67 % apart); 208 of 252 values within 25 %; 7 of 43 ratios within 10 %.
+    // two real runs are 67 % apart); 208 of 252 values within 25 %; 11 of 43 ratios within 10 %.
+    // Every server counting once in a table entry and the front end's terms (the median over
+    // servers of each one's median, chosen by calibration_loso.py: 12.2 -> 11.3 %) moved the
+    // median from 10.88 % and the ratios from 7 (the model on repeats 15.5 -> 14.1 %).
     // The twenty-second batch (cal20: cal19's steps beside proc-sampler.py's readings of the engine
     // core's thread) took the 64-token entry on to 73.5 ms and the median from 10.84 %.
     // The twenty-first batch (cal19: the same steps for minutes beside a CPU-speed sampler) took
@@ -96,7 +99,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.109, "median |error| {median}");
+    assert!(median <= 0.112, "median |error| {median}");
     assert!(worst <= 0.898, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -118,21 +121,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 15.5 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 14.1 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.16, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.145, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 43);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 7 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 11 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 7,
+        within >= 11,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }

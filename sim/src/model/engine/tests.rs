@@ -1357,6 +1357,38 @@ fn a_table_group_prefers_steps_measured_beside_decodes() {
     assert_eq!(evidence["t2048"], "f:lone, g:lone");
 }
 
+/// Every server counts once in a table entry, however many steps it measured: one server's five
+/// slow injections do not outvote two other servers, and the groups are pooled by their servers.
+#[test]
+fn a_table_entry_counts_every_server_once() {
+    let point = |tokens: f64, ms: f64, name: &str| (tokens, ms / 1e3, name.to_owned(), false);
+    let mut evidence = BTreeMap::new();
+    let mut points: Vec<TablePoint> = (0..5)
+        .map(|k| point(64.0, 90.0 + f64::from(k), &format!("slow.json.gz:inj@{k}")))
+        .collect();
+    points.push(point(64.0, 60.0, "a.json.gz:inj"));
+    points.push(point(64.0, 70.0, "b.json.gz:inj"));
+    // Pooled, the median of the seven would be 90 ms; over servers it is the median of 60, 70 and
+    // slow's own 92.
+    assert_eq!(
+        grouped_table(points.clone(), "t", &mut evidence),
+        [(64, 70_000_000)]
+    );
+    // A larger size measured lower is pooled with it by servers (three against one), not steps.
+    points.push(point(1024.0, 50.0, "c.json.gz:inj"));
+    let table = grouped_table(points, "t", &mut evidence);
+    assert_eq!(table, [(64, 65_000_000), (1024, 65_000_000)]);
+    assert_eq!(
+        median_over_servers([("x", 1.0), ("x", 3.0), ("y", 10.0)]),
+        Some(6.0)
+    );
+    assert_eq!(median_over_servers(std::iter::empty()), None);
+    assert_eq!(
+        server_of("h200-a.json.gz:fx-inj-b8+64@0.5"),
+        "h200-a.json.gz"
+    );
+}
+
 /// A run's mode and limits are read as vLLM reads its serve words, whatever the spelling: dotted
 /// JSON keys, `-O<n>`, underscores, the capture-size flag or key; words vLLM would refuse say so.
 #[test]
