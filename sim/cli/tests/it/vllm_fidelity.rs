@@ -66,9 +66,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 11.13 %, worst 89.4 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
-    // two real runs are 67 % apart); 208 of 252 values within 25 %; 11 of 43 ratios within 10 %.
+    // own send times"): median 10.03 %, worst 89.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 79 ms, and the
+    // two real runs are 67 % apart); 208 of 252 values within 25 %; 8 of 43 ratios within 10 %.
+    // The decode term beside a prefill taken with every server once (each server's own slope,
+    // weighted by its widest pair; calibration_loso.py 11.3 -> 10.6 %) moved the median from
+    // 11.13 % and the ratios from 11 (graph 256/2048 dec-sat +20-23 % -> within 1.2 %).
     // Every server counting once in a table entry and the front end's terms (the median over
     // servers of each one's median, chosen by calibration_loso.py: 12.2 -> 11.3 %) moved the
     // median from 10.88 % and the ratios from 7 (the model on repeats 15.5 -> 14.1 %).
@@ -99,7 +102,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.112, "median |error| {median}");
+    assert!(median <= 0.101, "median |error| {median}");
     assert!(worst <= 0.898, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -121,7 +124,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 14.1 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 14.3 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
@@ -133,9 +136,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 11 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 8 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 11,
+        within >= 8,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }

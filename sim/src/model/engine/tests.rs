@@ -771,6 +771,45 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
     assert!((step as i64 - 60_000_000).abs() < 1_000, "{step}");
 }
 
+/// Across servers every server's slope counts once, weighed by its widest pair: a server's many
+/// pairs ran on one loan. Thirteen pairs of one server at 0 ms a decode (48 apart) do not outvote
+/// one pair of another at 0.3 ms (56 apart); within a server, a narrow pair weighs little.
+#[test]
+fn the_decode_term_counts_every_server_once() {
+    let step = |run: &str, input_len: u32, decoding: u32, period_s: f64| Injected {
+        tokens: input_len + decoding,
+        prefill: input_len,
+        period_s,
+        standing_s: 0.005,
+        ttft_s: 0.08,
+        batch: decoding,
+        one_step: true,
+        max_capture: 512,
+        decoding,
+        input_len,
+        run: run.to_owned(),
+        evidence: format!("{run}:x"),
+    };
+    let mut steps = Vec::new();
+    for len in 0..13 {
+        steps.push(step("many", 64 + len, 16, 0.080));
+        steps.push(step("many", 64 + len, 64, 0.080));
+    }
+    steps.push(step("one", 256, 8, 0.070));
+    steps.push(step("one", 256, 64, 0.070 + 56.0 * 0.0003));
+    // Within "one", a pair 2 apart at -5 ms a decode weighs 4 against 3,136.
+    steps.push(step("one", 256, 10, 0.060));
+    let refs: Vec<&Injected> = steps.iter().collect();
+    let mut evidence = BTreeMap::new();
+    let per_decode = decode_slope_s(&refs, "d", &mut evidence);
+    assert!((per_decode - 0.0003).abs() < 1e-12, "{per_decode}");
+    assert!(evidence["d"].contains("many: 13 pairs 48-48 decodes apart, 0.000 ms a decode"));
+    assert!(evidence["d"].contains("one: 3 pairs 2-56 decodes apart, 0.300 ms a decode"));
+    // Pooled pair by pair, the thirteen would have set it at 0.
+    let pooled = weighted_median(vec![(0.0, 13.0 * 48.0 * 48.0), (0.0003, 56.0 * 56.0)]);
+    assert_eq!(pooled, Some(0.0));
+}
+
 #[test]
 fn a_server_on_vllms_defaults_takes_the_limits_vllm_gives_its_gpu() {
     let defaults = run(&["/m"], vec![]);
