@@ -7,10 +7,16 @@ predicts here, never by the judged runs: each fold leaves one whole server out, 
 own fixed shapes cannot price its own bench runs, and its host's phase is new to the profile as a
 judged server's is.
 
-usage: calibration_loso.py [--sim BIN] [--data DIR] [--json] [--keep DIR]
+With --judged the folds are the judged servers instead, each one's judged runs priced by a profile
+derived without its file: what to expect of runs on a server whose fixed shapes the profile never
+saw (the committed profile holds every judged server's fixed shapes). It reports; it chooses no
+rule.
+
+usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--json] [--keep DIR]
   --sim BIN   the afd-sim binary (default: target/release/afd-sim)
   --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.gz
               (default: traces/data/vllm)
+  --judged    leave out each server with judged bench runs and price those runs instead
   --json      one JSON object: every record's errors and the summary
   --keep DIR  keep each fold's profile and comparison there (default: a temporary folder, removed)
 Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
@@ -38,23 +44,26 @@ def read_run(path):
     return run if isinstance(run, dict) and run.get("format") == "afd-vllm-run" else None
 
 
-def run_files(folder):
+def run_files(folder, judged=False):
     """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`), each
-    with whether it holds a calibration bench run (such a server is a fold)."""
+    with whether it holds a calibration bench run, or with `judged` a judged one (such a server is a
+    fold)."""
     out = []
     for path in sorted(folder.rglob("*.json*")):
         if not path.name.endswith((".json", ".json.gz")):
             continue
         run = read_run(path)
         if run is not None:
-            calibration = any(r["workload"].get("calibration") and r["workload"]["kind"] == "bench-serve"
-                              for r in run["records"])
-            out.append((path, calibration))
+            fold = any(bool(r["workload"].get("calibration")) != judged
+                       and r["workload"]["kind"] == "bench-serve"
+                       for r in run["records"])
+            out.append((path, fold))
     return out
 
 
-def fold(sim, files, server, work):
-    """Derives a profile without `server` and compares its calibration runs against it."""
+def fold(sim, files, server, work, judged=False):
+    """Derives a profile without `server` and compares its calibration runs (`judged`: its judged
+    runs) against it."""
     stem = str(server.relative_to(server.anchor)).replace("/", "_").removesuffix(".gz")
     profile = work / f"profile-{stem}.json"
     others = [str(f) for f in files if f != server]
@@ -62,8 +71,9 @@ def fold(sim, files, server, work):
                           capture_output=True, text=True)
     if done.returncode != 0:
         fail(f"engine-profile without {server.name}: {done.stderr.strip()}")
-    done = subprocess.run([sim, "compare", str(server), "--calibration", "--engine", str(profile),
-                           "--json"], capture_output=True, text=True)
+    which = [] if judged else ["--calibration"]
+    done = subprocess.run([sim, "compare", str(server), *which, "--engine", str(profile), "--json"],
+                          capture_output=True, text=True)
     if done.returncode != 0:
         fail(f"compare {server.name}: {done.stderr.strip()}")
     (work / f"compare-{stem}.json").write_text(done.stdout)
@@ -74,21 +84,23 @@ def main():
     parser = argparse.ArgumentParser(add_help=True, description=__doc__.split("\n\n")[0])
     parser.add_argument("--sim", default="target/release/afd-sim")
     parser.add_argument("--data", default="traces/data/vllm")
+    parser.add_argument("--judged", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep")
     args = parser.parse_args()
     if not pathlib.Path(args.sim).is_file():
         fail(f"--sim {args.sim}: no such binary (cargo build --release -p afd-sim-cli)")
-    found = run_files(pathlib.Path(args.data))
+    found = run_files(pathlib.Path(args.data), args.judged)
     files = [f for f, _ in found]
     servers = [f for f, calibration in found if calibration]
     if not servers:
-        fail(f"--data {args.data}: no afd-vllm-run file with a calibration bench run")
+        kind = "judged" if args.judged else "calibration"
+        fail(f"--data {args.data}: no afd-vllm-run file with a {kind} bench run")
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(args.keep or scratch)
         work.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor() as pool:
-            folds = list(pool.map(lambda s: fold(args.sim, files, s, work), servers))
+            folds = list(pool.map(lambda s: fold(args.sim, files, s, work, args.judged), servers))
     rows = []
     for records in folds:
         for r in records:
