@@ -66,12 +66,13 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.03 %, worst 89.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // own send times"): median 10.04 %, worst 89.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
     // prefill steps took about 180 ms on the repeat server where the table prices 79 ms, and the
     // two real runs are 67 % apart); 208 of 252 values within 25 %; 8 of 43 ratios within 10 %.
     // The decode term beside a prefill taken with every server once (each server's own slope,
     // weighted by its widest pair; calibration_loso.py 11.3 -> 10.6 %) moved the median from
-    // 11.13 % and the ratios from 11 (graph 256/2048 dec-sat +20-23 % -> within 1.2 %).
+    // 11.13 % and the ratios from 11 (graph 256/2048 dec-sat +20-23 % -> within 1.2 %); the
+    // pure-prefill ratio taken the same way (0.850 -> 0.943; 10.6 -> 10.2 %) moved it from 10.03 %.
     // Every server counting once in a table entry and the front end's terms (the median over
     // servers of each one's median, chosen by calibration_loso.py: 12.2 -> 11.3 %) moved the
     // median from 10.88 % and the ratios from 7 (the model on repeats 15.5 -> 14.1 %).
