@@ -620,7 +620,8 @@ fn past_capture(run: &VllmRun, batch: u32) -> bool {
 /// over such batches measured as the decode table measures its own (unstreamed pairs where the
 /// stream set the pace), `(period - table) / batch`, the median; 0 without such a batch or table.
 /// On `cal14` (vLLM's defaults, a slow host) 768 and 1,024 decodes stepped at 109 and 117 ms where
-/// the table gives 83 ms: about 33 µs a request, against the 67 µs a decode adds to a mixed step.
+/// the table gives 81 ms: about 36 µs a request, against the 0.35 ms a decode adds to a mixed step
+/// (`cal2-piecewise`'s pairs; docs/fidelity.md, "What is still wrong").
 fn graphless_decode_s(
     runs: &[(&str, &VllmRun)],
     fixed: &[Fixed<'_>],
