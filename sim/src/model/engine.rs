@@ -1569,8 +1569,8 @@ fn grouped_table(
 /// The median over servers of each server's own median: every server counts once, however many
 /// values it gave. A host-bound cost is a property of the loan it was measured on (the lent
 /// machines' cores sat at levels 1.7× apart, docs/fidelity.md "The twenty-second batch"), so a
-/// server's forty injections are one draw of it, not forty: pooled, the three servers of one
-/// session set FULL_DECODE_ONLY's 64-token entry. Chosen by `sim/scripts/calibration_loso.py`
+/// server's forty injections are one draw of it, not forty: pooled, four calibration servers of
+/// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by `sim/scripts/calibration_loso.py`
 /// (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117 within 25 %).
 fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
     let mut by_server: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -1580,9 +1580,10 @@ fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> 
     median(by_server.into_values().filter_map(median).collect())
 }
 
-/// The run file a table point's evidence (`file:workload[…]`) names.
+/// The run file a table point's evidence (`file:workload[…]`) names (a workload's name has no
+/// colon; a path may).
 fn server_of(evidence: &str) -> &str {
-    evidence.split(':').next().unwrap_or(evidence)
+    evidence.rsplit_once(':').map_or(evidence, |(file, _)| file)
 }
 
 /// `(x, y, weight)` points in ascending `x`, made non-decreasing in `y` by pooling adjacent

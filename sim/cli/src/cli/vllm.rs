@@ -163,17 +163,31 @@ struct Common {
     json: bool,
 }
 
+/// Each run's name in the profile's sources and evidence: its file name, or the path as given where
+/// two runs share a file name (`afd-probe vllm --out DIR` writes every run as `DIR/run.json`). The
+/// derivation takes a name for one server (its pairs of injections, each server counted once), so
+/// two servers under one name would be priced as one.
+fn run_names(paths: &[PathBuf]) -> Vec<String> {
+    let file_name = |path: &PathBuf| path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for name in paths.iter().filter_map(file_name) {
+        *seen.entry(name).or_default() += 1;
+    }
+    paths
+        .iter()
+        .map(|path| match file_name(path) {
+            Some(name) if seen[&name] == 1 => name,
+            _ => path.display().to_string(),
+        })
+        .collect()
+}
+
 pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
-    let mut names = Vec::new();
     for path in &args.runs {
         runs.push(read_run(path)?);
-        names.push(path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        ));
     }
-    let profile = engine::derive(&runs, &names)?;
+    let profile = engine::derive(&runs, &run_names(&args.runs))?;
     let text = profile.to_json();
     match &args.out {
         Some(path) => {

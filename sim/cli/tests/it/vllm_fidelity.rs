@@ -177,6 +177,62 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     );
 }
 
+/// Two servers' files under one name (`afd-probe vllm --out DIR` writes every run as
+/// `DIR/run.json`) stay two servers: `cal17` and `cal2-graph` copied to `a/run.json.gz` and
+/// `b/run.json.gz` give the shipped profile's every figure, where one name would have paired their
+/// injections and counted them as one server.
+#[test]
+fn two_run_files_of_one_name_are_two_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = vec!["engine-profile".into()];
+    for entry in std::fs::read_dir(data("vllm")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if !name.ends_with(".json.gz") {
+            continue;
+        }
+        let copy = match name.as_str() {
+            "h200-dsv2l-cal17-graph-256-8192.json.gz" => Some("a"),
+            "h200-dsv2l-cal2-graph-256-2048.json.gz" => Some("b"),
+            _ => None,
+        };
+        match copy {
+            Some(folder) => {
+                let to = dir.path().join(folder).join("run.json.gz");
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(&path, &to).unwrap();
+                args.push(to.to_str().unwrap().to_owned());
+            }
+            None => args.push(path.to_str().unwrap().to_owned()),
+        }
+    }
+    let out = afd_sim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let derived: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap(),
+    )
+    .unwrap();
+    let figures = |profile: &serde_json::Value| {
+        let mut p = profile.clone();
+        p.as_object_mut().unwrap().remove("sources");
+        for mode in p["modes"].as_array_mut().unwrap() {
+            mode.as_object_mut().unwrap().remove("evidence");
+        }
+        p
+    };
+    assert_eq!(figures(&derived), figures(&shipped));
+    let sources = derived["sources"].to_string();
+    assert!(
+        sources.contains("a/run.json.gz") && sources.contains("b/run.json.gz"),
+        "{sources}"
+    );
+}
+
 #[test]
 fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
     let dir = tempfile::tempdir().unwrap();

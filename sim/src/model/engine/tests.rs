@@ -1426,6 +1426,7 @@ fn a_table_entry_counts_every_server_once() {
         server_of("h200-a.json.gz:fx-inj-b8+64@0.5"),
         "h200-a.json.gz"
     );
+    assert_eq!(server_of("runs/a:b/run.json:fx-d64"), "runs/a:b/run.json");
 }
 
 /// A run's mode and limits are read as vLLM reads its serve words, whatever the spelling: dotted
