@@ -12,17 +12,23 @@ derived without its file: what to expect of runs on a server whose fixed shapes 
 saw (the committed profile holds every judged server's fixed shapes). It reports; it chooses no
 rule.
 
-usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--json] [--keep DIR]
+With --lease-gap HOURS a fold leaves out, with the server, every server started in the same lease of
+the machine: servers whose start times (the provenance's `date_utc`) follow each other within HOURS
+are one lease (one host, one phase of its cores), a stricter check than one server at a time.
+
+usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--lease-gap HOURS] [--json] [--keep DIR]
   --sim BIN   the afd-sim binary (default: target/release/afd-sim)
   --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.gz
               (default: traces/data/vllm)
   --judged    leave out each server with judged bench runs and price those runs instead
+  --lease-gap HOURS
+              leave out each server's whole lease (servers started within HOURS of the one before)
   --json      one JSON object: every record's errors and the summary
   --keep DIR  keep each fold's profile and comparison there (default: a temporary folder, removed)
 Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
 median, mean and count within 25 % of their magnitudes. Exit 2 on bad arguments or a failed fold.
 """
-import argparse, gzip, json, pathlib, statistics, subprocess, sys, tempfile
+import argparse, datetime, gzip, json, pathlib, statistics, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms")
@@ -47,7 +53,7 @@ def read_run(path):
 def run_files(folder, judged=False):
     """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`), each
     with whether it holds a calibration bench run, or with `judged` a judged one (such a server is a
-    fold)."""
+    fold), and when its server started (the provenance's `date_utc`, None if absent)."""
     out = []
     for path in sorted(folder.rglob("*.json*")):
         if not path.name.endswith((".json", ".json.gz")):
@@ -57,16 +63,43 @@ def run_files(folder, judged=False):
             fold = any(bool(r["workload"].get("calibration")) != judged
                        and r["workload"]["kind"] == "bench-serve"
                        for r in run["records"])
-            out.append((path, fold))
+            out.append((path, fold, started(run)))
     return out
 
 
-def fold(sim, files, server, work, judged=False):
-    """Derives a profile without `server` and compares its calibration runs (`judged`: its judged
-    runs) against it."""
+def started(run):
+    """A run's server start (`provenance.date_utc`, ISO 8601), or None."""
+    try:
+        return datetime.datetime.fromisoformat(run["provenance"]["date_utc"].replace("Z", "+00:00"))
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None
+
+
+def leases(found, gap_hours):
+    """Each run file's lease: the set of files whose servers started within `gap_hours` of the one
+    before, in start order (without a gap, every file is its own)."""
+    if gap_hours is None:
+        return {path: {path} for path, _, _ in found}
+    for path, _, start in found:
+        if start is None:
+            fail(f"--lease-gap: {path} records no provenance date_utc to place it in a lease")
+    ordered = sorted(found, key=lambda f: f[2])
+    groups, last = [], None
+    for path, _, start in ordered:
+        if last is None or (start - last).total_seconds() > gap_hours * 3600:
+            groups.append(set())
+        groups[-1].add(path)
+        last = start
+    return {path: group for group in groups for path in group}
+
+
+def fold(sim, files, server, work, judged=False, left_out=None):
+    """Derives a profile without `server` (and the rest of `left_out`, its lease) and compares its
+    calibration runs (`judged`: its judged runs) against it."""
     stem = str(server.relative_to(server.anchor)).replace("/", "_").removesuffix(".gz")
     profile = work / f"profile-{stem}.json"
-    others = [str(f) for f in files if f != server]
+    left_out = left_out or {server}
+    others = [str(f) for f in files if f not in left_out]
     done = subprocess.run([sim, "engine-profile", *others, "--out", str(profile)],
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -85,14 +118,18 @@ def main():
     parser.add_argument("--sim", default="target/release/afd-sim")
     parser.add_argument("--data", default="traces/data/vllm")
     parser.add_argument("--judged", action="store_true")
+    parser.add_argument("--lease-gap", type=float, metavar="HOURS")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep")
     args = parser.parse_args()
+    if args.lease_gap is not None and not args.lease_gap > 0:
+        fail(f"--lease-gap {args.lease_gap}: give a positive number of hours")
     if not pathlib.Path(args.sim).is_file():
         fail(f"--sim {args.sim}: no such binary (cargo build --release -p afd-sim-cli)")
     found = run_files(pathlib.Path(args.data), args.judged)
-    files = [f for f, _ in found]
-    servers = [f for f, calibration in found if calibration]
+    files = [f for f, _, _ in found]
+    servers = [f for f, calibration, _ in found if calibration]
+    lease = leases(found, args.lease_gap)
     if not servers:
         kind = "judged" if args.judged else "calibration"
         fail(f"--data {args.data}: no afd-vllm-run file with a {kind} bench run")
@@ -100,7 +137,8 @@ def main():
         work = pathlib.Path(args.keep or scratch)
         work.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor() as pool:
-            folds = list(pool.map(lambda s: fold(args.sim, files, s, work, args.judged), servers))
+            folds = list(pool.map(
+                lambda s: fold(args.sim, files, s, work, args.judged, lease[s]), servers))
     rows = []
     for records in folds:
         for r in records:
@@ -109,6 +147,7 @@ def main():
     magnitudes = [abs(e) for row in rows for e in row["errors"].values()]
     summary = {
         "folds": len(servers),
+        "leases": len({frozenset(g) for g in lease.values()}),
         "values": len(magnitudes),
         "median_abs_error": statistics.median(magnitudes) if magnitudes else None,
         "mean_abs_error": statistics.mean(magnitudes) if magnitudes else None,
@@ -123,7 +162,9 @@ def main():
         print(f"{row['server']:32} {row['workload']:26} " + " ".join(
             f"{e[k] * 100:+7.1f}%" for k in METRICS))
     if magnitudes:
-        print(f"\n{summary['folds']} servers left out one at a time, {summary['values']} values: "
+        alone = "one at a time" if args.lease_gap is None else (
+            f"each with its lease ({summary['leases']} leases, {args.lease_gap:g} h apart)")
+        print(f"\n{summary['folds']} servers left out {alone}, {summary['values']} values: "
               f"median {summary['median_abs_error'] * 100:.1f} %, mean {summary['mean_abs_error'] * 100:.1f} %, "
               f"{summary['within_25_percent']} within 25 %")
 
