@@ -48,12 +48,15 @@ pace (always in eager mode: its client shares the host), kept non-decreasing; wh
 per context token; the period of a non-uniform step by its scheduled tokens, from requests injected
 into standing decode bursts and from bursts with four or more such steps in their step log (under
 FULL_AND_PIECEWISE the steps within the largest capture size make a piecewise table; in eager mode
-an injected prefill's step is priced as what it added to the standing gap). The front end's: latency
-(the intercept of isolated prompts' first tokens against their chunk count), intake per request
-(cached bursts), what text prompts add per token (cached text against cached token-id bursts) and
-its serial cost per streamed token (graph calibration bench runs whose mean time per output token is
-well above the engine's). Bench runs that are not marked calibration are what the model is
-judged by and are never read here.")]
+an injected prefill's step is priced as what it added to the standing gap), each entry the median
+over servers of each server's own; what a decode adds to such a step, from one prompt length
+injected beside two batches of one server, each server's slope counted once. The front end's:
+latency (the intercept of isolated prompts' first tokens against their chunk count), intake per
+request (cached bursts), what text prompts add per token (cached text against cached token-id
+bursts) and its serial cost per streamed token (graph calibration bench runs whose mean time per
+output token is well above the engine's). Each file is one server (a file name two files share
+gives way to their paths). Bench runs that are not marked calibration are what the model is judged
+by and are never read here.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json[.gz]", required = true)]
