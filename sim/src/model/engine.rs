@@ -880,36 +880,27 @@ fn decode_slope_s(
             }
         }
     }
-    let weighted = |pairs: &[(f64, f64)]| -> Vec<(f64, f64)> {
-        pairs
-            .iter()
-            .map(|&(slope, apart)| (slope, apart * apart))
-            .collect()
-    };
-    let servers: Vec<String> = by_run
-        .iter()
-        .map(|(run, pairs)| {
-            let aparts = pairs.iter().map(|p| p.1);
-            let low = aparts.clone().fold(f64::INFINITY, f64::min);
-            let high = aparts.fold(0.0, f64::max);
-            let own = weighted_median(weighted(pairs)).unwrap_or(0.0);
-            format!(
-                "{run}: {} pairs {low:.0}-{high:.0} decodes apart, {:.3} ms a decode",
-                pairs.len(),
-                own * 1e3
-            )
-        })
-        .collect();
+    // Per server: its own slope (the pairs' median weighted by decodes apart squared) and its weight
+    // across servers (its widest pair's decodes apart squared), each computed once.
+    let mut servers = Vec::new();
+    let mut slopes = Vec::new();
+    for (run, pairs) in &by_run {
+        let weighted = pairs.iter().map(|&(slope, apart)| (slope, apart * apart));
+        let own = weighted_median(weighted.collect());
+        let low = pairs.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let high = pairs.iter().map(|p| p.1).fold(0.0, f64::max);
+        servers.push(format!(
+            "{run}: {} pairs {low:.0}-{high:.0} decodes apart, {:.3} ms a decode",
+            pairs.len(),
+            own.unwrap_or(0.0) * 1e3
+        ));
+        if let Some(own) = own {
+            slopes.push((own, high * high));
+        }
+    }
     if !servers.is_empty() {
         evidence.insert(key.to_owned(), servers.join("; "));
     }
-    let slopes: Vec<(f64, f64)> = by_run
-        .values()
-        .filter_map(|p| {
-            let widest = p.iter().map(|x| x.1).fold(0.0, f64::max);
-            Some((weighted_median(weighted(p))?, widest * widest))
-        })
-        .collect();
     weighted_median(slopes).unwrap_or(0.0).max(0.0)
 }
 
