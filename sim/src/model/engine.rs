@@ -1561,8 +1561,9 @@ fn grouped_table(
 /// values it gave. A host-bound cost is a property of the loan it was measured on (the lent
 /// machines' cores sat at levels 1.7× apart, docs/fidelity.md "The twenty-second batch"), so a
 /// server's forty injections are one draw of it, not forty: pooled, four calibration servers of
-/// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by `sim/scripts/calibration_loso.py`
-/// (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117 within 25 %).
+/// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by
+/// `sim/scripts/calibration_loso.py` (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117
+/// within 25 %).
 fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
     let mut by_server: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for (server, value) in values {
