@@ -93,24 +93,32 @@ def leases(found, gap_hours):
     return {path: group for group in groups for path in group}
 
 
-def fold(sim, files, server, work, judged=False, left_out=None):
-    """Derives a profile without `server` (and the rest of `left_out`, its lease) and compares its
-    calibration runs (`judged`: its judged runs) against it."""
-    stem = str(server.relative_to(server.anchor)).replace("/", "_").removesuffix(".gz")
-    profile = work / f"profile-{stem}.json"
-    left_out = left_out or {server}
+def stem(path):
+    """A file name for `path`'s outputs in the work folder."""
+    return str(path.relative_to(path.anchor)).replace("/", "_").removesuffix(".gz")
+
+
+def fold(sim, files, servers, work, judged=False, left_out=None):
+    """Derives one profile without `left_out` (the servers' lease; without one, the one server) and
+    compares each of `servers`' calibration runs (`judged`: its judged runs) against it: every
+    server's records."""
+    profile = work / f"profile-{stem(servers[0])}.json"
+    left_out = left_out or set(servers)
     others = [str(f) for f in files if f not in left_out]
     done = subprocess.run([sim, "engine-profile", *others, "--out", str(profile)],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        fail(f"engine-profile without {server.name}: {done.stderr.strip()}")
+        fail(f"engine-profile without {servers[0].name}: {done.stderr.strip()}")
     which = [] if judged else ["--calibration"]
-    done = subprocess.run([sim, "compare", str(server), *which, "--engine", str(profile), "--json"],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        fail(f"compare {server.name}: {done.stderr.strip()}")
-    (work / f"compare-{stem}.json").write_text(done.stdout)
-    return json.loads(done.stdout)
+    out = {}
+    for server in servers:
+        done = subprocess.run([sim, "compare", str(server), *which, "--engine", str(profile),
+                               "--json"], capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"compare {server.name}: {done.stderr.strip()}")
+        (work / f"compare-{stem(server)}.json").write_text(done.stdout)
+        out[server] = json.loads(done.stdout)
+    return out
 
 
 def main():
@@ -136,9 +144,15 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(args.keep or scratch)
         work.mkdir(parents=True, exist_ok=True)
+        # One profile per lease left out (a server is its own lease without --lease-gap).
+        by_lease = {}
+        for server in servers:
+            by_lease.setdefault(frozenset(lease[server]), []).append(server)
         with ThreadPoolExecutor() as pool:
-            folds = list(pool.map(
-                lambda s: fold(args.sim, files, s, work, args.judged, lease[s]), servers))
+            done = pool.map(lambda g: fold(args.sim, files, g[1], work, args.judged, g[0]),
+                            by_lease.items())
+            records = {server: r for out in done for server, r in out.items()}
+        folds = [records[server] for server in servers]
     rows = []
     for records in folds:
         for r in records:
