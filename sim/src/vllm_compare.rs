@@ -300,6 +300,13 @@ pub fn async_scheduling(words: &[String]) -> bool {
     on
 }
 
+/// Whether these serve words fill the weights at random (`--load-format dummy`, every spelling
+/// vLLM accepts), as [`crate::deployment::RoleConfig::dummy_weights`] reads them; false for words
+/// that do not parse (the deployment's own reading reports those).
+pub fn dummy_weights(words: &[String]) -> bool {
+    crate::deployment::RoleConfig::from_serve_args(words).is_ok_and(|role| role.dummy_weights())
+}
+
 /// How `compare` draws an arrival-bound run's send times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendTimes {

@@ -330,6 +330,15 @@ pub struct VllmEngineProfile {
     /// not measured.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub text_token_ns: f64,
+    /// The runs served dummy weights (`--load-format dummy`): their replayed decode steps route as
+    /// that model's few distinct tokens do, not as a trained model's spread ones. False in profiles
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dummy_weights: bool,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -414,6 +414,16 @@ impl RoleConfig {
         self.enable_prefix_caching.as_ref().is_none_or(|c| c.value)
     }
 
+    /// `--load-format dummy`: vLLM fills every weight at random instead of loading the model's
+    /// (`vllm/model_executor/model_loader/dummy_loader.py`), as every committed real-vLLM run did.
+    /// Such a model's decode tokens route to few experts (docs/fidelity.md, "Why a replayed decode
+    /// step is cheap here"); a trained one's do not.
+    pub fn dummy_weights(&self) -> bool {
+        self.unknown_flags
+            .iter()
+            .any(|f| f.flag == "--load-format" && f.value.as_deref() == Some("dummy"))
+    }
+
     /// KV-cache block size in tokens: `--block-size`, else 64 for `--attention-backend FLASHMLA`,
     /// else [`DEFAULT_BLOCK_SIZE`] (see there for the vLLM 0.26.0 sources).
     pub fn block_size(&self) -> u32 {

@@ -232,6 +232,7 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
         text_token_ns: median(runs.iter().flat_map(text_token_s).collect())
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
+        dummy_weights: first.is_some_and(dummy_weights),
     })
 }
 
@@ -319,6 +320,12 @@ fn same_setup(runs: &[VllmRun]) -> Result<(), EngineProfileError> {
                 run.serve_args[0].clone(),
             ),
             (
+                "weights (--load-format dummy against loaded ones: their decode steps route \
+                 differently; derive a profile from each)",
+                first.map_or("", |r| weights_name(r)).to_owned(),
+                weights_name(run).to_owned(),
+            ),
+            (
                 "vLLM versions",
                 first
                     .map_or("", |r| r.provenance.vllm_version.as_str())
@@ -332,6 +339,19 @@ fn same_setup(runs: &[VllmRun]) -> Result<(), EngineProfileError> {
         }
     }
     Ok(())
+}
+
+/// Whether the run's server filled its weights at random (`--load-format dummy`).
+fn dummy_weights(run: &VllmRun) -> bool {
+    serve_role(run).is_ok_and(|role| role.dummy_weights())
+}
+
+fn weights_name(run: &VllmRun) -> &'static str {
+    if dummy_weights(run) {
+        "dummy"
+    } else {
+        "loaded"
+    }
 }
 
 fn gpu_name(run: &VllmRun) -> String {
@@ -1633,11 +1653,38 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineModel {
     profile: VllmEngineProfile,
+    /// What a trained model's replayed decode step adds over batch 1's, by batch (`trained.rs`);
+    /// empty where the profile's decode steps are the deployment's own (both dummy weights, or
+    /// both loaded).
+    trained_growth: Vec<(u32, u64)>,
 }
 
 impl EngineModel {
     pub fn new(profile: VllmEngineProfile) -> EngineModel {
-        EngineModel { profile }
+        EngineModel {
+            profile,
+            trained_growth: Vec::new(),
+        }
+    }
+
+    /// The engine serving a deployment that loads its weights (`dummy` false) or fills them at
+    /// random (`--load-format dummy`). Where the profile measured dummy weights and the deployment
+    /// loads trained ones, a replayed decode step costs at least the table's smallest batch plus
+    /// what `cost`'s parts of the step grow by under even routing (`trained.rs`): the dummy
+    /// model's decode tokens route to few experts, a trained model's to nearly all of them.
+    pub fn serving(mut self, dummy: bool, cost: &crate::model::cost::CostModel) -> EngineModel {
+        self.trained_growth = if self.profile.dummy_weights && !dummy {
+            trained::decode_growth(cost)
+        } else {
+            Vec::new()
+        };
+        self
+    }
+
+    /// Whether replayed decode steps are priced for trained weights the profile did not measure
+    /// ([`EngineModel::serving`]).
+    pub fn prices_trained_weights(&self) -> bool {
+        !self.trained_growth.is_empty()
     }
 
     pub fn profile(&self) -> &VllmEngineProfile {
@@ -1689,9 +1736,10 @@ impl EngineModel {
     /// deployment's mode. Every engine of the step is priced and the slowest counts.
     pub fn step_cost(&self, graph: &GraphMode, shape: &StepShape) -> Option<EngineStepCost> {
         let costs = self.mode(graph)?;
+        let trained = Some(self.trained_growth.as_slice()).filter(|g| !g.is_empty());
         let mut cost = EngineStepCost::default();
         for e in 0..shape.tokens.len() {
-            let (period, host) = engine_cost(costs, graph, shape, e);
+            let (period, host) = engine_cost(costs, trained, graph, shape, e);
             cost.period_ns = cost.period_ns.max(period);
             cost.host_ns = cost.host_ns.max(host);
         }
@@ -1700,9 +1748,11 @@ impl EngineModel {
     }
 }
 
-/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds.
+/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds; with
+/// `trained`, a replayed decode step is a trained model's (`trained.rs`).
 fn engine_cost(
     costs: &EngineModeCosts,
+    trained: Option<&[(u32, u64)]>,
     graph: &GraphMode,
     shape: &StepShape,
     e: usize,
@@ -1736,10 +1786,8 @@ fn engine_cost(
         GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
             if uniform && shape.graph =>
         {
-            let period = interpolate(
-                &costs.decode_period_ns,
-                shape.padded.get(e).copied().unwrap_or(tokens).max(decodes),
-            ) + attend;
+            let batch = shape.padded.get(e).copied().unwrap_or(tokens).max(decodes);
+            let period = trained_decode(costs, trained, batch) + attend;
             (period, 0)
         }
         GraphMode::Eager if uniform => {
@@ -1790,6 +1838,19 @@ fn engine_cost(
             costs.nonuniform_floor_ns.max(kernels),
             costs.nonuniform_floor_ns,
         ),
+    }
+}
+
+/// A replayed uniform decode step of `batch` requests: the measured period, or with `trained` at
+/// least the table's smallest batch plus what a trained model's step grows by from there.
+fn trained_decode(costs: &EngineModeCosts, trained: Option<&[(u32, u64)]>, batch: u32) -> u64 {
+    let measured = interpolate(&costs.decode_period_ns, batch);
+    match (trained, costs.decode_period_ns.first()) {
+        (Some(growth), Some(&(smallest, period))) if !growth.is_empty() => {
+            let grown = interpolate(growth, batch).saturating_sub(interpolate(growth, smallest));
+            measured.max(period + grown)
+        }
+        _ => measured,
     }
 }
 
@@ -1877,3 +1938,4 @@ fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
 mod idle;
 #[cfg(test)]
 pub(crate) mod tests;
+mod trained;

@@ -109,8 +109,10 @@ pub(crate) struct PredictArgs {
     /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. An AFD pair
     /// takes the profile's front end and asynchronous scheduling for its Attention server (vLLM's
     /// own API server and engine core) and keeps the kernel model for its steps, which were never
-    /// measured. Off by default, so a plain server and the AFD pairs a sweep sets beside it are
-    /// priced alike.
+    /// measured. The profile's runs served --load-format dummy, whose decode tokens route to few
+    /// experts: a server that loads its weights replays dearer decode graphs, every expert even
+    /// routing picks read. Off by default, so a plain server and the AFD pairs a sweep sets beside
+    /// it are priced alike.
     #[arg(long, help_heading = "Deployment")]
     pub(crate) real_engine: bool,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
@@ -293,7 +295,7 @@ impl Inputs {
     fn from_args(args: &PredictArgs) -> anyhow::Result<Result<Inputs, String>> {
         let model = read_model(&args.hardware.model)?;
         let link_spec = args.link.as_deref().map(parse_link_flag).transpose()?;
-        let (config, placement) = match serving_config(args, &model)? {
+        let (config, placement, dummy_weights) = match serving_config(args, &model)? {
             Ok(found) => found,
             Err(findings) => return Ok(Err(findings)),
         };
@@ -328,7 +330,12 @@ impl Inputs {
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
         if args.real_engine {
-            cost = with_real_engine(cost, &config, placement, &model, &workload, &mut options)?;
+            let server = Server {
+                config: &config,
+                placement,
+                dummy_weights,
+            };
+            cost = with_real_engine(cost, server, &model, &workload, &mut options)?;
         }
         options.max_events = args.max_events;
         if !(args.horizon.is_finite() && args.horizon > 0.0) {
@@ -363,15 +370,21 @@ impl Inputs {
 /// the front end and asynchronous scheduling alone: its Attention server's API server and engine
 /// core are vLLM's own (the plugin keeps the batch queue, `afd_plugin/compat/patches/
 /// engine_core.py:151-179`), but no step of an AFD role was measured, so its steps keep the kernel
-/// model. Any other deployment keeps the kernel model, and says so.
+/// model. Any other deployment keeps the kernel model, and says so. A server that loads its weights
+/// replays the decode graphs of a trained model's routing, not the profile's dummy weights'
+/// (`EngineModel::serving`).
 fn with_real_engine(
     cost: CostModel,
-    config: &ServingConfig,
-    placement: Placement,
+    server: Server<'_>,
     model: &ModelArch,
     workload: &Workload,
     options: &mut RunOptions,
 ) -> anyhow::Result<CostModel> {
+    let Server {
+        config,
+        placement,
+        dummy_weights,
+    } = server;
     let Some(text) = afd_traces::vllm_run::builtin_engine_profile(config.gpu.as_str()) else {
         return Ok(cost);
     };
@@ -412,6 +425,15 @@ fn with_real_engine(
         "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
         profile.vllm_version, profile.gpu
     );
+    let engine = engine.serving(dummy_weights, &cost);
+    if engine.prices_trained_weights() {
+        eprintln!(
+            "note: the profile's replayed decode steps served dummy weights, which route to few \
+             experts; this server loads its weights, so they cost at least what even routing adds \
+             (docs/fidelity.md, \"Why a replayed decode step is cheap here\"; --load-format dummy \
+             prices the dummy model)"
+        );
+    }
     Ok(cost.with_engine(std::sync::Arc::new(engine)))
 }
 
@@ -421,7 +443,7 @@ fn with_real_engine(
 fn serving_config(
     args: &PredictArgs,
     model: &ModelArch,
-) -> anyhow::Result<Result<(ServingConfig, Placement), String>> {
+) -> anyhow::Result<Result<(ServingConfig, Placement, bool), String>> {
     let gpu = args.hardware.gpu()?;
     if args.no_dbo
         && (args.dbo_decode_token_threshold.is_some() || args.dbo_prefill_token_threshold.is_some())
@@ -451,7 +473,20 @@ fn serving_config(
         }
         Launch::Afd(_) => Placement::OneHost,
     };
-    Ok(Ok((config, placement)))
+    let dummy_weights = match &launch {
+        Launch::Plain(plain) => plain.server.dummy_weights(),
+        Launch::Afd(deployment) => deployment.attention.dummy_weights(),
+    };
+    Ok(Ok((config, placement, dummy_weights)))
+}
+
+/// The deployment `--real-engine` prices: its numbers, where its servers run, and whether it fills
+/// its weights at random (`--load-format dummy`).
+#[derive(Clone, Copy)]
+struct Server<'a> {
+    config: &'a ServingConfig,
+    placement: Placement,
+    dummy_weights: bool,
 }
 
 /// Where the servers run, as far as the A↔F link goes.

@@ -244,6 +244,11 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         };
         let config = vllm_compare::plain_config_from_line(command, setup.gpu, &setup.model)
             .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
+        // The words as the shell splits them (the line already parsed as a deployment above).
+        let words: Vec<String> =
+            afd_sim::deployment::recipe::parse_command_line(command, &Default::default())
+                .map(|c| c.args.into_iter().map(|w| w.text).collect())
+                .unwrap_or_default();
         vec![Case {
             run: "result".into(),
             label: command.clone(),
@@ -253,11 +258,8 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             bench_seed: args.bench_seed.unwrap_or(0),
             computed_prompt_tokens: None,
             // The words as the shell splits them (the line already parsed as a deployment above).
-            async_scheduling: vllm_compare::async_scheduling(
-                &afd_sim::deployment::recipe::parse_command_line(command, &Default::default())
-                    .map(|c| c.args.into_iter().map(|w| w.text).collect::<Vec<_>>())
-                    .unwrap_or_default(),
-            ),
+            async_scheduling: vllm_compare::async_scheduling(&words),
+            dummy_weights: vllm_compare::dummy_weights(&words),
             host: None,
         }]
     };
@@ -359,6 +361,8 @@ struct Case {
     computed_prompt_tokens: Option<u64>,
     /// Whether the server schedules one step ahead (its serve words).
     async_scheduling: bool,
+    /// Whether the server filled its weights at random (`--load-format dummy`).
+    dummy_weights: bool,
     /// The probe's /proc readings around the workload, when it took them.
     host: Option<HostShare>,
 }
@@ -473,6 +477,12 @@ impl Setup {
                     let cost = default_cost_model(&self.model, self.gpu, case.config.cost_layout())
                         .map_err(|e| format!("{e:#}"))?;
                     Ok(match &self.engine {
+                        // A server that loads trained weights, priced by a profile of dummy ones,
+                        // replays dearer decode steps (`EngineModel::serving`).
+                        Some(engine) if engine.profile().dummy_weights && !case.dummy_weights => {
+                            let trained = (**engine).clone().serving(false, &cost);
+                            cost.with_engine(Arc::new(trained))
+                        }
                         Some(engine) => cost.with_engine(engine.clone()),
                         None => cost,
                     })
@@ -566,6 +576,7 @@ fn cases_of(
                 result: result.clone(),
                 bench_seed,
                 async_scheduling: vllm_compare::async_scheduling(&words),
+                dummy_weights: vllm_compare::dummy_weights(&words),
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
                 host: r.host.clone(),

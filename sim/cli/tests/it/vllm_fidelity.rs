@@ -582,3 +582,69 @@ fn a_run_file_without_the_asked_bench_runs_is_refused() {
         "no calibration bench run to compare (12 records: 12 fixed-shape, 0 failed, 0 judged bench)",
     );
 }
+
+/// Every committed run served dummy weights, whose decode tokens route to few experts; a server
+/// that loads its weights is priced with the experts an even routing reads (docs/fidelity.md, "Why
+/// a replayed decode step is cheap here"), by `predict --real-engine` and by `compare` alike.
+#[test]
+fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_runs_measured() {
+    let server = |dummy: bool| {
+        format!(
+            "vllm serve /m {}--max-num-seqs 64 --compilation-config '{{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}}'",
+            if dummy { "--load-format dummy " } else { "" }
+        )
+    };
+    let predict = |dummy: bool| {
+        let line = server(dummy);
+        let args = [
+            "predict",
+            "--serve-args",
+            &line,
+            "--real-engine",
+            "--input-len",
+            "16",
+            "--output-len",
+            "256",
+            "--num-prompts",
+            "64",
+            "--json",
+        ];
+        let (v, stderr) = afd_sim_json(&args, &[]);
+        (v["median_tpot_ms"].as_f64().unwrap(), stderr)
+    };
+    let (dummy, quiet) = predict(true);
+    let (trained, note) = predict(false);
+    // 64 decodes replay a 4.5 ms graph on the dummy model; reading all 64 experts of 26 layers
+    // where it reads a few takes several ms more.
+    assert!((4.0..6.0).contains(&dummy), "{dummy}");
+    assert!(trained > dummy + 3.0, "{trained} against {dummy}");
+    assert!(note.contains("dummy weights"), "{note}");
+    assert!(!quiet.contains("dummy weights"), "{quiet}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("dec.json");
+    std::fs::write(
+        &result,
+        r#"{"completed": 64, "total_input_tokens": 1024, "total_output_tokens": 16384, "request_rate": "inf", "mean_tpot_ms": 5.0}"#,
+    )
+    .unwrap();
+    let compare = |dummy: bool| {
+        let line = server(dummy);
+        let args = [
+            "compare",
+            result.to_str().unwrap(),
+            "--serve-args",
+            &line,
+            "--json",
+        ];
+        let (v, _) = afd_sim_json(&args, &[]);
+        let metrics = v[0]["metrics"].as_array().unwrap().clone();
+        metrics
+            .iter()
+            .find(|m| m["metric"] == "mean_tpot_ms")
+            .and_then(|m| m["predicted"].as_f64())
+            .unwrap()
+    };
+    let (dummy, trained) = (compare(true), compare(false));
+    assert!(trained > dummy + 3.0, "{trained} against {dummy}");
+}

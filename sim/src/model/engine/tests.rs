@@ -51,6 +51,7 @@ pub(crate) fn profile_of(modes: Vec<EngineModeCosts>, frontend_ns: u64) -> VllmE
         stream_token_ns: 0,
         text_token_ns: 0.0,
         modes,
+        dummy_weights: false,
     }
 }
 
@@ -1501,4 +1502,93 @@ fn a_runs_mode_and_limits_follow_every_spelling_vllm_accepts() {
     let defaults = run(&["/m"], vec![]);
     assert_eq!(serve_limits(&defaults), Some((1024, 8192)));
     assert_eq!(max_capture(&defaults, 1024, 8192), 512);
+}
+
+/// The H200 cost model of a plain one-GPU server.
+fn h200_cost() -> crate::model::cost::CostModel {
+    let layout = crate::model::cost::CostLayout {
+        attention_tp: 1,
+        ffn_dp: 1,
+        ffn_tp: 1,
+        expert_parallel: false,
+    };
+    crate::model::profiles::default_cost_model(
+        &crate::model::arch::ModelArch::deepseek_v2_lite(),
+        crate::model::hardware::GpuKind::H200,
+        layout,
+    )
+    .expect("the built-in H200 profile")
+}
+
+#[test]
+fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_dummy_weights_measured() {
+    let graph = GraphMode::FullDecodeOnly {
+        capture_sizes: vec![1, 64, 256],
+    };
+    let cost = h200_cost();
+    let mut measured = profile();
+    measured.dummy_weights = true;
+    let dummy = EngineModel::new(measured.clone()).serving(true, &cost);
+    let trained = EngineModel::new(measured.clone()).serving(false, &cost);
+    assert!(!dummy.prices_trained_weights() && trained.prices_trained_weights());
+    let period = |e: &EngineModel, b: u32| e.period_ns(&graph, &shape(true, b, 0, b)).unwrap();
+    // The dummy deployment is the table; the trained one reads one token's experts at batch 1 too.
+    assert_eq!(period(&dummy, 64), 4_000_000);
+    assert_eq!(period(&trained, 1), 3_000_000);
+    // At 64 requests even routing reads all 64 experts of 26 layers where one token reads six.
+    let more = period(&trained, 64) - period(&dummy, 64);
+    assert!((3_000_000..7_000_000).contains(&more), "{more}");
+    // Never below what the dummy model measured.
+    assert!(period(&trained, 256) >= 12_000_000);
+    // Eager steps are the host's, and a step that prefills routes its prompt's spread tokens: as
+    // measured.
+    for (g, s) in [
+        (GraphMode::Eager, shape(false, 64, 0, 64)),
+        (graph.clone(), shape(false, 8, 256, 264)),
+    ] {
+        assert_eq!(trained.period_ns(&g, &s), dummy.period_ns(&g, &s));
+    }
+    // A profile of loaded weights prices loaded weights as measured.
+    let loaded = EngineModel::new(profile()).serving(false, &cost);
+    assert!(!loaded.prices_trained_weights());
+    assert_eq!(period(&loaded, 64), 4_000_000);
+}
+
+#[test]
+fn a_profile_says_whether_its_runs_served_dummy_weights_and_never_mixes_them() {
+    let records = || {
+        vec![
+            burst("fx-d1", 1, 128, 0.003, 0.0),
+            burst("fx-d64", 64, 128, 0.004, 0.0),
+            burst("fx-p2048", 1, 2048, 0.003, 0.0),
+            burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
+        ]
+    };
+    let words = |dummy: &[&'static str]| {
+        let mut w = vec![
+            "/m",
+            "--max-num-batched-tokens",
+            "8192",
+            "-cc.cudagraph_mode=FULL_DECODE_ONLY",
+        ];
+        w.extend_from_slice(dummy);
+        w
+    };
+    let dummy = run(&words(&["--load_format", "dummy"]), records());
+    let loaded = run(&words(&[]), records());
+    assert!(
+        derive(std::slice::from_ref(&dummy), &["d".into()])
+            .unwrap()
+            .dummy_weights
+    );
+    assert!(
+        !derive(std::slice::from_ref(&loaded), &["l".into()])
+            .unwrap()
+            .dummy_weights
+    );
+    let err = derive(&[dummy, loaded], &["d".into(), "l".into()]).unwrap_err();
+    assert!(
+        matches!(err, EngineProfileError::Mixed { .. }) && err.to_string().contains("weights"),
+        "{err}"
+    );
 }
