@@ -103,6 +103,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # the model gives 10.9: its prefill steps hold 2,048 tokens beside a hundred or more decodes, a
     # shape no fixed shape measured (replay-vllm's repeats, docs/fidelity.md).
     "cal22-graph-256-2048": (256, 2048),
+    # The dummy model's replayed decode steps read fewer experts than even routing picks
+    # (sim/scripts/decode_experts.py). Decode bursts greedy, at temperature 1, at vLLM's default and
+    # at temperature 1000, every request's generated text kept (sim/scripts/decode_tokens.py).
+    "cal23-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -111,11 +115,14 @@ def plan_document(warm, work):
 def seed(label, name):
     return zlib.crc32(f"{label}/{name}".encode())
 
-def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None, text=False, stream=True):
+def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None, text=False, stream=True,
+       temperature=None, keep_text=False):
     w = {"name": name, "kind": "fixed-shape", "input_len": input_len, "output_len": output_len,
          "num_prompts": num_prompts, "seed": seed(label, same_as or name), "timeout_s": timeout_s}
     if text: w["prompt_form"] = "text"
     if not stream: w["stream"] = False
+    if temperature is not None: w["temperature"] = temperature
+    if keep_text: w["keep_text"] = True
     return w
 
 def bench(label, name, input_len, output_len, num_prompts, timeout_s, rate=None, conc=None):
@@ -661,6 +668,28 @@ def cal22_plan(label):
     work.append(w)
     return plan_document(warm, work)
 
+def cal23_plan(label):
+    """FULL_DECODE_ONLY at 256/2048: decode bursts of 128-token prompts, 256 out, of 16 and 64
+    requests streamed (their gaps are the step) and of 128 and 240 unstreamed in pairs of 128 and 256
+    out (the difference of their end times is 128 steps), greedy (temperature 0), at temperature 1,
+    at vLLM's default (none sent, as every earlier fixed shape) and at temperature 1000, which spreads
+    the dummy model's near-equal logits over the vocabulary. Every request keeps its generated text:
+    the distinct tokens each decode step feeds the experts."""
+    temps = (("t0", 0), ("thot", 1000))
+    warm = [fx(label, "warm-p16", 16, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}-{tag}", 128, 8, b, temperature=t)
+             for b in (1, 16, 64, 128, 240) for tag, t in temps]
+    work = []
+    for b in (16, 64):
+        for tag, t in (("t0", 0), ("t1", 1), ("tdefault", None), ("thot", 1000)):
+            work.append(fx(label, f"fx-d{b}-{tag}-o256", 128, 256, b, 90, temperature=t, keep_text=True))
+    for b in (128, 240):
+        for tag, t in temps:
+            for out in (128, 256):
+                work.append(fx(label, f"fx-d{b}-{tag}-o{out}-ns", 128, out, b, 90, stream=False,
+                               temperature=t, keep_text=True))
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -671,7 +700,7 @@ def plan(label):
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
-               ("cal22-", cal22_plan)]
+               ("cal22-", cal22_plan), ("cal23-", cal23_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -395,6 +395,9 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
             "ignore_eos": true,
             "stream": stream,
         });
+        if let Some(t) = w.temperature {
+            body["temperature"] = serde_json::json!(t);
+        }
         if stream {
             body["stream_options"] = serde_json::json!({"include_usage": true});
         }
@@ -417,6 +420,7 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
     let timeout = Duration::from_secs_f64(w.timeout_s);
     let epoch = Instant::now();
     let addr = context.addr;
+    let keep_text = w.keep_text;
     let requests = std::thread::scope(|scope| {
         let handles: Vec<_> = sends
             .iter()
@@ -425,11 +429,15 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
                     if let Some(wait) = offset.checked_sub(epoch.elapsed()) {
                         std::thread::sleep(wait);
                     }
-                    if *stream {
+                    let mut record = if *stream {
                         one_streamed(addr, body, timeout, epoch)
                     } else {
                         one_whole(addr, body, timeout, epoch)
+                    };
+                    if !keep_text {
+                        record.text = None;
                     }
+                    record
                 })
             })
             .collect();
@@ -484,13 +492,14 @@ fn one_streamed(
         let Ok(value) = serde_json::from_str::<serde_json::Value>(data) else {
             return;
         };
-        let has_text = value["choices"]
+        let text = value["choices"]
             .as_array()
             .and_then(|c| c.first())
             .and_then(|c| c["text"].as_str())
-            .is_some_and(|t| !t.is_empty());
-        if has_text {
+            .filter(|t| !t.is_empty());
+        if let Some(text) = text {
             record.chunk_s.push(at.as_secs_f64());
+            record.text.get_or_insert_with(String::new).push_str(text);
         }
         usage_into(&mut record, &value);
     });
@@ -511,7 +520,10 @@ fn one_whole(addr: SocketAddr, body: &str, timeout: Duration, epoch: Instant) ->
         Ok(response) if response.status == 200 => {
             record.done_s = Some(epoch.elapsed().as_secs_f64());
             match serde_json::from_str::<serde_json::Value>(&response.body) {
-                Ok(value) => usage_into(&mut record, &value),
+                Ok(value) => {
+                    usage_into(&mut record, &value);
+                    record.text = value["choices"][0]["text"].as_str().map(str::to_owned);
+                }
                 Err(e) => record.error = Some(format!("the answer is not JSON: {e}")),
             }
         }

@@ -81,6 +81,16 @@ pub struct Workload {
     /// the standing requests' streams is that step's period (the engine model's non-uniform table).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<Injection>,
+    /// Fixed shapes: the sampling temperature every request asks for (0 is greedy). `None` sends
+    /// none, so vLLM's default applies (1.0 unless the model's generation config sets one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Fixed shapes: keep each request's generated text in its record
+    /// ([`FixedShapeRequest::text`]). With the dummy model's word-level tokenizer (token `i` is the
+    /// word `t<i>`) it is the generated token ids, which say how many distinct tokens a decode step
+    /// feeds the experts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_text: bool,
 }
 
 /// One request sent into a running fixed-shape burst.
@@ -254,6 +264,10 @@ pub struct FixedShapeRequest {
     pub done_s: Option<f64>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The generated text, when the workload asked to keep it (`keep_text`): the streamed chunks
+    /// joined, or the whole answer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// One engine step as `--enable-logging-iteration-details` logs it.
@@ -618,6 +632,18 @@ impl Workload {
         }
         if !self.inject.is_empty() && self.kind != WorkloadKind::FixedShape {
             return Err("inject is for fixed-shape workloads".into());
+        }
+        if (self.temperature.is_some() || self.keep_text) && self.kind != WorkloadKind::FixedShape {
+            return Err(
+                "temperature and keep_text are for fixed-shape workloads; vllm bench serve sets its \
+                 own sampling"
+                    .into(),
+            );
+        }
+        if let Some(t) = self.temperature
+            && !(t.is_finite() && (0.0..=1e6).contains(&t))
+        {
+            return Err(format!("temperature {t} must be in [0, 1e6]"));
         }
         for (k, i) in self.inject.iter().enumerate() {
             if !(i.at_s.is_finite() && i.at_s >= 0.0 && i.at_s < self.timeout_s) {

@@ -216,3 +216,44 @@ fn a_busy_process_shows_its_time_on_a_cpu_between_two_readings() {
     let gone = procstat::Reading::take(u32::MAX);
     assert!(gone.share_until(&gone.again()).is_none());
 }
+
+/// A server on 127.0.0.1 that reads one request and answers `response`, then closes.
+fn answer_once(response: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            // The whole request (its body is `{}`), so closing leaves nothing unread.
+            let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+            while !seen.ends_with(b"\r\n\r\n{}") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(response.as_bytes());
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_request_keeps_the_text_it_generated_whole_or_streamed() {
+    let timeout = Duration::from_secs(5);
+    let whole = answer_once(
+        "HTTP/1.1 200 OK\r\nContent-Length: 74\r\n\r\n{\"choices\":[{\"text\":\" t91516 t8 t91516\"}],\"usage\":{\"completion_tokens\":3}}",
+    );
+    let record = one_whole(whole, "{}", timeout, Instant::now());
+    assert_eq!(record.error, None);
+    assert_eq!(record.text.as_deref(), Some(" t91516 t8 t91516"));
+    assert_eq!(record.completion_tokens, Some(3));
+    let streamed = answer_once(
+        "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\ndata: {\"choices\":[{\"text\":\" t5\"}]}\n\ndata: {\"choices\":[{\"text\":\"\"}]}\n\ndata: {\"choices\":[{\"text\":\" t9\"}]}\n\ndata: [DONE]\n\n",
+    );
+    let record = one_streamed(streamed, "{}", timeout, Instant::now());
+    assert_eq!(record.error, None);
+    assert_eq!(record.text.as_deref(), Some(" t5 t9"));
+    assert_eq!(record.chunk_s.len(), 2);
+}

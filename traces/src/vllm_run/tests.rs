@@ -242,3 +242,39 @@ fn an_engine_profile_refuses_a_pure_prefill_ratio_that_is_not_positive() {
         assert!(err.to_string().contains(field), "{err}");
     }
 }
+
+#[test]
+fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
+    let with = |extra: &str| ONE.replace("\"timeout_s\":60", &format!("\"timeout_s\":60,{extra}"));
+    let plan =
+        VllmPlan::from_json(&plan_text(&with(r#""temperature":0,"keep_text":true"#))).unwrap();
+    assert_eq!(plan.workloads[0].temperature, Some(0.0));
+    assert!(plan.workloads[0].keep_text);
+    let written =
+        serde_json::to_string(&VllmPlan::from_json(&plan_text(ONE)).unwrap().workloads[0]).unwrap();
+    assert!(
+        !written.contains("temperature") && !written.contains("keep_text"),
+        "unset, they are left out: {written}"
+    );
+    for (extra, says) in [
+        (r#""temperature":-1"#, "temperature -1 must be in [0, 1e6]"),
+        (
+            r#""temperature":2e6"#,
+            "temperature 2000000 must be in [0, 1e6]",
+        ),
+        (r#""temperature":"hot""#, "temperature"),
+    ] {
+        let err = VllmPlan::from_json(&plan_text(&with(extra)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+    let bench = with(r#""keep_text":true"#).replace("fixed-shape", "bench-serve");
+    let err = VllmPlan::from_json(&plan_text(&bench))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("temperature and keep_text are for fixed-shape"),
+        "{err}"
+    );
+}

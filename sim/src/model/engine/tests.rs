@@ -201,6 +201,8 @@ fn burst(name: &str, n: u32, input: u32, gap_s: f64, ttft_step_s: f64) -> Worklo
             stream: true,
             calibration: false,
             inject: vec![],
+            temperature: None,
+            keep_text: false,
         },
         failure: None,
         wall_s: 1.0,

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""How many distinct tokens a fixed-shape burst's decode steps feed the experts, from the generated
+text `afd-probe vllm` keeps for a workload with `keep_text` (the dummy model's word-level tokenizer
+writes token i as the word `t<i>`), beside the step period the same burst measured.
+
+The dummy-weight model's decode steps read few experts (docs/fidelity.md, "Why a replayed decode
+step is cheap here"); if that is because its requests generate few distinct tokens, a burst sampled
+at a high temperature (random tokens) steps as a trained model's would.
+
+Per workload with text it prints: the requests, the temperature asked for, the median over output
+positions of the distinct tokens the burst's requests generated at that position (all requests
+start together, so position k is one decode step), the share of requests that settle into a
+two-token cycle (from their fifth token on, every token equals the one two before), and the decode
+period: the median of the streamed requests' median gaps, or for a pair of unstreamed workloads of
+one batch and temperature (`-o128-ns`, `-o256-ns`), the difference of their median end times over
+the difference of their lengths.
+
+usage: decode_tokens.py RUN.json[.gz] [--json]
+Exit 2 on a missing or malformed file, or a run with no kept text.
+"""
+import argparse, gzip, json, re, statistics, sys
+
+
+def fail(message):
+    print(f"decode_tokens.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            run = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        fail(f"{path}: {e}")
+    if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
+        fail(f"{path}: not an afd-vllm-run file")
+    return run
+
+
+def tokens(text):
+    """The ids of `t<i>` words; None if a word is anything else."""
+    words = text.split()
+    ids = [re.fullmatch(r"t(\d+)", w) for w in words]
+    return None if any(m is None for m in ids) else [int(m.group(1)) for m in ids]
+
+
+def two_cycle(seq):
+    return len(seq) >= 6 and all(seq[k] == seq[k - 2] for k in range(4, len(seq)))
+
+
+def summarise(record):
+    w, fixed = record["workload"], record.get("fixed") or {}
+    burst = fixed.get("requests", [])[: w["num_prompts"]]
+    seqs = [tokens(r["text"]) for r in burst if r.get("text") and not r.get("error")]
+    seqs = [s for s in seqs if s]
+    if not seqs:
+        return None
+    length = min(len(s) for s in seqs)
+    distinct = [len({s[k] for s in seqs}) for k in range(length)]
+    gaps = []
+    for r in burst:
+        c = r.get("chunk_s") or []
+        if len(c) > 2:
+            gaps.append(statistics.median(b - a for a, b in zip(c[1:], c[2:])))
+    done = [r["done_s"] for r in burst if r.get("done_s") is not None and not r.get("error")]
+    return {
+        "workload": w["name"], "requests": len(seqs), "temperature": w.get("temperature"),
+        "stream": w.get("stream", True), "output_len": w["output_len"],
+        "distinct_median": statistics.median(distinct), "distinct_max": max(distinct),
+        "two_cycle_share": sum(map(two_cycle, seqs)) / len(seqs),
+        "streamed_gap_ms": statistics.median(gaps) * 1e3 if gaps else None,
+        "done_median_s": statistics.median(done) if done else None,
+    }
+
+
+def pair_periods(rows):
+    """Unstreamed pairs of one batch and temperature: the period from their end times."""
+    by = {}
+    for r in rows:
+        if not r["stream"] and r["done_median_s"] is not None:
+            by.setdefault((r["requests"], r["temperature"]), []).append(r)
+    for pair in by.values():
+        if len(pair) == 2 and pair[0]["output_len"] != pair[1]["output_len"]:
+            short, long_ = sorted(pair, key=lambda r: r["output_len"])
+            period = (long_["done_median_s"] - short["done_median_s"]) / (
+                long_["output_len"] - short["output_len"])
+            for r in pair:
+                r["pair_period_ms"] = period * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    run = load(args.run)
+    rows = [s for s in map(summarise, run.get("records", [])) if s]
+    if not rows:
+        fail(f"{args.run}: no fixed-shape workload kept its text (a plan's keep_text)")
+    pair_periods(rows)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+        return
+    print("workload                     reqs  temp   distinct/step (median, max)  2-cycles  period")
+    for r in rows:
+        period = r.get("pair_period_ms") or r["streamed_gap_ms"]
+        temp = "default" if r["temperature"] is None else f"{r['temperature']:g}"
+        print(f"{r['workload']:<28} {r['requests']:>4} {temp:>7} {r['distinct_median']:>12g} "
+              f"{r['distinct_max']:>6}        {100 * r['two_cycle_share']:>5.0f} %  "
+              + (f"{period:.2f} ms" if period is not None else "-"))
+
+
+if __name__ == "__main__":
+    main()
