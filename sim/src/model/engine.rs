@@ -1671,7 +1671,9 @@ impl EngineModel {
     /// random (`--load-format dummy`). Where the profile measured dummy weights and the deployment
     /// loads trained ones, a replayed decode step costs at least the table's smallest batch plus
     /// what `cost`'s parts of the step grow by under even routing (`trained.rs`): the dummy
-    /// model's decode tokens route to few experts, a trained model's to nearly all of them.
+    /// model's decode tokens route to few experts, a trained model's to nearly all of them. A
+    /// profile of loaded weights prices every server as measured: how few experts a dummy model's
+    /// tokens reach is not in it.
     pub fn serving(mut self, dummy: bool, cost: &crate::model::cost::CostModel) -> EngineModel {
         self.trained_growth = if self.profile.dummy_weights && !dummy {
             trained::decode_growth(cost)
