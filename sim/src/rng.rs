@@ -25,6 +25,10 @@ pub enum RngStream {
     RoutingPools = 4,
     /// Picking a routing from a pool for each (step, layer, stage).
     RoutingPicks = 5,
+    /// The experts a trained model's decode batch activates under a skewed popularity (the engine
+    /// model's trained-weights term, `model/engine/trained.rs`; drawn from a fixed seed, as a
+    /// property of the model, not of a run).
+    TrainedRouting = 6,
 }
 
 /// The random generator every consumer uses.

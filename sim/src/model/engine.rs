@@ -1674,9 +1674,15 @@ impl EngineModel {
     /// model's decode tokens route to few experts, a trained model's to nearly all of them. A
     /// profile of loaded weights prices every server as measured: how few experts a dummy model's
     /// tokens reach is not in it.
-    pub fn serving(mut self, dummy: bool, cost: &crate::model::cost::CostModel) -> EngineModel {
+    /// `popularity` is how the trained model's tokens pick experts (`--routing`; even by default).
+    pub fn serving(
+        mut self,
+        dummy: bool,
+        cost: &crate::model::cost::CostModel,
+        popularity: crate::model::workload::ExpertPopularity,
+    ) -> EngineModel {
         self.trained_growth = if self.profile.dummy_weights && !dummy {
-            trained::decode_growth(cost)
+            trained::decode_growth(cost, popularity)
         } else {
             Vec::new()
         };

@@ -334,6 +334,7 @@ impl Inputs {
                 config: &config,
                 placement,
                 dummy_weights,
+                popularity,
             };
             cost = with_real_engine(cost, server, &model, &workload, &mut options)?;
         }
@@ -384,6 +385,7 @@ fn with_real_engine(
         config,
         placement,
         dummy_weights,
+        popularity,
     } = server;
     let Some(text) = afd_traces::vllm_run::builtin_engine_profile(config.gpu.as_str()) else {
         return Ok(cost);
@@ -425,7 +427,7 @@ fn with_real_engine(
         "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
         profile.vllm_version, profile.gpu
     );
-    let engine = engine.serving(dummy_weights, &cost);
+    let engine = engine.serving(dummy_weights, &cost, popularity);
     if engine.prices_trained_weights() {
         eprintln!(
             "note: the profile's replayed decode steps served dummy weights, which route to few \
@@ -480,13 +482,15 @@ fn serving_config(
     Ok(Ok((config, placement, dummy_weights)))
 }
 
-/// The deployment `--real-engine` prices: its numbers, where its servers run, and whether it fills
-/// its weights at random (`--load-format dummy`).
+/// The deployment `--real-engine` prices: its numbers, where its servers run, whether it fills its
+/// weights at random (`--load-format dummy`) and how its tokens pick experts.
 #[derive(Clone, Copy)]
 struct Server<'a> {
     config: &'a ServingConfig,
     placement: Placement,
     dummy_weights: bool,
+    /// How a trained model's tokens pick experts (`--routing`).
+    popularity: afd_sim::model::workload::ExpertPopularity,
 }
 
 /// Where the servers run, as far as the A↔F link goes.

@@ -480,7 +480,11 @@ impl Setup {
                         // A server that loads trained weights, priced by a profile of dummy ones,
                         // replays dearer decode steps (`EngineModel::serving`).
                         Some(engine) if engine.profile().dummy_weights && !case.dummy_weights => {
-                            let trained = (**engine).clone().serving(false, &cost);
+                            let trained = (**engine).clone().serving(
+                                false,
+                                &cost,
+                                afd_sim::model::workload::ExpertPopularity::Uniform,
+                            );
                             cost.with_engine(Arc::new(trained))
                         }
                         Some(engine) => cost.with_engine(engine.clone()),

@@ -1528,10 +1528,11 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_dummy_weight
         capture_sizes: vec![1, 64, 256],
     };
     let cost = h200_cost();
+    let even = crate::model::workload::ExpertPopularity::Uniform;
     let mut measured = profile();
     measured.dummy_weights = true;
-    let dummy = EngineModel::new(measured.clone()).serving(true, &cost);
-    let trained = EngineModel::new(measured.clone()).serving(false, &cost);
+    let dummy = EngineModel::new(measured.clone()).serving(true, &cost, even);
+    let trained = EngineModel::new(measured.clone()).serving(false, &cost, even);
     assert!(!dummy.prices_trained_weights() && trained.prices_trained_weights());
     let period = |e: &EngineModel, b: u32| e.period_ns(&graph, &shape(true, b, 0, b)).unwrap();
     // The dummy deployment is the table; the trained one reads one token's experts at batch 1 too.
@@ -1542,6 +1543,12 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_dummy_weight
     assert!((3_000_000..7_000_000).contains(&more), "{more}");
     // Never below what the dummy model measured.
     assert!(period(&trained, 256) >= 12_000_000);
+    // A skewed popularity (`--routing power-law:1.2`) activates fewer experts: dearer than the
+    // dummy model, cheaper than even routing.
+    let skewed = crate::model::workload::ExpertPopularity::PowerLaw { exponent: 1.2 };
+    let skewed = EngineModel::new(measured.clone()).serving(false, &cost, skewed);
+    let at_16 = |e: &EngineModel| period(e, 16);
+    assert!(at_16(&dummy) < at_16(&skewed) && at_16(&skewed) < at_16(&trained));
     // Eager steps are the host's, and a step that prefills routes its prompt's spread tokens: as
     // measured.
     for (g, s) in [
@@ -1551,7 +1558,7 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_dummy_weight
         assert_eq!(trained.period_ns(&g, &s), dummy.period_ns(&g, &s));
     }
     // A profile of loaded weights prices loaded weights as measured.
-    let loaded = EngineModel::new(profile()).serving(false, &cost);
+    let loaded = EngineModel::new(profile()).serving(false, &cost, even);
     assert!(!loaded.prices_trained_weights());
     assert_eq!(period(&loaded, 64), 4_000_000);
 }
