@@ -56,7 +56,10 @@ request (cached bursts), what text prompts add per token (cached text against ca
 bursts) and its serial cost per streamed token (graph calibration bench runs whose mean time per
 output token is well above the engine's). Each file is one server (a file name two files share
 gives way to their paths). Bench runs that are not marked calibration are what the model is judged
-by and are never read here.")]
+by and are never read here. The profile records whether its runs served --load-format dummy (whose
+decode tokens reach few experts; compare and predict --real-engine then price a server that loads
+its weights with a trained router's experts); runs of dummy and loaded weights are not mixed in one
+profile.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json[.gz]", required = true)]
