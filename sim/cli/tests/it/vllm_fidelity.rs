@@ -648,3 +648,37 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
     let (dummy, trained) = (compare(true), compare(false));
     assert!(trained > dummy + 3.0, "{trained} against {dummy}");
 }
+
+/// A run file of one eager server, with or without `--load-format dummy`, and no records.
+fn bare_run(dir: &tempfile::TempDir, dummy: bool) -> String {
+    let words = if dummy {
+        r#""/m", "--load-format", "dummy", "--enforce-eager""#
+    } else {
+        r#""/m", "--enforce-eager""#
+    };
+    let text = format!(
+        r#"{{"format": "afd-vllm-run", "schema_version": 1, "label": "x", "provenance": {{"tool": "t",
+        "command": "c", "date_utc": "2026-12-05T00:00:00Z", "hostname": "h", "vllm_version": "0.26.0",
+        "torch_version": "2", "torch_cuda": "13", "gpus": ["NVIDIA H200, 580, 143771 MiB"],
+        "driver_version": "580", "cpu_model": "x", "cpu_cores": 16, "python": "3"}},
+        "serve_args": [{words}], "server_env": {{}}, "backends": {{}}, "startup_s": 1, "records": []}}"#
+    );
+    let path = dir
+        .path()
+        .join(format!("{}.json", if dummy { "dummy" } else { "loaded" }));
+    std::fs::write(&path, text).expect("the temporary folder takes a file");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn engine_profile_refuses_to_mix_dummy_and_loaded_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dummy, loaded) = (bare_run(&dir, true), bare_run(&dir, false));
+    let out_file = dir.path().join("engine.json");
+    let out = out_file.to_str().unwrap();
+    refused(
+        &["engine-profile", &dummy, &loaded, "--out", out],
+        "--load-format dummy against loaded ones",
+    );
+    assert!(!out_file.exists(), "no partial profile");
+}
