@@ -1507,7 +1507,7 @@ fn a_runs_mode_and_limits_follow_every_spelling_vllm_accepts() {
 }
 
 /// The H200 cost model of a plain one-GPU server.
-fn h200_cost() -> crate::model::cost::CostModel {
+pub(crate) fn h200_cost() -> crate::model::cost::CostModel {
     let layout = crate::model::cost::CostLayout {
         attention_tp: 1,
         ffn_dp: 1,

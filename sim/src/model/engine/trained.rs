@@ -114,10 +114,6 @@ fn drawn_active(popularity: ExpertPopularity, experts: u32, top_k: u32, batch: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::arch::ModelArch;
-    use crate::model::cost::CostLayout;
-    use crate::model::hardware::GpuKind;
-    use crate::model::profiles::default_cost_model;
 
     #[test]
     fn even_routing_leaves_almost_no_expert_idle_from_a_dozen_tokens() {
@@ -152,14 +148,7 @@ mod tests {
     /// figures from the same tables).
     #[test]
     fn a_trained_step_grows_by_the_experts_an_even_routing_reads() {
-        let model = ModelArch::deepseek_v2_lite();
-        let layout = CostLayout {
-            attention_tp: 1,
-            ffn_dp: 1,
-            ffn_tp: 1,
-            expert_parallel: false,
-        };
-        let cost = default_cost_model(&model, GpuKind::H200, layout).expect("the built-in profile");
+        let cost = super::super::tests::h200_cost();
         let growth = decode_growth(&cost, ExpertPopularity::Uniform);
         assert_eq!(growth[0], (1, 0));
         assert!(growth.windows(2).all(|w| w[0].1 <= w[1].1), "{growth:?}");
