@@ -267,6 +267,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         }]
     };
     let rows = setup.compare_all(&cases)?;
+    setup.note_trained_weights(&cases);
     if args.common.json {
         emit(&json_text(&Value::Array(
             rows.iter().map(CaseRows::to_json).collect(),
@@ -308,6 +309,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let rows = setup.compare_all(&cases)?;
+    setup.note_trained_weights(&cases);
     let verdict = Verdict::of(&rows);
     if args.common.json {
         let (real_median, real_worst) = median_and_worst(&Repeat::all_errors(&verdict.repeats));
@@ -456,6 +458,23 @@ impl Setup {
             seed: Seed(common.seed),
             draws: common.draws,
         })
+    }
+
+    /// Says on stderr when a server that loads its weights was priced by a profile of dummy ones
+    /// (its replayed decode steps with a trained router's experts, `EngineModel::serving`).
+    fn note_trained_weights(&self, cases: &[Case]) {
+        let dummy_profile = self
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.profile().dummy_weights);
+        if dummy_profile && cases.iter().any(|c| !c.dummy_weights) {
+            eprintln!(
+                "note: the engine profile's decode steps served --load-format dummy, whose tokens reach \
+                 few experts; this server loads its weights, so its replayed decode steps are priced \
+                 with the experts even routing reads (docs/fidelity.md, \"Why a replayed decode step is \
+                 cheap here\")"
+            );
+        }
     }
 
     fn compare_all(&self, cases: &[Case]) -> anyhow::Result<Vec<CaseRows>> {

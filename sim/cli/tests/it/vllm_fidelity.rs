@@ -637,7 +637,8 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
             &line,
             "--json",
         ];
-        let (v, _) = afd_sim_json(&args, &[]);
+        let (v, stderr) = afd_sim_json(&args, &[]);
+        assert_eq!(stderr.contains("loads its weights"), !dummy, "{stderr}");
         let metrics = v[0]["metrics"].as_array().unwrap().clone();
         metrics
             .iter()
