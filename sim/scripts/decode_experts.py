@@ -143,7 +143,8 @@ def main():
             room_us = ns / 1e3 - fixed_us - rest_us(b)
             active = routed.active_for(room_us / moe_layers, picks)
             share = 1 - active / experts
-            tokens = math.log(share) / math.log(1 - top_k / experts) if share > 0 else float("inf")
+            # None where the period leaves room for every expert (more than any token count explains).
+            tokens = math.log(share) / math.log(1 - top_k / experts) if share > 0 else None
             even_ms = max(ns / 1e3, fixed_us + rest_us(b) + uniform_us) / 1e3
             out.append({"mode": mode["mode"], "batch": b, "period_ms": ns / 1e6,
                         "uniform_active": uniform, "uniform_routed_ms": uniform_us / 1e3,
@@ -155,12 +156,13 @@ def main():
         json.dump(out, sys.stdout, indent=1)
         print()
         return
+    fmt = lambda v: "all" if v is None else f"{v:.1f}"
     print("mode                batch  period  uniform: active  routed  HBM floor   implied: active  tokens"
           "  even-routing step")
     for r in out:
         print(f"{r['mode']:<18} {r['batch']:>6} {r['period_ms']:>6.2f} ms {r['uniform_active']:>15.1f}"
               f" {r['uniform_routed_ms']:>5.2f} ms {r['uniform_hbm_floor_ms']:>6.2f} ms"
-              f" {r['implied_active']:>16.1f} {r['implied_distinct_tokens']:>7.1f}"
+              f" {r['implied_active']:>16.1f} {fmt(r['implied_distinct_tokens']):>7}"
               f" {r['even_routing_step_ms']:>15.2f} ms")
 
 
