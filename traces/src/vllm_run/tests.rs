@@ -6,6 +6,13 @@ fn plan_text(workloads: &str) -> String {
     format!(r#"{{"format":"afd-vllm-plan","schema_version":1,"workloads":[{workloads}]}}"#)
 }
 
+/// Why a plan of `workloads` is refused.
+fn plan_refusal(workloads: &str) -> String {
+    VllmPlan::from_json(&plan_text(workloads))
+        .unwrap_err()
+        .to_string()
+}
+
 const ONE: &str = r#"{"name":"b8","kind":"fixed-shape","input_len":128,"output_len":64,"num_prompts":8,"timeout_s":60}"#;
 
 #[test]
@@ -217,16 +224,12 @@ fn injected_requests_are_for_fixed_shapes_within_the_timeout() {
         ),
         (r#"{"at_s":1,"input_len":8}"#, "output_len"),
     ] {
-        let err = VllmPlan::from_json(&plan_text(&inject(list)))
-            .unwrap_err()
-            .to_string();
+        let err = plan_refusal(&inject(list));
         assert!(err.contains(says), "{list}: {err}");
     }
     let bench =
         inject(r#"{"at_s":1,"input_len":8,"output_len":4}"#).replace("fixed-shape", "bench-serve");
-    let err = VllmPlan::from_json(&plan_text(&bench))
-        .unwrap_err()
-        .to_string();
+    let err = plan_refusal(&bench);
     assert!(err.contains("inject is for fixed-shape"), "{err}");
 }
 
@@ -264,15 +267,11 @@ fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
         ),
         (r#""temperature":"hot""#, "temperature"),
     ] {
-        let err = VllmPlan::from_json(&plan_text(&with(extra)))
-            .unwrap_err()
-            .to_string();
+        let err = plan_refusal(&with(extra));
         assert!(err.contains(says), "{extra}: {err}");
     }
     let bench = with(r#""keep_text":true"#).replace("fixed-shape", "bench-serve");
-    let err = VllmPlan::from_json(&plan_text(&bench))
-        .unwrap_err()
-        .to_string();
+    let err = plan_refusal(&bench);
     assert!(
         err.contains("temperature and keep_text are for fixed-shape"),
         "{err}"
