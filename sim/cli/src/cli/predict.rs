@@ -299,6 +299,13 @@ impl Inputs {
             Ok(found) => found,
             Err(findings) => return Ok(Err(findings)),
         };
+        if dummy_weights && (placement != Placement::Plain || !args.real_engine) {
+            eprintln!(
+                "note: the deployment fills its weights at random (--load-format dummy); such a model's \
+                 decode tokens reach few experts, so its decode steps run faster than the kernel model's \
+                 even routing prices them (docs/fidelity.md, \"Why a replayed decode step is cheap here\")"
+            );
+        }
         config.validate().context("invalid deployment")?;
         let popularity = parse_routing(&args.hardware.routing)?;
         let mut cost = cost_model(

@@ -614,6 +614,19 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
     };
     let (dummy, quiet) = predict(true);
     let (trained, note) = predict(false);
+    // The kernel model prices a dummy-weight server by even routing, and says it is dearer so.
+    let line = server(true);
+    let kernels = [
+        "predict",
+        "--serve-args",
+        &line,
+        "--num-prompts",
+        "4",
+        "--json",
+    ];
+    let (_, said) = afd_sim_json(&kernels, &[]);
+    assert!(said.contains("reach few experts"), "{said}");
+    assert!(!quiet.contains("reach few experts"), "{quiet}");
     // 64 decodes replay a 4.5 ms graph on the dummy model; reading all 64 experts of 26 layers
     // where it reads a few takes several ms more.
     assert!((4.0..6.0).contains(&dummy), "{dummy}");
