@@ -484,7 +484,11 @@ fn serving_config(
     };
     let dummy_weights = match &launch {
         Launch::Plain(plain) => plain.server.dummy_weights(),
-        Launch::Afd(deployment) => deployment.attention.dummy_weights(),
+        // The FFN role holds the router and the experts, the Attention role samples the tokens: a
+        // pair with either role's weights at random does not route as a trained model does.
+        Launch::Afd(deployment) => {
+            deployment.attention.dummy_weights() || deployment.ffn.dummy_weights()
+        }
     };
     Ok(Ok((config, placement, dummy_weights)))
 }

@@ -627,6 +627,42 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
     let (_, said) = afd_sim_json(&kernels, &[]);
     assert!(said.contains("reach few experts"), "{said}");
     assert!(!quiet.contains("reach few experts"), "{quiet}");
+    // An AFD pair whose FFN role (router and experts) fills its weights at random, likewise.
+    let seed = PathBuf::from(crate::support::SIM_DIR)
+        .join("tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh");
+    let text = std::fs::read_to_string(&seed).expect("the seed recipe");
+    let ffn_at = text
+        .rfind("vllm serve \"$MODEL_PATH\"")
+        .expect("an FFN command");
+    let (head, tail) = text.split_at(ffn_at);
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("dummy-ffn.sh");
+    std::fs::write(
+        &recipe,
+        format!(
+            "{head}{}",
+            tail.replacen("\"$MODEL_PATH\"", "\"$MODEL_PATH\" --load-format dummy", 1)
+        ),
+    )
+    .unwrap();
+    let pair = [
+        "predict",
+        recipe.to_str().unwrap(),
+        "--num-prompts",
+        "4",
+        "--json",
+    ];
+    let (_, said) = afd_sim_json(&pair, &[]);
+    assert!(said.contains("reach few experts"), "{said}");
+    let seed_pair = [
+        "predict",
+        seed.to_str().unwrap(),
+        "--num-prompts",
+        "4",
+        "--json",
+    ];
+    let (_, quiet) = afd_sim_json(&seed_pair, &[]);
+    assert!(!quiet.contains("reach few experts"), "{quiet}");
     // 64 decodes replay a 4.5 ms graph on the dummy model; reading all 64 experts of 26 layers
     // where it reads a few takes several ms more.
     assert!((4.0..6.0).contains(&dummy), "{dummy}");
