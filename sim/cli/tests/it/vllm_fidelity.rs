@@ -645,24 +645,14 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
         ),
     )
     .unwrap();
-    let pair = [
-        "predict",
-        recipe.to_str().unwrap(),
-        "--num-prompts",
-        "4",
-        "--json",
-    ];
-    let (_, said) = afd_sim_json(&pair, &[]);
+    let notes_of = |recipe: &std::path::Path| {
+        let args = ["predict", recipe.to_str().unwrap(), "--num-prompts", "4"];
+        afd_sim_json(&args, &["--json"]).1
+    };
+    let said = notes_of(&recipe);
     assert!(said.contains("reach few experts"), "{said}");
-    let seed_pair = [
-        "predict",
-        seed.to_str().unwrap(),
-        "--num-prompts",
-        "4",
-        "--json",
-    ];
-    let (_, quiet) = afd_sim_json(&seed_pair, &[]);
-    assert!(!quiet.contains("reach few experts"), "{quiet}");
+    let seed_notes = notes_of(&seed);
+    assert!(!seed_notes.contains("reach few experts"), "{seed_notes}");
     // 64 decodes replay a 4.5 ms graph on the dummy model; reading all 64 experts of 26 layers
     // where it reads a few takes several ms more.
     assert!((4.0..6.0).contains(&dummy), "{dummy}");
