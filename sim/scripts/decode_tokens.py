@@ -15,7 +15,12 @@ period: the median of the streamed requests' median gaps, or for a pair of unstr
 one batch and temperature (`-o128-ns`, `-o256-ns`), the difference of their median end times over
 the difference of their lengths.
 
-usage: decode_tokens.py RUN.json[.gz] [--json]
+With --blind FILE (`traces/data/vllm/blind/*-decode-steps.predicted.json`) each workload's period is
+set beside the prediction made before it ran: the dummy model's step for greedy, temperature-1 and
+default bursts, the loaded-weights step for temperature-1000 ones (if their tokens route as a trained
+model's), and the error.
+
+usage: decode_tokens.py RUN.json[.gz] [--blind FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no kept text.
 """
 import argparse, gzip, json, re, statistics, sys
@@ -89,9 +94,30 @@ def pair_periods(rows):
                 r["pair_period_ms"] = period * 1e3
 
 
+HOT = 100.0  # temperatures from here on spread near-equal logits over the vocabulary
+
+
+def add_predictions(rows, path):
+    """Each row's predicted period from a blind decode-steps file, and the error."""
+    try:
+        with open(path) as f:
+            steps = {int(s["batch"]): s for s in json.load(f)["steps"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{path}: not a decode-steps prediction ({e})")
+    for r in rows:
+        step = steps.get(r["requests"])
+        period = r.get("pair_period_ms") or r["streamed_gap_ms"]
+        if step is None or period is None:
+            continue
+        hot = r["temperature"] is not None and r["temperature"] >= HOT
+        predicted = step["loaded_ms" if hot else "dummy_ms"]
+        r["predicted_ms"], r["error"] = predicted, predicted / period - 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run")
+    ap.add_argument("--blind", metavar="FILE")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     run = load(args.run)
@@ -99,6 +125,8 @@ def main():
     if not rows:
         fail(f"{args.run}: no fixed-shape workload kept its text (a plan's keep_text)")
     pair_periods(rows)
+    if args.blind:
+        add_predictions(rows, args.blind)
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
@@ -107,9 +135,11 @@ def main():
     for r in rows:
         period = r.get("pair_period_ms") or r["streamed_gap_ms"]
         temp = "default" if r["temperature"] is None else f"{r['temperature']:g}"
+        blind = (f"  predicted {r['predicted_ms']:.2f} ms ({100 * r['error']:+.1f} %)"
+                 if "predicted_ms" in r else "")
         print(f"{r['workload']:<28} {r['requests']:>4} {temp:>7} {r['distinct_median']:>12g} "
               f"{r['distinct_max']:>6}        {100 * r['two_cycle_share']:>5.0f} %  "
-              + (f"{period:.2f} ms" if period is not None else "-"))
+              + (f"{period:.2f} ms" if period is not None else "-") + blind)
 
 
 if __name__ == "__main__":
