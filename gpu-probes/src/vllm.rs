@@ -429,15 +429,11 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
                     if let Some(wait) = offset.checked_sub(epoch.elapsed()) {
                         std::thread::sleep(wait);
                     }
-                    let mut record = if *stream {
-                        one_streamed(addr, body, timeout, epoch)
+                    if *stream {
+                        one_streamed(addr, body, timeout, epoch, keep_text)
                     } else {
-                        one_whole(addr, body, timeout, epoch)
-                    };
-                    if !keep_text {
-                        record.text = None;
+                        one_whole(addr, body, timeout, epoch, keep_text)
                     }
-                    record
                 })
             })
             .collect();
@@ -475,11 +471,13 @@ fn usage_into(record: &mut FixedShapeRequest, value: &serde_json::Value) {
     }
 }
 
+/// One streamed request: every chunk's time, and with `keep_text` the text it carried.
 fn one_streamed(
     addr: SocketAddr,
     body: &str,
     timeout: Duration,
     epoch: Instant,
+    keep_text: bool,
 ) -> FixedShapeRequest {
     let mut record = FixedShapeRequest {
         sent_s: epoch.elapsed().as_secs_f64(),
@@ -499,7 +497,9 @@ fn one_streamed(
             .filter(|t| !t.is_empty());
         if let Some(text) = text {
             record.chunk_s.push(at.as_secs_f64());
-            record.text.get_or_insert_with(String::new).push_str(text);
+            if keep_text {
+                record.text.get_or_insert_with(String::new).push_str(text);
+            }
         }
         usage_into(&mut record, &value);
     });
@@ -510,8 +510,15 @@ fn one_streamed(
     record
 }
 
-/// One non-streamed request: its only time is when the whole answer arrived.
-fn one_whole(addr: SocketAddr, body: &str, timeout: Duration, epoch: Instant) -> FixedShapeRequest {
+/// One non-streamed request: its only time is when the whole answer arrived; with `keep_text`, its
+/// text.
+fn one_whole(
+    addr: SocketAddr,
+    body: &str,
+    timeout: Duration,
+    epoch: Instant,
+    keep_text: bool,
+) -> FixedShapeRequest {
     let mut record = FixedShapeRequest {
         sent_s: epoch.elapsed().as_secs_f64(),
         ..Default::default()
@@ -522,7 +529,9 @@ fn one_whole(addr: SocketAddr, body: &str, timeout: Duration, epoch: Instant) ->
             match serde_json::from_str::<serde_json::Value>(&response.body) {
                 Ok(value) => {
                     usage_into(&mut record, &value);
-                    record.text = value["choices"][0]["text"].as_str().map(str::to_owned);
+                    if keep_text {
+                        record.text = value["choices"][0]["text"].as_str().map(str::to_owned);
+                    }
                 }
                 Err(e) => record.error = Some(format!("the answer is not JSON: {e}")),
             }
