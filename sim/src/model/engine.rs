@@ -1744,10 +1744,9 @@ impl EngineModel {
     /// deployment's mode. Every engine of the step is priced and the slowest counts.
     pub fn step_cost(&self, graph: &GraphMode, shape: &StepShape) -> Option<EngineStepCost> {
         let costs = self.mode(graph)?;
-        let trained = Some(self.trained_growth.as_slice()).filter(|g| !g.is_empty());
         let mut cost = EngineStepCost::default();
         for e in 0..shape.tokens.len() {
-            let (period, host) = engine_cost(costs, trained, graph, shape, e);
+            let (period, host) = engine_cost(costs, &self.trained_growth, graph, shape, e);
             cost.period_ns = cost.period_ns.max(period);
             cost.host_ns = cost.host_ns.max(host);
         }
@@ -1756,11 +1755,11 @@ impl EngineModel {
     }
 }
 
-/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds; with
-/// `trained`, a replayed decode step is a trained model's (`trained.rs`).
+/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds; with a
+/// `trained` growth (empty: none), a replayed decode step is a trained model's (`trained.rs`).
 fn engine_cost(
     costs: &EngineModeCosts,
-    trained: Option<&[(u32, u64)]>,
+    trained: &[(u32, u64)],
     graph: &GraphMode,
     shape: &StepShape,
     e: usize,
@@ -1849,13 +1848,13 @@ fn engine_cost(
     }
 }
 
-/// A replayed uniform decode step of `batch` requests: the measured period, or with `trained` at
-/// least the table's smallest batch plus what a trained model's step grows by from there.
-fn trained_decode(costs: &EngineModeCosts, trained: Option<&[(u32, u64)]>, batch: u32) -> u64 {
+/// A replayed uniform decode step of `batch` requests: the measured period, or with a `trained`
+/// growth at least the table's smallest batch plus what a trained model's step grows by from there.
+fn trained_decode(costs: &EngineModeCosts, trained: &[(u32, u64)], batch: u32) -> u64 {
     let measured = interpolate(&costs.decode_period_ns, batch);
-    match (trained, costs.decode_period_ns.first()) {
-        (Some(growth), Some(&(smallest, period))) if !growth.is_empty() => {
-            let grown = interpolate(growth, batch).saturating_sub(interpolate(growth, smallest));
+    match costs.decode_period_ns.first() {
+        Some(&(smallest, period)) if !trained.is_empty() => {
+            let grown = interpolate(trained, batch).saturating_sub(interpolate(trained, smallest));
             measured.max(period + grown)
         }
         _ => measured,
