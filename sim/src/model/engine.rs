@@ -308,37 +308,38 @@ fn split_frontend_s(
     }
 }
 
-/// Every run measured one GPU kind, one model and one vLLM version (a profile prices one engine).
+/// Every run measured one GPU kind, one model, dummy or loaded weights alike, and one vLLM version
+/// (a profile prices one engine).
 fn same_setup(runs: &[VllmRun]) -> Result<(), EngineProfileError> {
-    let first = runs.first();
-    for run in runs {
-        for (what, a, b) in [
-            ("GPUs", gpu_name(first.unwrap_or(run)), gpu_name(run)),
-            (
-                "models",
-                first.map_or("", |r| r.serve_args[0].as_str()).to_owned(),
-                run.serve_args[0].clone(),
-            ),
-            (
-                "weights (--load-format dummy against loaded ones: their decode steps route \
-                 differently; derive a profile from each)",
-                first.map_or("", |r| weights_name(r)).to_owned(),
-                weights_name(run).to_owned(),
-            ),
-            (
-                "vLLM versions",
-                first
-                    .map_or("", |r| r.provenance.vllm_version.as_str())
-                    .to_owned(),
-                run.provenance.vllm_version.clone(),
-            ),
-        ] {
-            if a != b {
-                return Err(EngineProfileError::Mixed { what, a, b });
+    let Some(first) = runs.first().map(setup) else {
+        return Ok(());
+    };
+    for run in &runs[1..] {
+        for ((what, a), (_, b)) in first.iter().zip(setup(run)) {
+            if *a != b {
+                return Err(EngineProfileError::Mixed {
+                    what,
+                    a: a.clone(),
+                    b,
+                });
             }
         }
     }
     Ok(())
+}
+
+/// What [`same_setup`] holds equal across runs, each with its name in the error.
+fn setup(run: &VllmRun) -> [(&'static str, String); 4] {
+    [
+        ("GPUs", gpu_name(run)),
+        ("models", run.serve_args[0].clone()),
+        (
+            "weights (--load-format dummy against loaded ones: their decode steps route \
+             differently; derive a profile from each)",
+            weights_name(run).to_owned(),
+        ),
+        ("vLLM versions", run.provenance.vllm_version.clone()),
+    ]
 }
 
 /// Whether the run's server filled its weights at random (`--load-format dummy`).
