@@ -1682,12 +1682,18 @@ impl EngineModel {
         cost: &crate::model::cost::CostModel,
         popularity: crate::model::workload::ExpertPopularity,
     ) -> EngineModel {
-        self.trained_growth = if self.profile.dummy_weights && !dummy {
+        self.trained_growth = if self.measured_dummy_for(dummy) {
             trained::decode_growth(cost, popularity)
         } else {
             Vec::new()
         };
         self
+    }
+
+    /// Whether the profile measured dummy weights where a deployment (`dummy` false) loads its own:
+    /// then [`EngineModel::serving`] prices its replayed decode steps for a trained router.
+    pub fn measured_dummy_for(&self, dummy: bool) -> bool {
+        self.profile.dummy_weights && !dummy
     }
 
     /// Whether replayed decode steps are priced for trained weights the profile did not measure

@@ -463,11 +463,9 @@ impl Setup {
     /// Says on stderr when a server that loads its weights was priced by a profile of dummy ones
     /// (its replayed decode steps with a trained router's experts, `EngineModel::serving`).
     fn note_trained_weights(&self, cases: &[Case]) {
-        let dummy_profile = self
-            .engine
-            .as_ref()
-            .is_some_and(|e| e.profile().dummy_weights);
-        if dummy_profile && cases.iter().any(|c| !c.dummy_weights) {
+        let differ =
+            |e: &Arc<EngineModel>| cases.iter().any(|c| e.measured_dummy_for(c.dummy_weights));
+        if self.engine.as_ref().is_some_and(differ) {
             eprintln!(
                 "note: the engine profile's decode steps served --load-format dummy, whose tokens reach \
                  few experts; this server loads its weights, so its replayed decode steps are priced \
@@ -501,7 +499,7 @@ impl Setup {
                     Ok(match &self.engine {
                         // A server that loads trained weights, priced by a profile of dummy ones,
                         // replays dearer decode steps (`EngineModel::serving`).
-                        Some(engine) if engine.profile().dummy_weights && !case.dummy_weights => {
+                        Some(engine) if engine.measured_dummy_for(case.dummy_weights) => {
                             let trained = (**engine).clone().serving(
                                 false,
                                 &cost,
