@@ -419,8 +419,12 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
     }
     let timeout = Duration::from_secs_f64(w.timeout_s);
     let epoch = Instant::now();
-    let addr = context.addr;
-    let keep_text = w.keep_text;
+    let to = Target {
+        addr: context.addr,
+        timeout,
+        epoch,
+        keep_text: w.keep_text,
+    };
     let requests = std::thread::scope(|scope| {
         let handles: Vec<_> = sends
             .iter()
@@ -429,11 +433,7 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
                     if let Some(wait) = offset.checked_sub(epoch.elapsed()) {
                         std::thread::sleep(wait);
                     }
-                    if *stream {
-                        one_streamed(addr, body, timeout, epoch, keep_text)
-                    } else {
-                        one_whole(addr, body, timeout, epoch, keep_text)
-                    }
+                    one_request(to, body, *stream)
                 })
             })
             .collect();
@@ -471,65 +471,75 @@ fn usage_into(record: &mut FixedShapeRequest, value: &serde_json::Value) {
     }
 }
 
-/// One streamed request: every chunk's time, and with `keep_text` the text it carried.
-fn one_streamed(
+/// Where and how a fixed shape's requests go: the server, each request's time limit, the burst's
+/// start, and whether a request keeps the text it generated.
+#[derive(Clone, Copy)]
+struct Target {
     addr: SocketAddr,
-    body: &str,
     timeout: Duration,
     epoch: Instant,
     keep_text: bool,
-) -> FixedShapeRequest {
+}
+
+/// One request of a fixed shape: streamed (every chunk's time) or answered whole (the time the
+/// answer arrived), with the text it generated where the target keeps it.
+fn one_request(to: Target, body: &str, stream: bool) -> FixedShapeRequest {
     let mut record = FixedShapeRequest {
-        sent_s: epoch.elapsed().as_secs_f64(),
+        sent_s: to.epoch.elapsed().as_secs_f64(),
         ..Default::default()
     };
-    let outcome = http::post_stream(addr, "/v1/completions", body, timeout, epoch, |data, at| {
-        if data == "[DONE]" {
-            return;
-        }
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(data) else {
-            return;
-        };
-        let text = value["choices"]
-            .as_array()
-            .and_then(|c| c.first())
-            .and_then(|c| c["text"].as_str())
-            .filter(|t| !t.is_empty());
-        if let Some(text) = text {
-            record.chunk_s.push(at.as_secs_f64());
-            if keep_text {
-                record.text.get_or_insert_with(String::new).push_str(text);
-            }
-        }
-        usage_into(&mut record, &value);
-    });
-    record.done_s = Some(epoch.elapsed().as_secs_f64());
-    if let Err(e) = outcome {
-        record.error = Some(e.to_string());
+    if stream {
+        streamed_into(&mut record, to, body);
+    } else {
+        whole_into(&mut record, to, body);
     }
     record
 }
 
-/// One non-streamed request: its only time is when the whole answer arrived; with `keep_text`, its
-/// text.
-fn one_whole(
-    addr: SocketAddr,
-    body: &str,
-    timeout: Duration,
-    epoch: Instant,
-    keep_text: bool,
-) -> FixedShapeRequest {
-    let mut record = FixedShapeRequest {
-        sent_s: epoch.elapsed().as_secs_f64(),
-        ..Default::default()
-    };
-    match http::post(addr, "/v1/completions", body, timeout) {
+/// A streamed answer: each chunk that carried text, timed; the end of the stream.
+fn streamed_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
+    let outcome = http::post_stream(
+        to.addr,
+        "/v1/completions",
+        body,
+        to.timeout,
+        to.epoch,
+        |data, at| {
+            if data == "[DONE]" {
+                return;
+            }
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(data) else {
+                return;
+            };
+            let text = value["choices"]
+                .as_array()
+                .and_then(|c| c.first())
+                .and_then(|c| c["text"].as_str())
+                .filter(|t| !t.is_empty());
+            if let Some(text) = text {
+                record.chunk_s.push(at.as_secs_f64());
+                if to.keep_text {
+                    record.text.get_or_insert_with(String::new).push_str(text);
+                }
+            }
+            usage_into(record, &value);
+        },
+    );
+    record.done_s = Some(to.epoch.elapsed().as_secs_f64());
+    if let Err(e) = outcome {
+        record.error = Some(e.to_string());
+    }
+}
+
+/// An answer in one piece: its only time is when it arrived.
+fn whole_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
+    match http::post(to.addr, "/v1/completions", body, to.timeout) {
         Ok(response) if response.status == 200 => {
-            record.done_s = Some(epoch.elapsed().as_secs_f64());
+            record.done_s = Some(to.epoch.elapsed().as_secs_f64());
             match serde_json::from_str::<serde_json::Value>(&response.body) {
                 Ok(value) => {
-                    usage_into(&mut record, &value);
-                    if keep_text {
+                    usage_into(record, &value);
+                    if to.keep_text {
                         record.text = value["choices"][0]["text"].as_str().map(str::to_owned);
                     }
                 }
@@ -545,7 +555,6 @@ fn one_whole(
         }
         Err(e) => record.error = Some(e.to_string()),
     }
-    record
 }
 
 /// A started `vllm serve`, leading its own process group so every process it forks is stopped with it.

@@ -244,18 +244,24 @@ fn a_request_keeps_the_text_it_generated_whole_or_streamed() {
     let timeout = Duration::from_secs(5);
     const WHOLE: &str = "HTTP/1.1 200 OK\r\nContent-Length: 74\r\n\r\n{\"choices\":[{\"text\":\" t91516 t8 t91516\"}],\"usage\":{\"completion_tokens\":3}}";
     let whole = answer_once(WHOLE);
-    let record = one_whole(whole, "{}", timeout, Instant::now(), true);
+    let to = |addr, keep_text| Target {
+        addr,
+        timeout,
+        epoch: Instant::now(),
+        keep_text,
+    };
+    let record = one_request(to(whole, true), "{}", false);
     assert_eq!(record.error, None);
     assert_eq!(record.text.as_deref(), Some(" t91516 t8 t91516"));
     assert_eq!(record.completion_tokens, Some(3));
     // Unless the workload keeps its text, none is kept.
     let again = answer_once(WHOLE);
-    let record = one_whole(again, "{}", timeout, Instant::now(), false);
+    let record = one_request(to(again, false), "{}", false);
     assert_eq!((record.error, record.text), (None, None));
     let streamed = answer_once(
         "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\ndata: {\"choices\":[{\"text\":\" t5\"}]}\n\ndata: {\"choices\":[{\"text\":\"\"}]}\n\ndata: {\"choices\":[{\"text\":\" t9\"}]}\n\ndata: [DONE]\n\n",
     );
-    let record = one_streamed(streamed, "{}", timeout, Instant::now(), true);
+    let record = one_request(to(streamed, true), "{}", true);
     assert_eq!(record.error, None);
     assert_eq!(record.text.as_deref(), Some(" t5 t9"));
     assert_eq!(record.chunk_s.len(), 2);
