@@ -105,8 +105,10 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "cal22-graph-256-2048": (256, 2048),
     # The dummy model's replayed decode steps read fewer experts than even routing picks
     # (sim/scripts/decode_experts.py). Decode bursts greedy, at temperature 1, at vLLM's default and
-    # at temperature 1000, every request's generated text kept (sim/scripts/decode_tokens.py).
+    # at temperature 2, every request's generated text kept (sim/scripts/decode_tokens.py).
     "cal23-graph-256-2048": (256, 2048),
+    # cal23's bursts again, without its bench runs (run 2026-12-05 as a device-side edit of cal23).
+    "cal24-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -672,17 +674,26 @@ def cal23_plan(label):
     """FULL_DECODE_ONLY at 256/2048: decode bursts of 128-token prompts, 256 out, of 16 and 64
     requests streamed (their gaps are the step) and of 128 and 240 unstreamed in pairs of 128 and 256
     out (the difference of their end times is 128 steps), greedy (temperature 0), at temperature 1,
-    at vLLM's default (none sent, as every earlier fixed shape) and at temperature 1000, which spreads
-    the dummy model's near-equal logits over the vocabulary. Every request keeps its generated text:
-    the distinct tokens each decode step feeds the experts. Then calibration bench runs of 128, 192
-    and 256 streams: the front end's cost per streamed token by open streams."""
-    temps = (("t0", 0), ("thot", 1000))
+    at vLLM's default (none sent, as every earlier fixed shape) and at temperature 2, vLLM's highest
+    (it refuses more: the run of 2026-12-05 asked for 1000 in its `thot` workloads and all failed).
+    Every request keeps its generated text: the distinct tokens each decode step feeds the experts.
+    Then calibration bench runs of 128, 192 and 256 streams: the front end's cost per streamed token
+    by open streams."""
+    return plan_document(*decode_bursts(label, bench_runs=True))
+
+def cal24_plan(label):
+    """cal23's decode bursts without its calibration bench runs: the rerun made on 2026-12-05
+    (traces/data/vllm/PROVENANCE.md, twenty-third batch)."""
+    return plan_document(*decode_bursts(label, bench_runs=False))
+
+def decode_bursts(label, bench_runs):
+    temps = (("t0", 0), ("t2", 2))
     warm = [fx(label, "warm-p16", 16, 2, 1, 90)]
     warm += [fx(label, f"warm-d{b}-{tag}", 128, 8, b, temperature=t)
              for b in (1, 16, 64, 128, 240) for tag, t in temps]
     work = []
     for b in (16, 64):
-        for tag, t in (("t0", 0), ("t1", 1), ("tdefault", None), ("thot", 1000)):
+        for tag, t in (("t0", 0), ("t1", 1), ("tdefault", None), ("t2", 2)):
             work.append(fx(label, f"fx-d{b}-{tag}-o256", 128, 256, b, 90, temperature=t, keep_text=True))
     for b in (128, 240):
         for tag, t in temps:
@@ -691,11 +702,11 @@ def cal23_plan(label):
                                temperature=t, keep_text=True))
     # The front end's cost per streamed token by open streams, on one server (docs/fidelity.md,
     # "What is still wrong": measured at 256 streams only).
-    for b in (128, 192, 256):
+    for b in (128, 192, 256) if bench_runs else ():
         w = bench(label, f"cal-bench-d{b}-c128-o256", 128, 256, b, 120)
         w["calibration"] = True
         work.append(w)
-    return plan_document(warm, work)
+    return warm, work
 
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
@@ -707,7 +718,7 @@ def plan(label):
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
-               ("cal22-", cal22_plan), ("cal23-", cal23_plan)]
+               ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -4,8 +4,9 @@ text `afd-probe vllm` keeps for a workload with `keep_text` (the dummy model's w
 writes token i as the word `t<i>`), beside the step period the same burst measured.
 
 The dummy-weight model's decode steps read few experts (docs/fidelity.md, "Why a replayed decode
-step is cheap here"); if that is because its requests generate few distinct tokens, a burst sampled
-at a high temperature (random tokens) steps as a trained model's would.
+step is cheap here"). cal23 and cal24 (2026-12-05) asked whether that is because its requests
+generate few distinct tokens: it is not. Every step fed as many distinct tokens as it had requests,
+and bursts at temperature 2 (vLLM's highest) stepped as greedy ones did.
 
 Per workload with text it prints: the requests, the temperature asked for, the median over output
 positions of the distinct tokens the burst's requests generated at that position (all requests
@@ -16,9 +17,8 @@ one batch and temperature (`-o128-ns`, `-o256-ns`), the difference of their medi
 the difference of their lengths.
 
 With --blind FILE (`traces/data/vllm/blind/*-decode-steps.predicted.json`) each workload's period is
-set beside the prediction made before it ran: the dummy model's step for greedy, temperature-1 and
-default bursts, the loaded-weights step for temperature-1000 ones (if their tokens route as a trained
-model's), and the error.
+set beside the prediction made before it ran (the dummy model's step, the measured table's) and the
+error, and the loaded-weights step the same file holds (what a trained model's routing would cost).
 
 usage: decode_tokens.py RUN.json[.gz] [--blind FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no kept text.
@@ -94,7 +94,6 @@ def pair_periods(rows):
                 r["pair_period_ms"] = period * 1e3
 
 
-HOT = 100.0  # temperatures from here on spread near-equal logits over the vocabulary
 
 
 def add_predictions(rows, path):
@@ -109,9 +108,9 @@ def add_predictions(rows, path):
         period = r.get("pair_period_ms") or r["streamed_gap_ms"]
         if step is None or period is None:
             continue
-        hot = r["temperature"] is not None and r["temperature"] >= HOT
-        predicted = step["loaded_ms" if hot else "dummy_ms"]
+        predicted = step["dummy_ms"]
         r["predicted_ms"], r["error"] = predicted, predicted / period - 1
+        r["loaded_ms"] = step["loaded_ms"]
 
 
 def main():
@@ -135,7 +134,8 @@ def main():
     for r in rows:
         period = r.get("pair_period_ms") or r["streamed_gap_ms"]
         temp = "default" if r["temperature"] is None else f"{r['temperature']:g}"
-        blind = (f"  predicted {r['predicted_ms']:.2f} ms ({100 * r['error']:+.1f} %)"
+        blind = (f"  predicted {r['predicted_ms']:.2f} ms ({100 * r['error']:+.1f} %), "
+                 f"trained routing {r['loaded_ms']:.2f} ms"
                  if "predicted_ms" in r else "")
         print(f"{r['workload']:<28} {r['requests']:>4} {temp:>7} {r['distinct_median']:>12g} "
               f"{r['distinct_max']:>6}        {100 * r['two_cycle_share']:>5.0f} %  "

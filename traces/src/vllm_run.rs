@@ -594,6 +594,23 @@ impl VllmPlan {
 impl Workload {
     /// Checks the numbers a server would otherwise refuse or a run could not finish with.
     pub fn check(&self) -> Result<(), String> {
+        self.check_recordable()?;
+        self.check_sampling()
+    }
+
+    /// The sampling a vLLM 0.26.0 server accepts: it answers HTTP 400 to every request whose
+    /// temperature is outside [0, 2] (`SamplingParams._verify_args`).
+    fn check_sampling(&self) -> Result<(), String> {
+        match self.temperature {
+            Some(t) if !(t.is_finite() && (0.0..=2.0).contains(&t)) => Err(format!(
+                "temperature {t} must be in [0, 2], the range vLLM accepts"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// What every workload a run file records must satisfy, refused by the server or not.
+    fn check_recordable(&self) -> Result<(), String> {
         let name_ok = !self.name.is_empty()
             && self
                 .name
@@ -640,11 +657,6 @@ impl Workload {
                     .into(),
             );
         }
-        if let Some(t) = self.temperature
-            && !(t.is_finite() && (0.0..=1e6).contains(&t))
-        {
-            return Err(format!("temperature {t} must be in [0, 1e6]"));
-        }
         for (k, i) in self.inject.iter().enumerate() {
             if !(i.at_s.is_finite() && i.at_s >= 0.0 && i.at_s < self.timeout_s) {
                 return Err(format!(
@@ -683,8 +695,14 @@ impl VllmRun {
             return Err(VllmRunError::Invalid("serve_args is empty".into()));
         }
         for r in &run.records {
+            // A workload the server refused is history: its record keeps what was asked (cal23's
+            // temperature 1000) beside the failure; one that ran must have asked what vLLM accepts.
             r.workload
-                .check()
+                .check_recordable()
+                .and_then(|()| match &r.failure {
+                    Some(_) => Ok(()),
+                    None => r.workload.check_sampling(),
+                })
                 .map_err(|e| VllmRunError::Invalid(format!("record {:?}: {e}", r.workload.name)))?;
         }
         Ok(run)

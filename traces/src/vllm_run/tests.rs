@@ -147,6 +147,16 @@ fn a_run_round_trips() {
     older.records[0].host = None;
     assert!(!older.to_json().contains("\"host\""));
     assert_eq!(VllmRun::from_json(&older.to_json()).unwrap(), older);
+    // A workload vLLM refused keeps what it asked beside its failure; one that ran cannot have
+    // asked what vLLM refuses.
+    let mut refused = run.clone();
+    refused.records[0].workload.temperature = Some(1000.0);
+    let err = VllmRun::from_json(&refused.to_json())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("temperature 1000 must be in [0, 2]"), "{err}");
+    refused.records[0].failure = Some("HTTP 400: temperature must be in [0, 2]".into());
+    assert_eq!(VllmRun::from_json(&refused.to_json()).unwrap(), refused);
 }
 
 #[test]
@@ -252,6 +262,12 @@ fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
     let plan =
         VllmPlan::from_json(&plan_text(&with(r#""temperature":0,"keep_text":true"#))).unwrap();
     assert_eq!(plan.workloads[0].temperature, Some(0.0));
+    let hottest = VllmPlan::from_json(&plan_text(&with(r#""temperature":2"#))).unwrap();
+    assert_eq!(
+        hottest.workloads[0].temperature,
+        Some(2.0),
+        "vLLM's own bound is accepted"
+    );
     assert!(plan.workloads[0].keep_text);
     let written =
         serde_json::to_string(&VllmPlan::from_json(&plan_text(ONE)).unwrap().workloads[0]).unwrap();
@@ -260,10 +276,15 @@ fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
         "unset, they are left out: {written}"
     );
     for (extra, says) in [
-        (r#""temperature":-1"#, "temperature -1 must be in [0, 1e6]"),
+        (r#""temperature":-1"#, "temperature -1 must be in [0, 2]"),
+        // cal23 asked for 1000 and vLLM answered HTTP 400 to every request.
         (
-            r#""temperature":2e6"#,
-            "temperature 2000000 must be in [0, 1e6]",
+            r#""temperature":1000"#,
+            "temperature 1000 must be in [0, 2]",
+        ),
+        (
+            r#""temperature":2.01"#,
+            "temperature 2.01 must be in [0, 2]",
         ),
         (r#""temperature":"hot""#, "temperature"),
     ] {
