@@ -66,9 +66,15 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.04 %, worst 89.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 79 ms, and the
-    // two real runs are 67 % apart); 208 of 252 values within 25 %; 8 of 43 ratios within 10 %.
+    // own send times"): median 10.66 %, worst 88.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 89 ms, and the
+    // two real runs are 67 % apart); 207 of 252 values within 25 %; 9 of 43 ratios within 10 %.
+    // The twenty-third batch (cal21-cal24, calibration only) moved them from 10.04 %, 89.5 %, 208
+    // and 8: cal22's 2,048-token steps beside 64 and 128 decodes (35 pairs 64 apart, the widest of
+    // any server) put the decode term beside a prefill at zero (was 0.288 ms), so judged graph
+    // 256/2048 dec-sat, whose mixed steps hold 127 decodes, is priced faster (+0.8 -> +15.0 %; the
+    // same shape on cal22's fresh server ran 11,152 tok/s, the judged servers 8,907 and 9,090); the
+    // model on repeats went from 14.3 to 13.9 %.
     // The decode term beside a prefill taken with every server once (each server's own slope,
     // weighted by its widest pair; calibration_loso.py 11.3 -> 10.6 %) moved the median from
     // 11.13 % and the ratios from 11 (graph 256/2048 dec-sat +20-23 % -> within 1.2 %); the
@@ -103,8 +109,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.101, "median |error| {median}");
-    assert!(worst <= 0.898, "worst |error| {worst}");
+    assert!(median <= 0.107, "median |error| {median}");
+    assert!(worst <= 0.885, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -116,7 +122,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 208, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 207, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -125,21 +131,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 14.3 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 13.9 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.145, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.14, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 43);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 8 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 9 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 8,
+        within >= 9,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }
@@ -159,7 +165,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 40, "{runs:?}");
+    assert_eq!(runs.len(), 44, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
