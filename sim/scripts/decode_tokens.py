@@ -14,7 +14,9 @@ start together, so position k is one decode step), the share of requests that se
 two-token cycle (from their fifth token on, every token equals the one two before), and the decode
 period: the median of the streamed requests' median gaps, or for a pair of unstreamed workloads of
 one batch and temperature (`-o128-ns`, `-o256-ns`), the difference of their median end times over
-the difference of their lengths.
+the difference of their lengths; and, before it, the engine's own stamps: the median gap between
+consecutive logged steps that both decoded the whole burst and nothing else (steadier than the
+end-time pairs, which scatter by a few milliseconds a step between servers).
 
 With --blind FILE (`traces/data/vllm/blind/*-decode-steps.predicted.json`) each workload's period is
 set beside the prediction made before it ran (the dummy model's step, the measured table's) and the
@@ -69,6 +71,12 @@ def summarise(record):
         if len(c) > 2:
             gaps.append(statistics.median(b - a for a, b in zip(c[1:], c[2:])))
     done = [r["done_s"] for r in burst if r.get("done_s") is not None and not r.get("error")]
+    # The engine's own stamps: consecutive logged steps that both decoded the whole burst alone.
+    steps = record.get("steps") or []
+    stamped = [b["logged_s"] - a["logged_s"] for a, b in zip(steps, steps[1:])
+               if a.get("logged_s") is not None and b.get("logged_s") is not None
+               and a["ctx_requests"] == b["ctx_requests"] == 0
+               and a["gen_requests"] == b["gen_requests"] == w["num_prompts"]]
     return {
         "workload": w["name"], "requests": len(seqs), "temperature": w.get("temperature"),
         "stream": w.get("stream", True), "output_len": w["output_len"],
@@ -76,6 +84,7 @@ def summarise(record):
         "two_cycle_share": sum(map(two_cycle, seqs)) / len(seqs),
         "streamed_gap_ms": statistics.median(gaps) * 1e3 if gaps else None,
         "done_median_s": statistics.median(done) if done else None,
+        "stamped_step_ms": statistics.median(stamped) * 1e3 if stamped else None,
     }
 
 
@@ -92,8 +101,6 @@ def pair_periods(rows):
                 long_["output_len"] - short["output_len"])
             for r in pair:
                 r["pair_period_ms"] = period * 1e3
-
-
 
 
 def add_predictions(rows, path):
@@ -130,7 +137,8 @@ def main():
         json.dump(rows, sys.stdout, indent=1)
         print()
         return
-    print("workload                     reqs  temp   distinct/step (median, max)  2-cycles  period")
+    print("workload                     reqs  temp   distinct/step (median, max)  2-cycles  "
+          "stamped  period")
     for r in rows:
         period = r.get("pair_period_ms") or r["streamed_gap_ms"]
         temp = "default" if r["temperature"] is None else f"{r['temperature']:g}"
@@ -139,6 +147,8 @@ def main():
                  if "predicted_ms" in r else "")
         print(f"{r['workload']:<28} {r['requests']:>4} {temp:>7} {r['distinct_median']:>12g} "
               f"{r['distinct_max']:>6}        {100 * r['two_cycle_share']:>5.0f} %  "
+              + (f"{r['stamped_step_ms']:5.2f} ms  " if r["stamped_step_ms"] is not None
+                 else "      -   ")
               + (f"{period:.2f} ms" if period is not None else "-") + blind)
 
 
