@@ -109,6 +109,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "cal23-graph-256-2048": (256, 2048),
     # cal23's bursts again, without its bench runs (run 2026-12-05 as a device-side edit of cal23).
     "cal24-graph-256-2048": (256, 2048),
+    # The experts the decode steps reach, counted from the routing vLLM returns
+    # (--enable-return-routed-experts), where decode_experts.py infers them from the periods.
+    "cal25-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -118,13 +121,14 @@ def seed(label, name):
     return zlib.crc32(f"{label}/{name}".encode())
 
 def fx(label, name, input_len, output_len, num_prompts, timeout_s=60, same_as=None, text=False, stream=True,
-       temperature=None, keep_text=False):
+       temperature=None, keep_text=False, routed_experts=False):
     w = {"name": name, "kind": "fixed-shape", "input_len": input_len, "output_len": output_len,
          "num_prompts": num_prompts, "seed": seed(label, same_as or name), "timeout_s": timeout_s}
     if text: w["prompt_form"] = "text"
     if not stream: w["stream"] = False
     if temperature is not None: w["temperature"] = temperature
     if keep_text: w["keep_text"] = True
+    if routed_experts: w["routed_experts"] = True
     return w
 
 def bench(label, name, input_len, output_len, num_prompts, timeout_s, rate=None, conc=None):
@@ -708,6 +712,24 @@ def decode_bursts(label, bench_runs):
         work.append(w)
     return warm, work
 
+def cal25_plan(label):
+    """FULL_DECODE_ONLY at 256/2048 on a server started with --enable-return-routed-experts: count
+    the experts the dummy model's decode steps and prompts reach, where decode_experts.py infers
+    them from step periods (6 / 10.6 / 15.4 / 25.3 / 39.9 at 1 / 16 / 64 / 128 / 256 requests).
+    Unstreamed bursts of 128-token prompts, 64 out, greedy and at temperature 2, of 1 to 240
+    requests, with their text. The server copies every token's routing to the host each step, so
+    its steps price nothing (engine-profile refuses the file): commit it under
+    traces/data/vllm/routing/, away from the profile's runs."""
+    warm = [fx(label, "warm-p16", 16, 2, 1, 90, stream=False, routed_experts=True)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b, stream=False, routed_experts=True)
+             for b in (1, 16, 64, 128, 240)]
+    work = []
+    for b in (1, 16, 64, 128, 240):
+        for tag, t in (("t0", 0), ("t2", 2)):
+            work.append(fx(label, f"fx-d{b}-{tag}-o64", 128, 64, b, 90, stream=False,
+                           temperature=t, keep_text=True, routed_experts=True))
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -718,7 +740,8 @@ def plan(label):
                ("cal15-", cal15_plan), ("cal16-", cal16_plan), ("cal17-", cal17_plan),
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
-               ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan)]
+               ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan),
+               ("cal25-", cal25_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

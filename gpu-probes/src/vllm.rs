@@ -9,6 +9,7 @@
 pub mod http;
 pub mod log;
 pub mod procstat;
+pub mod routed;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -100,6 +101,24 @@ pub fn run(spec: &VllmSpec, mut progress: impl FnMut(&str)) -> Result<VllmRun, V
         return Err(VllmError::Setting(
             "the `vllm serve` words must start with the model path".into(),
         ));
+    }
+    // Before anything is written: a plan that counts routed experts needs a server that returns them.
+    let returns_routing = spec
+        .serve_args
+        .iter()
+        .any(|w| w == "--enable-return-routed-experts");
+    if let Some(w) = spec
+        .plan
+        .warmup
+        .iter()
+        .chain(&spec.plan.workloads)
+        .find(|w| w.routed_experts && !returns_routing)
+    {
+        return Err(VllmError::Setting(format!(
+            "workload {:?} counts routed experts: the serve words need \
+             --enable-return-routed-experts",
+            w.name
+        )));
     }
     std::fs::create_dir_all(&spec.out_dir).map_err(VllmError::io(format!(
         "creating {}",
@@ -424,8 +443,9 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
         timeout,
         epoch,
         keep_text: w.keep_text,
+        keep_experts: w.routed_experts,
     };
-    let requests = std::thread::scope(|scope| {
+    let answers: Vec<(FixedShapeRequest, Option<routed::Routing>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = sends
             .iter()
             .map(|(body, stream, offset)| {
@@ -440,14 +460,31 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| FixedShapeRequest {
-                    error: Some("client thread panicked".into()),
-                    ..Default::default()
+                h.join().unwrap_or_else(|_| {
+                    let record = FixedShapeRequest {
+                        error: Some("client thread panicked".into()),
+                        ..Default::default()
+                    };
+                    (record, None)
                 })
             })
             .collect()
     });
-    FixedShapeResult { requests }
+    // The burst's own requests (not those injected into it), each one's routing where it came.
+    let routings: Vec<routed::Routing> = answers
+        .iter()
+        .take(w.num_prompts as usize)
+        .filter_map(|(_, routing)| routing.clone())
+        .collect();
+    let routed = if w.routed_experts {
+        routed::summarise(&routings, w.input_len as usize)
+    } else {
+        None
+    };
+    FixedShapeResult {
+        requests: answers.into_iter().map(|(record, _)| record).collect(),
+        routed,
+    }
 }
 
 /// A prompt as the dummy model's word-level tokenizer reads it: token `i` is the word `t<i>`
@@ -472,28 +509,35 @@ fn usage_into(record: &mut FixedShapeRequest, value: &serde_json::Value) {
 }
 
 /// Where and how a fixed shape's requests go: the server, each request's time limit, the burst's
-/// start, and whether a request keeps the text it generated.
+/// start, and whether a request keeps the text it generated and the routing of its tokens.
 #[derive(Clone, Copy)]
 struct Target {
     addr: SocketAddr,
     timeout: Duration,
     epoch: Instant,
     keep_text: bool,
+    keep_experts: bool,
 }
 
 /// One request of a fixed shape: streamed (every chunk's time) or answered whole (the time the
-/// answer arrived), with the text it generated where the target keeps it.
-fn one_request(to: Target, body: &str, stream: bool) -> FixedShapeRequest {
+/// answer arrived), with the text it generated where the target keeps it, and for a whole answer
+/// the experts its tokens were routed to where the target keeps them.
+fn one_request(
+    to: Target,
+    body: &str,
+    stream: bool,
+) -> (FixedShapeRequest, Option<routed::Routing>) {
     let mut record = FixedShapeRequest {
         sent_s: to.epoch.elapsed().as_secs_f64(),
         ..Default::default()
     };
-    if stream {
+    let routing = if stream {
         streamed_into(&mut record, to, body);
+        None
     } else {
-        whole_into(&mut record, to, body);
-    }
-    record
+        whole_into(&mut record, to, body)
+    };
+    (record, routing)
 }
 
 /// A streamed answer: each chunk that carried text, timed; the end of the stream.
@@ -531,8 +575,8 @@ fn streamed_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
     }
 }
 
-/// An answer in one piece: its only time is when it arrived.
-fn whole_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
+/// An answer in one piece: its only time is when it arrived; its routing where the target keeps it.
+fn whole_into(record: &mut FixedShapeRequest, to: Target, body: &str) -> Option<routed::Routing> {
     match http::post(to.addr, "/v1/completions", body, to.timeout) {
         Ok(response) if response.status == 200 => {
             record.done_s = Some(to.epoch.elapsed().as_secs_f64());
@@ -541,6 +585,12 @@ fn whole_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
                     usage_into(record, &value);
                     if to.keep_text {
                         record.text = value["choices"][0]["text"].as_str().map(str::to_owned);
+                    }
+                    if to.keep_experts {
+                        match routed::Routing::from_answer(&value) {
+                            Ok(routing) => return Some(routing),
+                            Err(e) => record.error = Some(e),
+                        }
                     }
                 }
                 Err(e) => record.error = Some(format!("the answer is not JSON: {e}")),
@@ -555,6 +605,7 @@ fn whole_into(record: &mut FixedShapeRequest, to: Target, body: &str) {
         }
         Err(e) => record.error = Some(e.to_string()),
     }
+    None
 }
 
 /// A started `vllm serve`, leading its own process group so every process it forks is stopped with it.

@@ -16,7 +16,10 @@ period: the median of the streamed requests' median gaps, or for a pair of unstr
 one batch and temperature (`-o128-ns`, `-o256-ns`), the difference of their median end times over
 the difference of their lengths; and, before it, the engine's own stamps: the median gap between
 consecutive logged steps that both decoded the whole burst and nothing else (steadier than the
-end-time pairs, which scatter by a few milliseconds a step between servers).
+end-time pairs, which scatter by a few milliseconds a step between servers). Where the workload
+counted its routed experts (`routed_experts`, a server started with
+--enable-return-routed-experts), the experts a layer its decode steps reached (median over the
+steps), one prompt's and all the burst's prompts' reached.
 
 With --blind FILE (`traces/data/vllm/blind/*-decode-steps.predicted.json`) each workload's period is
 set beside the prediction made before it ran (the dummy model's step, the measured table's) and the
@@ -85,6 +88,19 @@ def summarise(record):
         "streamed_gap_ms": statistics.median(gaps) * 1e3 if gaps else None,
         "done_median_s": statistics.median(done) if done else None,
         "stamped_step_ms": statistics.median(stamped) * 1e3 if stamped else None,
+        "routed": routed_summary(fixed.get("routed")),
+    }
+
+
+def routed_summary(routed):
+    """A burst's counted experts (a plan's `routed_experts`), or None."""
+    if not routed or not routed.get("decode_distinct"):
+        return None
+    return {
+        "decode_experts_median": statistics.median(routed["decode_distinct"]),
+        "prompt_experts": routed["prompt_distinct"],
+        "prompt_union_experts": routed["prompt_union_distinct"],
+        "layers": routed["layers"], "top_k": routed["top_k"],
     }
 
 
@@ -145,6 +161,11 @@ def main():
         blind = (f"  predicted {r['predicted_ms']:.2f} ms ({100 * r['error']:+.1f} %), "
                  f"trained routing {r['loaded_ms']:.2f} ms"
                  if "predicted_ms" in r else "")
+        counted = r.get("routed")
+        if counted:
+            blind += (f"  experts a layer: decode {counted['decode_experts_median']:.1f}, "
+                      f"a prompt {counted['prompt_experts']:.1f}, "
+                      f"all prompts {counted['prompt_union_experts']:.1f}")
         print(f"{r['workload']:<28} {r['requests']:>4} {temp:>7} {r['distinct_median']:>12g} "
               f"{r['distinct_max']:>6}        {100 * r['two_cycle_share']:>5.0f} %  "
               + (f"{r['stamped_step_ms']:5.2f} ms  " if r["stamped_step_ms"] is not None

@@ -91,6 +91,11 @@ pub struct Workload {
     /// feeds the experts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_text: bool,
+    /// Unstreamed fixed shapes on a server started with `--enable-return-routed-experts`: count
+    /// the experts each of the burst's decode steps and prompts routed to, from the routing vLLM
+    /// returns with each whole answer ([`FixedShapeResult::routed`]; only the counts are kept).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub routed_experts: bool,
 }
 
 /// One request sent into a running fixed-shape burst.
@@ -242,6 +247,31 @@ pub struct HostShare {
 pub struct FixedShapeResult {
     /// One entry per request, in sending order.
     pub requests: Vec<FixedShapeRequest>,
+    /// How many experts the burst's tokens reached, where the workload asked (`routed_experts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routed: Option<RoutedExperts>,
+}
+
+/// The experts a fixed-shape burst's tokens were routed to, counted from the routing vLLM returns
+/// with each whole answer (`--enable-return-routed-experts`: every forwarded token's top-k experts
+/// in every MoE layer). A burst's requests start together, so their k-th generated tokens are
+/// forwarded in one decode step or a few neighbouring ones (as many as the burst's prefill took).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutedExperts {
+    /// The burst's requests whose answers carried routing.
+    pub requests: u32,
+    /// MoE layers and experts a token picks in each, as the routing's shape gives them.
+    pub layers: u32,
+    pub top_k: u32,
+    /// Per decode position k (each request's k-th forwarded generated token): the distinct experts
+    /// the burst's tokens at k reached in a layer, the mean over layers.
+    pub decode_distinct: Vec<f64>,
+    /// Per request, the distinct experts its prompt's tokens reached in a layer, the mean over
+    /// layers; the median over the burst.
+    pub prompt_distinct: f64,
+    /// The distinct experts all the burst's prompt tokens reached in a layer, the mean over layers.
+    pub prompt_union_distinct: f64,
 }
 
 /// One request of a fixed-shape burst.
@@ -649,6 +679,13 @@ impl Workload {
         }
         if !self.inject.is_empty() && self.kind != WorkloadKind::FixedShape {
             return Err("inject is for fixed-shape workloads".into());
+        }
+        if self.routed_experts && (self.kind != WorkloadKind::FixedShape || self.stream) {
+            return Err(
+                "routed_experts is for unstreamed fixed-shape workloads (\"stream\": false): vLLM \
+                 returns the routing with a whole answer"
+                    .into(),
+            );
         }
         if (self.temperature.is_some() || self.keep_text) && self.kind != WorkloadKind::FixedShape {
             return Err(

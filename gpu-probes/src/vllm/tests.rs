@@ -249,20 +249,152 @@ fn a_request_keeps_the_text_it_generated_whole_or_streamed() {
         timeout,
         epoch: Instant::now(),
         keep_text,
+        keep_experts: false,
     };
-    let record = one_request(to(whole, true), "{}", false);
+    let (record, _) = one_request(to(whole, true), "{}", false);
     assert_eq!(record.error, None);
     assert_eq!(record.text.as_deref(), Some(" t91516 t8 t91516"));
     assert_eq!(record.completion_tokens, Some(3));
     // Unless the workload keeps its text, none is kept.
     let again = answer_once(WHOLE);
-    let record = one_request(to(again, false), "{}", false);
+    let (record, _) = one_request(to(again, false), "{}", false);
     assert_eq!((record.error, record.text), (None, None));
     let streamed = answer_once(
         "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\ndata: {\"choices\":[{\"text\":\" t5\"}]}\n\ndata: {\"choices\":[{\"text\":\"\"}]}\n\ndata: {\"choices\":[{\"text\":\" t9\"}]}\n\ndata: [DONE]\n\n",
     );
-    let record = one_request(to(streamed, true), "{}", true);
+    let (record, _) = one_request(to(streamed, true), "{}", true);
     assert_eq!(record.error, None);
     assert_eq!(record.text.as_deref(), Some(" t5 t9"));
     assert_eq!(record.chunk_s.len(), 2);
+}
+
+/// A `.npy` array as numpy writes it (format 1.0): `descr`, C order, `shape`, then the data.
+fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+#[test]
+fn a_routing_is_read_from_npy_and_malformed_ones_are_named() {
+    // Two tokens, two layers, top-2, as uint8 and as little-endian uint16.
+    let ids = [1u8, 2, 3, 4, 1, 2, 5, 6];
+    let r = routed::Routing::from_npy(&npy("|u1", "(2, 2, 2)", &ids)).unwrap();
+    assert_eq!((r.rows, r.layers, r.top_k), (2, 2, 2));
+    assert_eq!(r.experts, vec![1, 2, 3, 4, 1, 2, 5, 6]);
+    let wide: Vec<u8> = ids
+        .iter()
+        .flat_map(|&i| u16::from(i).to_le_bytes())
+        .collect();
+    assert_eq!(
+        routed::Routing::from_npy(&npy("<u2", "(2, 2, 2)", &wide)).unwrap(),
+        r
+    );
+    for (bytes, says) in [
+        (b"NUMPY".to_vec(), "magic"),
+        (npy("|u1", "(2, 2, 2)", &ids[..7]), "7 data bytes"),
+        (npy("|u1", "(8,)", &ids), "want (tokens, layers, top-k)"),
+        (npy("<f4", "(2, 1, 1)", &ids), "dtype <f4"),
+        (npy("|i1", "(1, 1, 1)", &[0xff]), "negative"),
+        (npy("|u1", "(2, 2, 2)", &ids)[..12].to_vec(), "cut short"),
+    ] {
+        let err = routed::Routing::from_npy(&bytes).unwrap_err();
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    let mut fortran = npy("|u1", "(2, 2, 2)", &ids);
+    let at = fortran.windows(5).position(|w| w == b"False").unwrap();
+    fortran[at..at + 5].copy_from_slice(b"True ");
+    let err = routed::Routing::from_npy(&fortran).unwrap_err();
+    assert!(err.contains("Fortran"), "{err}");
+}
+
+#[test]
+fn a_bursts_routing_counts_distinct_experts_by_decode_step_and_prompt() {
+    // Prompt of 2 tokens, then 2 forwarded generated tokens; one layer, top-2.
+    let a = routed::Routing {
+        rows: 4,
+        layers: 1,
+        top_k: 2,
+        experts: vec![0, 1, 2, 3, 4, 5, 6, 7],
+    };
+    let b = routed::Routing {
+        rows: 4,
+        layers: 1,
+        top_k: 2,
+        experts: vec![0, 1, 0, 1, 4, 5, 9, 10],
+    };
+    let s = routed::summarise(&[a.clone(), b], 2).unwrap();
+    assert_eq!((s.requests, s.layers, s.top_k), (2, 1, 2));
+    // Step 0: {4, 5} from both; step 1: {6, 7, 9, 10}.
+    assert_eq!(s.decode_distinct, vec![2.0, 4.0]);
+    // Prompts: a reached {0, 1, 2, 3}, b {0, 1}: median 3; together 4.
+    assert_eq!((s.prompt_distinct, s.prompt_union_distinct), (3.0, 4.0));
+    // Routings of different shapes, or none, count nothing.
+    let other = routed::Routing {
+        rows: 4,
+        layers: 2,
+        top_k: 1,
+        experts: vec![0; 8],
+    };
+    assert_eq!(routed::summarise(&[a, other], 2), None);
+    assert_eq!(routed::summarise(&[], 2), None);
+}
+
+#[test]
+fn a_whole_answer_keeps_its_routing_and_one_without_it_is_an_error() {
+    use base64::Engine as _;
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(npy("|u1", "(1, 1, 2)", &[3, 7]));
+    let body = format!(r#"{{"choices":[{{"text":" t1","routed_experts":"{encoded}"}}]}}"#);
+    let response: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_boxed_str(),
+    );
+    let to = |addr| Target {
+        addr,
+        timeout: Duration::from_secs(5),
+        epoch: Instant::now(),
+        keep_text: false,
+        keep_experts: true,
+    };
+    let (record, routing) = one_request(to(answer_once(response)), "{}", false);
+    assert_eq!(record.error, None);
+    assert_eq!(routing.map(|r| r.experts), Some(vec![3, 7]));
+    const BARE: &str =
+        "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\n{\"choices\":[{\"text\":\" t1\"}]}";
+    let (record, routing) = one_request(to(answer_once(BARE)), "{}", false);
+    assert!(routing.is_none());
+    let err = record.error.unwrap();
+    assert!(err.contains("--enable-return-routed-experts"), "{err}");
+}
+
+#[test]
+fn a_plan_that_counts_routed_experts_needs_a_server_that_returns_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut s = spec(&["vllm"], "echo", &out);
+    s.plan = VllmPlan::from_json(
+        r#"{"format":"afd-vllm-plan","schema_version":1,"workloads":[
+            {"name":"r1","kind":"fixed-shape","input_len":16,"output_len":4,"num_prompts":2,
+             "timeout_s":5,"stream":false,"routed_experts":true}]}"#,
+    )
+    .unwrap();
+    let Err(VllmError::Setting(says)) = run(&s, |_| {}) else {
+        panic!("a plan counting routed experts ran against a server that returns none");
+    };
+    assert!(
+        says.contains("\"r1\"") && says.contains("--enable-return-routed-experts"),
+        "{says}"
+    );
+    assert!(!out.exists(), "nothing is written");
 }

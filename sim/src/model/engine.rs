@@ -107,6 +107,11 @@ pub enum EngineProfileError {
         what: &'static str,
         files: String,
     },
+    #[error(
+        "{file}: its server ran with --enable-return-routed-experts, which copies every token's \
+         experts to the host each step: a run that counts experts, not one that prices steps"
+    )]
+    Routing { file: String },
     #[error("the runs are of different {what}: {a:?} and {b:?}")]
     Mixed {
         what: &'static str,
@@ -151,6 +156,13 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
 pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, EngineProfileError> {
     let mut by_mode: BTreeMap<&'static str, Vec<(&str, &VllmRun)>> = BTreeMap::new();
     for (run, name) in runs.iter().zip(names) {
+        if run
+            .serve_args
+            .iter()
+            .any(|w| w == "--enable-return-routed-experts")
+        {
+            return Err(EngineProfileError::Routing { file: name.clone() });
+        }
         let mode = run_mode(run).map_err(|reason| EngineProfileError::Mode {
             file: name.clone(),
             reason,

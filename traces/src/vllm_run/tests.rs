@@ -116,6 +116,14 @@ fn a_run_round_trips() {
                     chunk_s: vec![0.1, 0.11],
                     ..Default::default()
                 }],
+                routed: Some(RoutedExperts {
+                    requests: 1,
+                    layers: 26,
+                    top_k: 6,
+                    decode_distinct: vec![6.0, 5.5],
+                    prompt_distinct: 30.5,
+                    prompt_union_distinct: 30.5,
+                }),
             }),
             steps: vec![
                 EngineStep {
@@ -290,6 +298,20 @@ fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
     ] {
         let err = plan_refusal(&with(extra));
         assert!(err.contains(says), "{extra}: {err}");
+    }
+    // Routed experts come back with whole answers only, of fixed shapes.
+    let counted =
+        VllmPlan::from_json(&plan_text(&with(r#""stream":false,"routed_experts":true"#))).unwrap();
+    assert!(counted.workloads[0].routed_experts);
+    for extra in [
+        r#""routed_experts":true"#,
+        r#""stream":true,"routed_experts":true"#,
+    ] {
+        let err = plan_refusal(&with(extra));
+        assert!(
+            err.contains("routed_experts is for unstreamed fixed-shape"),
+            "{extra}: {err}"
+        );
     }
     let bench = with(r#""keep_text":true"#).replace("fixed-shape", "bench-serve");
     let err = plan_refusal(&bench);

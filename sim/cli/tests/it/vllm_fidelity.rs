@@ -727,4 +727,23 @@ fn engine_profile_refuses_to_mix_dummy_and_loaded_weights() {
         "--load-format dummy against loaded ones",
     );
     assert!(!out_file.exists(), "no partial profile");
+    // A server that returned every token's routed experts paid for it each step: it prices none.
+    let counting = std::fs::read_to_string(&dummy)
+        .expect("the run just written")
+        .replace(
+            r#""--enforce-eager""#,
+            r#""--enforce-eager", "--enable-return-routed-experts""#,
+        );
+    let counting_path = dir.path().join("counting.json");
+    std::fs::write(&counting_path, counting).expect("the temporary folder takes a file");
+    refused(
+        &[
+            "engine-profile",
+            counting_path.to_str().unwrap(),
+            "--out",
+            out,
+        ],
+        "counting.json: its server ran with --enable-return-routed-experts",
+    );
+    assert!(!out_file.exists(), "no partial profile");
 }
