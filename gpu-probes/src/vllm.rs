@@ -259,20 +259,22 @@ fn run_workload(
             Err(why) => (None, None, Some(why)),
         },
         WorkloadKind::FixedShape => {
-            let result = fixed_shape(context, w);
+            let (result, uncounted) = fixed_shape(context, w);
             let errors: Vec<&str> = result
                 .requests
                 .iter()
                 .filter_map(|r| r.error.as_deref())
                 .collect();
-            let failure = (!errors.is_empty()).then(|| {
-                format!(
+            let failure = if errors.is_empty() {
+                uncounted.map(|why| format!("the routed experts were not counted: {why}"))
+            } else {
+                Some(format!(
                     "{} of {} requests failed: {}",
                     errors.len(),
                     w.num_prompts,
                     errors[0]
-                )
-            });
+                ))
+            };
             (None, Some(result), failure)
         }
     };
@@ -394,7 +396,8 @@ fn bench_serve(context: &Context<'_>, w: &Workload) -> Result<serde_json::Value,
 /// arrival kept) or, with `stream: false`, answered once at the end. Injected requests follow, each
 /// streamed on its own thread from its offset; the record lists the burst's requests first, then the
 /// injected ones in plan order.
-fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
+/// A fixed-shape burst, and why its routed experts were not counted where it asked for them.
+fn fixed_shape(context: &Context<'_>, w: &Workload) -> (FixedShapeResult, Option<String>) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(w.seed);
     let mut body = |input_len: u32, output_len: u32, stream: bool| {
         // Distinct random token ids: no two prompts share a prefix block, so prefix caching finds
@@ -476,15 +479,19 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> FixedShapeResult {
         .take(w.num_prompts as usize)
         .filter_map(|(_, routing)| routing.clone())
         .collect();
-    let routed = if w.routed_experts {
-        routed::summarise(&routings, w.input_len as usize)
+    let (routed, uncounted) = if w.routed_experts {
+        match routed::summarise(&routings, w.input_len as usize) {
+            Ok(counts) => (Some(counts), None),
+            Err(why) => (None, Some(why)),
+        }
     } else {
-        None
+        (None, None)
     };
-    FixedShapeResult {
+    let result = FixedShapeResult {
         requests: answers.into_iter().map(|(record, _)| record).collect(),
         routed,
-    }
+    };
+    (result, uncounted)
 }
 
 /// A prompt as the dummy model's word-level tokenizer reads it: token `i` is the word `t<i>`

@@ -133,23 +133,39 @@ impl Routing {
     }
 }
 
-/// Counts what a burst's routings say; `prompt_len` tokens of each were the prompt. `None` when
-/// no routing came back or the routings disagree on their layers and picks.
-pub fn summarise(routings: &[Routing], prompt_len: usize) -> Option<RoutedExperts> {
-    let first = routings.first()?;
+/// Counts what a burst's routings say; `prompt_len` tokens of each were the prompt. `Err` says
+/// why nothing can be counted: no routing came back, the routings disagree on their layers and
+/// picks, or one is shorter than its prompt.
+pub fn summarise(routings: &[Routing], prompt_len: usize) -> Result<RoutedExperts, String> {
+    let first = routings.first().ok_or("no answer carried its routing")?;
     let (layers, top_k) = (first.layers, first.top_k);
-    if layers == 0
-        || routings
-            .iter()
-            .any(|r| (r.layers, r.top_k) != (layers, top_k) || r.rows < prompt_len)
+    if layers == 0 || top_k == 0 {
+        return Err(format!("a routing of {layers} layers and {top_k} picks"));
+    }
+    if let Some(r) = routings
+        .iter()
+        .find(|r| (r.layers, r.top_k) != (layers, top_k))
     {
-        return None;
+        return Err(format!(
+            "routings of {layers} × {top_k} and of {} × {} experts in one burst",
+            r.layers, r.top_k
+        ));
+    }
+    if let Some(r) = routings.iter().find(|r| r.rows < prompt_len) {
+        return Err(format!(
+            "a routing of {} tokens for a {prompt_len}-token prompt",
+            r.rows
+        ));
     }
     let mean_over_layers = |distinct: &dyn Fn(usize) -> usize| {
         (0..layers).map(|l| distinct(l) as f64).sum::<f64>() / layers as f64
     };
     // Decode position k: the row after the prompt's, of every request that forwarded that many.
-    let positions = routings.iter().map(|r| r.rows - prompt_len).max()?;
+    let positions = routings
+        .iter()
+        .map(|r| r.rows - prompt_len)
+        .max()
+        .unwrap_or(0);
     let decode_distinct = (0..positions)
         .map(|k| {
             mean_over_layers(&|l| {
@@ -185,7 +201,7 @@ pub fn summarise(routings: &[Routing], prompt_len: usize) -> Option<RoutedExpert
             .collect::<BTreeSet<_>>()
             .len()
     });
-    Some(RoutedExperts {
+    Ok(RoutedExperts {
         requests: routings.len() as u32,
         layers: layers as u32,
         top_k: top_k as u32,

@@ -330,7 +330,7 @@ fn a_bursts_routing_counts_distinct_experts_by_decode_step_and_prompt() {
         top_k: 2,
         experts: vec![0, 1, 0, 1, 4, 5, 9, 10],
     };
-    let s = routed::summarise(&[a.clone(), b], 2).unwrap();
+    let s = routed::summarise(&[a.clone(), b], 2).expect("two routings of one shape");
     assert_eq!((s.requests, s.layers, s.top_k), (2, 1, 2));
     // Step 0: {4, 5} from both; step 1: {6, 7, 9, 10}.
     assert_eq!(s.decode_distinct, vec![2.0, 4.0]);
@@ -343,8 +343,12 @@ fn a_bursts_routing_counts_distinct_experts_by_decode_step_and_prompt() {
         top_k: 1,
         experts: vec![0; 8],
     };
-    assert_eq!(routed::summarise(&[a, other], 2), None);
-    assert_eq!(routed::summarise(&[], 2), None);
+    let mixed = routed::summarise(&[a.clone(), other], 2).unwrap_err();
+    assert!(mixed.contains("1 × 2 and of 2 × 1"), "{mixed}");
+    let none = routed::summarise(&[], 2).unwrap_err();
+    assert!(none.contains("no answer carried"), "{none}");
+    let short = routed::summarise(&[a], 5).unwrap_err();
+    assert!(short.contains("4 tokens for a 5-token prompt"), "{short}");
 }
 
 #[test]
