@@ -66,15 +66,19 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.66 %, worst 88.5 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 89 ms, and the
-    // two real runs are 67 % apart); 207 of 252 values within 25 %; 9 of 43 ratios within 10 %.
-    // The twenty-third batch (cal21-cal24, calibration only) moved them from 10.04 %, 89.5 %, 208
-    // and 8: cal22's 2,048-token steps beside 64 and 128 decodes (35 pairs 64 apart, the widest of
-    // any server) put the decode term beside a prefill at zero (was 0.288 ms), so judged graph
-    // 256/2048 dec-sat, whose mixed steps hold 127 decodes, is priced faster (+0.8 -> +15.0 %; the
-    // same shape on cal22's fresh server ran 11,152 tok/s, the judged servers 8,907 and 9,090); the
-    // model on repeats went from 14.3 to 13.9 %.
+    // own send times"): median 9.90 %, worst 90.6 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
+    // two real runs are 67 % apart); 210 of 252 values within 25 %; 9 of 43 ratios within 10 %.
+    // The decode term beside a prefill as the plain median of the servers' own slopes (chosen by
+    // calibration_loso.py: median 11.3 % either way, mean 19.5 -> 16.7 %, 100 -> 103 of 135) moved
+    // them from 10.66 %, 88.5 %, 207 and 9 (the model on repeats 13.9 -> 15.7 %): FULL_DECODE_ONLY's
+    // term 0 -> 0.232 ms a decode, its table 71.8-96.3 -> 68.8-92.3 ms.
+    // The twenty-third batch (cal21-cal24, calibration only) had moved them from 10.04 %, 89.5 %,
+    // 208 and 8: cal22's 2,048-token steps beside 64 and 128 decodes (35 pairs 64 apart, the widest
+    // of any server) put the decode term, weighted by each server's widest pair, at zero (was
+    // 0.288 ms), so judged graph 256/2048 dec-sat, whose mixed steps hold 127 decodes, was priced
+    // faster (+0.8 -> +15.0 %; the same shape on cal22's fresh server ran 11,152 tok/s, the judged
+    // servers 8,907 and 9,090); the model on repeats went from 14.3 to 13.9 %.
     // The decode term beside a prefill taken with every server once (each server's own slope,
     // weighted by its widest pair; calibration_loso.py 11.3 -> 10.6 %) moved the median from
     // 11.13 % and the ratios from 11 (graph 256/2048 dec-sat +20-23 % -> within 1.2 %); the
@@ -109,8 +113,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.107, "median |error| {median}");
-    assert!(worst <= 0.885, "worst |error| {worst}");
+    assert!(median <= 0.099, "median |error| {median}");
+    assert!(worst <= 0.907, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -122,7 +126,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 207, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 210, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -131,12 +135,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 13.9 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 15.7 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.14, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.158, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 43);
     let within = ratios

@@ -778,9 +778,10 @@ fn one_prompt_injected_beside_two_batches_prices_what_a_decode_adds_to_a_mixed_s
     assert!((step as i64 - 60_000_000).abs() < 1_000, "{step}");
 }
 
-/// Across servers every server's slope counts once, weighed by its widest pair: a server's many
-/// pairs ran on one loan. Thirteen pairs of one server at 0 ms a decode (48 apart) do not outvote
-/// one pair of another at 0.3 ms (56 apart); within a server, a narrow pair weighs little.
+/// Across servers every server's slope counts once, alike: a server's many pairs ran on one loan,
+/// and one server's wide pairs do not set the term for the others' regimes. Thirteen pairs of one
+/// server at 0 ms a decode (48 apart) and one wide pair of another at 0.3 ms (56 apart) meet a third
+/// server's narrow pair at 0.1 ms in the middle; within a server, a narrow pair weighs little.
 #[test]
 fn the_decode_term_counts_every_server_once() {
     let step = |run: &str, input_len: u32, decoding: u32, period_s: f64| Injected {
@@ -806,15 +807,30 @@ fn the_decode_term_counts_every_server_once() {
     steps.push(step("one", 256, 64, 0.070 + 56.0 * 0.0003));
     // Within "one", a pair 2 apart at -5 ms a decode weighs 4 against 3,136.
     steps.push(step("one", 256, 10, 0.060));
+    // A third server's one narrow pair (64/64: 2 and 8 decodes) at 0.1 ms a decode.
+    steps.push(step("narrow", 62, 2, 0.060));
+    steps.push(step("narrow", 62, 8, 0.060 + 6.0 * 0.0001));
     let refs: Vec<&Injected> = steps.iter().collect();
     let mut evidence = BTreeMap::new();
     let per_decode = decode_slope_s(&refs, "d", &mut evidence);
-    assert!((per_decode - 0.0003).abs() < 1e-12, "{per_decode}");
+    assert!((per_decode - 0.0001).abs() < 1e-12, "{per_decode}");
     assert!(evidence["d"].contains("many: 13 pairs 48-48 decodes apart, 0.000 ms a decode"));
     assert!(evidence["d"].contains("one: 3 pairs 2-56 decodes apart, 0.300 ms a decode"));
-    // Pooled pair by pair, the thirteen would have set it at 0.
-    let pooled = weighted_median(vec![(0.0, 13.0 * 48.0 * 48.0), (0.0003, 56.0 * 56.0)]);
+    assert!(evidence["d"].contains("narrow: 1 pairs 6-6 decodes apart, 0.100 ms a decode"));
+    // Pooled pair by pair, the thirteen would have set it at 0; each server weighted by its widest
+    // pair squared, "one" would have (3,136 against 2,304 and 36).
+    let pooled = weighted_median(vec![
+        (0.0, 13.0 * 48.0 * 48.0),
+        (0.0003, 56.0 * 56.0),
+        (0.0001, 36.0),
+    ]);
     assert_eq!(pooled, Some(0.0));
+    let by_widest = weighted_median(vec![
+        (0.0, 48.0 * 48.0),
+        (0.0003, 56.0 * 56.0),
+        (0.0001, 36.0),
+    ]);
+    assert_eq!(by_widest, Some(0.0003));
 }
 
 #[test]
