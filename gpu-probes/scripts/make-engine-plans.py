@@ -112,6 +112,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # The experts the decode steps reach, counted from the routing vLLM returns
     # (--enable-return-routed-experts), where decode_experts.py infers them from the periods.
     "cal25-graph-256-2048": (256, 2048),
+    # What a decode adds to a step without graphs beside 1 to 64 decodes, on one server: a line,
+    # or a rise that stops past a few decodes?
+    "cal26-graph-256-2048": (256, 2048),
 }
 
 def plan_document(warm, work):
@@ -730,6 +733,26 @@ def cal25_plan(label):
                            temperature=t, keep_text=True, routed_experts=True))
     return plan_document(warm, work)
 
+def cal26_plan(label):
+    """FULL_DECODE_ONLY at 256/2048 beside proc-sampler.py: does what a decode adds to a step
+    without graphs stop growing past a few decodes? cal17's Poisson steps took 66 ms beside 1-10
+    decodes and 81 ms beside 11-30, cal2's injections grew 0.29 ms a decode from 8 to 64, cal22's
+    did not grow from 64 to 128, and cal12's and cal4's shrank from 1 to 16 (docs/fidelity.md,
+    "What is still wrong"). One server, three interleaved rounds: 1,024- and 256-token prompts
+    injected beside 1, 2, 4, 8, 16, 32 and 64 standing decodes of 256-token prompts (each
+    injection prefilled in one step beside them, the budget never binding)."""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 1024)]
+    warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 8, 64)]
+    warm.append(inject_burst(label, "warm-inject", 8, 200, (1024, 256), 1.0, 0.5, standing_len=256))
+    work = []
+    for rep in "abc":
+        for b in (1, 2, 4, 8, 16, 32, 64):
+            start = 0.6 + b * 256 / 2048 * 0.1  # after the standing prompts' own prefill steps
+            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o700-{rep}", b, 700,
+                                     (1024, 256, 1024, 256), round(start, 1), 0.5,
+                                     standing_len=256))
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -741,7 +764,7 @@ def plan(label):
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
                ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan),
-               ("cal25-", cal25_plan)]
+               ("cal25-", cal25_plan), ("cal26-", cal26_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

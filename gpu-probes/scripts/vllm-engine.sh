@@ -32,7 +32,8 @@
 #        cal23-graph-256-2048: decode bursts of 16-240 greedy, at temperature 1 and at 2, their generated text kept;
 #        cal24-graph-256-2048: cal23's bursts without its bench runs;
 #        cal25-graph-256-2048: decode bursts on a server that returns each token's routed experts,
-#        counted (--enable-return-routed-experts: its steps price nothing; commit under routing/))
+#        counted (--enable-return-routed-experts: its steps price nothing; commit under routing/);
+#        cal26-graph-256-2048: 1,024- and 256-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -72,7 +73,7 @@ for i in "${!labels[@]}"; do
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
