@@ -395,8 +395,8 @@ fn bench_serve(context: &Context<'_>, w: &Workload) -> Result<serde_json::Value,
 /// A burst of `num_prompts` requests sent together, each on its own thread: streamed (every token's
 /// arrival kept) or, with `stream: false`, answered once at the end. Injected requests follow, each
 /// streamed on its own thread from its offset; the record lists the burst's requests first, then the
-/// injected ones in plan order.
-/// A fixed-shape burst, and why its routed experts were not counted where it asked for them.
+/// injected ones in plan order. Where the workload counts routed experts and they could not be
+/// counted, the second value says why.
 fn fixed_shape(context: &Context<'_>, w: &Workload) -> (FixedShapeResult, Option<String>) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(w.seed);
     let mut body = |input_len: u32, output_len: u32, stream: bool| {
@@ -473,11 +473,12 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> (FixedShapeResult, Option
             })
             .collect()
     });
+    let (requests, routings): (Vec<_>, Vec<_>) = answers.into_iter().unzip();
     // The burst's own requests (not those injected into it), each one's routing where it came.
-    let routings: Vec<routed::Routing> = answers
-        .iter()
+    let routings: Vec<routed::Routing> = routings
+        .into_iter()
         .take(w.num_prompts as usize)
-        .filter_map(|(_, routing)| routing.clone())
+        .flatten()
         .collect();
     let (routed, uncounted) = if w.routed_experts {
         match routed::summarise(&routings, w.input_len as usize) {
@@ -487,11 +488,7 @@ fn fixed_shape(context: &Context<'_>, w: &Workload) -> (FixedShapeResult, Option
     } else {
         (None, None)
     };
-    let result = FixedShapeResult {
-        requests: answers.into_iter().map(|(record, _)| record).collect(),
-        routed,
-    };
-    (result, uncounted)
+    (FixedShapeResult { requests, routed }, uncounted)
 }
 
 /// A prompt as the dummy model's word-level tokenizer reads it: token `i` is the word `t<i>`
