@@ -424,6 +424,21 @@ impl RoleConfig {
             .any(|f| f.flag == "--load-format" && f.value.as_deref() == Some("dummy"))
     }
 
+    /// `--enable-return-routed-experts` (the last of it and `--no-enable-return-routed-experts`):
+    /// the server copies every token's routed experts to the host each step and returns them with
+    /// each completion (vLLM 0.26.0 `ModelConfig.enable_return_routed_experts`).
+    pub fn returns_routed_experts(&self) -> bool {
+        self.unknown_flags
+            .iter()
+            .rev()
+            .find_map(|f| match f.flag.as_str() {
+                "--enable-return-routed-experts" => Some(true),
+                "--no-enable-return-routed-experts" => Some(false),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
     /// KV-cache block size in tokens: `--block-size`, else 64 for `--attention-backend FLASHMLA`,
     /// else [`DEFAULT_BLOCK_SIZE`] (see there for the vLLM 0.26.0 sources).
     pub fn block_size(&self) -> u32 {

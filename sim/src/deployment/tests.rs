@@ -234,3 +234,25 @@ fn a_role_of_several_commands_needs_exactly_one_primary() {
         "{err}"
     );
 }
+
+#[test]
+fn the_weights_and_the_routing_a_server_returns_are_read_in_every_spelling() {
+    let role = |words: &[&str]| {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        RoleConfig::from_serve_args(&words).expect("the words parse")
+    };
+    assert!(role(&["/m", "--load-format", "dummy"]).dummy_weights());
+    assert!(role(&["/m", "--load_format=dummy"]).dummy_weights());
+    assert!(!role(&["/m", "--load-format", "auto"]).dummy_weights());
+    assert!(role(&["/m", "--enable-return-routed-experts"]).returns_routed_experts());
+    assert!(
+        role(&["/m", "--enable_return_routed_experts", "--enforce-eager"]).returns_routed_experts()
+    );
+    assert!(!role(&["/m"]).returns_routed_experts());
+    let last_says_no = role(&[
+        "/m",
+        "--enable-return-routed-experts",
+        "--no-enable-return-routed-experts",
+    ]);
+    assert!(!last_says_no.returns_routed_experts());
+}

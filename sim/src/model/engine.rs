@@ -156,11 +156,7 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
 pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, EngineProfileError> {
     let mut by_mode: BTreeMap<&'static str, Vec<(&str, &VllmRun)>> = BTreeMap::new();
     for (run, name) in runs.iter().zip(names) {
-        if run
-            .serve_args
-            .iter()
-            .any(|w| w == "--enable-return-routed-experts")
-        {
+        if serve_role(run).is_ok_and(|role| role.returns_routed_experts()) {
             return Err(EngineProfileError::Routing { file: name.clone() });
         }
         let mode = run_mode(run).map_err(|reason| EngineProfileError::Mode {
