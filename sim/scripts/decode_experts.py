@@ -24,14 +24,11 @@ Exit 2 on a missing or malformed file.
 """
 import argparse, json, math, sys
 
+from stamped_steps import fail
+
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet (traces/data/hardware/datasheets.json has no H200 entry: the
 # simulator's H200 is priced by its measured profile); a floor only, the tables price the rest.
 GRAPH_MODES = ("full-decode-only", "full-and-piecewise")
-
-
-def fail(message):
-    print(f"decode_experts.py: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def load(path):

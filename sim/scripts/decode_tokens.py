@@ -30,10 +30,7 @@ Exit 2 on a missing or malformed file, or a run with no kept text.
 """
 import argparse, gzip, json, re, statistics, sys
 
-
-def fail(message):
-    print(f"decode_tokens.py: {message}", file=sys.stderr)
-    sys.exit(2)
+from stamped_steps import fail
 
 
 def load(path):

@@ -178,26 +178,28 @@ pub fn summarise(routings: &[Routing], prompt_len: usize) -> Result<RoutedExpert
             })
         })
         .collect();
-    let prompt_of = |r: &Routing, l: usize| -> BTreeSet<u32> {
-        (0..prompt_len)
-            .flat_map(|row| r.picks(row, l).iter().copied())
-            .collect()
-    };
-    let mut per_request: Vec<f64> = routings
+    // Each request's prompt experts by layer, counted once for both figures below.
+    let prompts: Vec<Vec<BTreeSet<u32>>> = routings
         .iter()
-        .map(|r| mean_over_layers(&|l| prompt_of(r, l).len()))
+        .map(|r| {
+            (0..layers)
+                .map(|l| {
+                    (0..prompt_len)
+                        .flat_map(|row| r.picks(row, l).iter().copied())
+                        .collect()
+                })
+                .collect()
+        })
         .collect();
-    per_request.sort_by(f64::total_cmp);
-    let n = per_request.len();
-    let prompt_distinct = if n % 2 == 1 {
-        per_request[n / 2]
-    } else {
-        (per_request[n / 2 - 1] + per_request[n / 2]) / 2.0
-    };
+    let per_request: Vec<f64> = prompts
+        .iter()
+        .map(|sets| mean_over_layers(&|l| sets[l].len()))
+        .collect();
+    let prompt_distinct = crate::stats::median(&per_request).unwrap_or(0.0);
     let prompt_union_distinct = mean_over_layers(&|l| {
-        routings
+        prompts
             .iter()
-            .flat_map(|r| prompt_of(r, l))
+            .flat_map(|sets| sets[l].iter())
             .collect::<BTreeSet<_>>()
             .len()
     });
