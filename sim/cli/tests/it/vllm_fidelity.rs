@@ -66,9 +66,14 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 9.90 %, worst 90.6 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 76 ms, and the
-    // two real runs are 67 % apart); 210 of 252 values within 25 %; 9 of 43 ratios within 10 %.
+    // own send times"): median 10.56 %, worst 88.9 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // prefill steps took about 180 ms on the repeat server where the table prices 87 ms, and the
+    // two real runs are 67 % apart); 212 of 252 values within 25 %; 11 of 43 ratios within 10 %.
+    // The twenty-fourth batch (cal26, calibration only: 1,024- and 256-token prompts beside 1-64
+    // decodes, flat in the decodes at 86-101 and 76-88 ms on a slow host) moved them from 9.90 %,
+    // 90.6 %, 210 and 9 (the model on repeats 15.7 -> 14.0 %): its slope (-0.036 ms a decode) took
+    // the decode term, the median of ten servers' slopes, from 0.232 to 0.100 ms, and its steps
+    // the table's 1,032- and 2,048-token entries from 74.2 and 75.6 to 82.0 and 87.3 ms.
     // The decode term beside a prefill as the plain median of the servers' own slopes (chosen by
     // calibration_loso.py: median 11.3 % either way, mean 19.5 -> 16.7 %, 100 -> 103 of 135) moved
     // them from 10.66 %, 88.5 %, 207 and 9 (the model on repeats 13.9 -> 15.7 %): FULL_DECODE_ONLY's
@@ -113,8 +118,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.099, "median |error| {median}");
-    assert!(worst <= 0.907, "worst |error| {worst}");
+    assert!(median <= 0.106, "median |error| {median}");
+    assert!(worst <= 0.889, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -126,7 +131,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 210, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 212, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -135,21 +140,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 15.7 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 14.0 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.158, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.141, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 43);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 9 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 11 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 9,
+        within >= 11,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }
@@ -169,7 +174,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 44, "{runs:?}");
+    assert_eq!(runs.len(), 45, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
