@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Each FULL_DECODE_ONLY server's level against an engine profile's non-uniform table, beside the
+host speed its provenance read before it started: do servers on slow hosts step slower?
+
+Steps without graphs are host-bound, and the table is a median over servers (docs/fidelity.md,
+"Every server counts once"), so each server's steps sit at a level of their own. For every stamped
+run file (probe f27393d on) of a `FULL_DECODE_ONLY` server whose provenance holds the host-speed
+readings (`notes.torch_launch_us`, `notes.python_loop_ns`, gpu-probes/scripts/host-speed.py), the
+level is the median, over its fixed-shape workloads' steps that prefilled (at least 64 tokens; the
+period from the stamps as `stamped_steps.prefill_periods` reads it), of the step's period over the
+table at the step's tokens (interpolated as `sim/src/model/engine.rs` does). Servers with fewer than
+ten such steps are left out.
+
+Prints one line per server (launch µs, loop ns, level, steps, name) and the correlation of the level
+with each reading.
+
+usage: step_levels.py PROFILE RUN.json.gz...
+  PROFILE   an engine profile (`afd-sim engine-profile`'s output, e.g.
+            traces/data/engine/h200-dsv2l-vllm-engine.json)
+Exit 2 on a missing or malformed file, or when fewer than three servers qualify.
+"""
+import json, statistics, sys
+
+from injected_steps import graph_mode, interpolate, load_json
+from stamped_steps import correlation, fail, prefill_periods, usage
+
+MIN_STEPS = 10
+
+
+def level(run, table):
+    """(median period / table, steps counted) over the run's stamped fixed-shape prefill steps."""
+    ratios = []
+    for r in run.get("records", []):
+        steps = r.get("steps") or []
+        if r.get("failure") or r.get("workload", {}).get("kind") != "fixed-shape":
+            continue
+        if not steps or any("logged_s" not in s for s in steps):
+            continue
+        for k, t0, t1 in prefill_periods(steps):
+            tokens = steps[k]["ctx_tokens"] + steps[k]["gen_tokens"]
+            if tokens >= 64:
+                ratios.append((t1 - t0) * 1e3 / interpolate(table, tokens))
+    return (statistics.median(ratios) if ratios else None), len(ratios)
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or any(a.startswith("-") for a in args):
+        usage(__doc__)
+    profile = load_json(args[0])
+    try:
+        costs = next(m for m in profile["modes"] if m["mode"] == "full-decode-only")
+        table = [(t, ns / 1e6) for t, ns in costs["nonuniform_period_ns"]]
+    except (KeyError, TypeError, StopIteration):
+        fail(f"{args[0]}: no full-decode-only mode with a non-uniform table")
+    if not table:
+        fail(f"{args[0]}: the full-decode-only non-uniform table is empty")
+    rows = []
+    for path in args[1:]:
+        run = load_json(path)
+        if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
+            fail(f"{path}: not an `afd-probe vllm` run file (format afd-vllm-run)")
+        notes = run.get("provenance", {}).get("notes") or {}
+        if "torch_launch_us" not in notes or "--enforce-eager" in (run.get("serve_args") or []):
+            continue
+        if graph_mode(run) != "full-decode-only":
+            continue
+        try:
+            launch, loop = float(notes["torch_launch_us"]), float(notes.get("python_loop_ns", "nan"))
+        except ValueError:
+            fail(f"{path}: provenance notes hold a host-speed reading that is not a number")
+        value, steps = level(run, table)
+        if value is not None and steps >= MIN_STEPS:
+            rows.append((launch, loop, value, steps, run.get("label", path)))
+    if len(rows) < 3:
+        fail(f"{len(rows)} FULL_DECODE_ONLY servers with host readings and {MIN_STEPS}+ stamped "
+             "prefill steps: a correlation needs three")
+    for row in sorted(rows):
+        print("%6.2f µs %6.1f ns  level %5.3f  %4d steps  %s" % row)
+    print("correlation of the level with the launch reading %.2f, with the loop reading %.2f "
+          "(%d servers)" % (correlation([r[0] for r in rows], [r[2] for r in rows]),
+                            correlation([r[1] for r in rows], [r[2] for r in rows]), len(rows)))
+
+
+if __name__ == "__main__":
+    main()
