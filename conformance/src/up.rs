@@ -405,14 +405,21 @@ fn url_of(args: &[String]) -> Result<String, UpError> {
 /// Moves the HTTP ports (shared ones stay shared) and the AFD base port to free ports on loopback.
 fn move_ports(words: &mut [ServeWords; 2]) -> Result<(), UpError> {
     let mut http: BTreeMap<String, u16> = BTreeMap::new();
+    // Each chosen port stays bound until the AFD run is chosen: a port released at once may come back
+    // from the next bind, and an HTTP port inside the rendezvous run is refused
+    // (`cross.http-port-vs-rendezvous`, afd-spec §2.3).
+    let mut held = Vec::new();
     for w in words.iter() {
         let old = flag_value(&w.args, "--port").unwrap_or("8000").to_owned();
         if let std::collections::btree_map::Entry::Vacant(e) = http.entry(old) {
-            e.insert(free_port()?);
+            let listener = bound_port()?;
+            e.insert(port_of(&listener)?);
+            held.push(listener);
         }
     }
     // Room for the base port and port + k + 1 of every subgroup (v0.26), whatever the rank count.
     let afd = free_port_run(65)?;
+    drop(held);
     for w in words.iter_mut() {
         if flag_value(&w.args, "--port").is_none() {
             w.args.push("--port".to_owned());
@@ -441,13 +448,20 @@ fn set_afd_port(json: &str, port: u16) -> Option<String> {
     Some(value.to_string())
 }
 
-fn free_port() -> Result<u16, UpError> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| UpError::Ports(e.to_string()))?;
+/// A loopback listener on a port the kernel chose.
+fn bound_port() -> Result<std::net::TcpListener, UpError> {
+    std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| UpError::Ports(e.to_string()))
+}
+
+fn port_of(listener: &std::net::TcpListener) -> Result<u16, UpError> {
     listener
         .local_addr()
         .map(|a| a.port())
         .map_err(|e| UpError::Ports(e.to_string()))
+}
+
+fn free_port() -> Result<u16, UpError> {
+    port_of(&bound_port()?)
 }
 
 /// A base port with `n` consecutive free ports from it.

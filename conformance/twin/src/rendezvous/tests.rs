@@ -7,18 +7,28 @@ use afd_sim::topology::{Role, RuleSet, Topology};
 
 use super::*;
 
-/// A currently free loopback port (with `span` free ports after it when asked).
+/// Every port this test process handed out, with its span: the kernel may give a just-released
+/// ephemeral port again, so two calls in a row could return the same port (a pair whose HTTP port is
+/// its rendezvous port, which `cross.http-port-vs-rendezvous` refuses).
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A currently free loopback port with `span` free ports after it, none handed out before by this
+/// process.
 pub(crate) fn free_port(span: u16) -> u16 {
     loop {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = listener.local_addr().expect("has an address").port();
         drop(listener);
-        if port.checked_add(span).is_none() {
+        let Some(last) = port.checked_add(span) else {
+            continue;
+        };
+        let mut handed = HANDED_OUT.lock().expect("port registry");
+        if handed.range(port..=last).next().is_some() {
             continue;
         }
-        let all_free =
-            (1..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok());
-        if all_free {
+        if (1..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok()) {
+            handed.extend(port..=last);
             return port;
         }
     }
