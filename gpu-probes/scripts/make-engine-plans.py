@@ -115,6 +115,12 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # What a decode adds to a step without graphs beside 1 to 64 decodes, on one server: a line,
     # or a rise that stops past a few decodes?
     "cal26-graph-256-2048": (256, 2048),
+    # cal26 found a 256- and a 1,024-token prefill's step flat from 1 to 64 decodes beside it, where
+    # the 64/64 servers' pairs (2 and 8 decodes) say 0.23-2.83 ms a decode: is that the small prefill
+    # or the budget? 64- and 128-token prompts beside 1-64 decodes on a 2K server (cal27), and
+    # 128-token prompts chunked beside 1-56 decodes at the 64-token budget (cal28).
+    "cal27-graph-256-2048": (256, 2048),
+    "cal28-graph-64-64": (64, 64),
 }
 
 def plan_document(warm, work):
@@ -753,6 +759,41 @@ def cal26_plan(label):
                                      standing_len=256))
     return plan_document(warm, work)
 
+def cal27_plan(label):
+    """FULL_DECODE_ONLY at 256/2048 beside proc-sampler.py: cal26's design with small prompts. 64- and
+    128-token prompts injected beside 1, 2, 4, 8, 16, 32 and 64 standing decodes of 256-token prompts,
+    three interleaved rounds, each prefilled in one step: do steps that prefill a few dozen tokens
+    grow with the decodes beside them, as the 64/64 servers' pairs say, where cal26's 256- and
+    1,024-token ones did not?"""
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 64, 128, 256)]
+    warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 8, 64)]
+    warm.append(inject_burst(label, "warm-inject", 8, 200, (128, 64), 1.0, 0.5, standing_len=256))
+    work = []
+    for rep in "abc":
+        for b in (1, 2, 4, 8, 16, 32, 64):
+            start = 0.6 + b * 256 / 2048 * 0.1  # after the standing prompts' own prefill steps
+            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o700-{rep}", b, 700,
+                                     (128, 64, 128, 64), round(start, 1), 0.5, standing_len=256))
+    return plan_document(warm, work)
+
+def cal28_plan(label):
+    """FULL_DECODE_ONLY at 64/64 (the seed recipe's limits) beside proc-sampler.py: 128-token prompts
+    injected beside 1, 2, 4, 8, 16, 32 and 56 standing decodes of 16-token prompts, three
+    interleaved rounds. The budget binds: each chunk holds 64 less the decodes, so every counted step
+    schedules 64 tokens and only the split between prefill and decode changes (cal18-cal20 measured
+    2 and 8 decodes: 0.23-2.83 ms a decode)."""
+    warm = warmups_64_64(label, (16, 128, 256))
+    warm.append(inject_burst(label, "warm-inject-b56", 56, 400, (128,), 1.6, 1.0, standing_len=16))
+    work = []
+    for rep in "abc":
+        for b in (1, 2, 4, 8, 16, 32, 56):
+            # After the standing prompts' own prefill (b x 16 tokens at 64 a step); each injection's
+            # chunks of 64 - b tokens take up to 16 steps, so they go 1.5 s apart.
+            start = 0.5 + b * 16 / 64 * 0.08
+            work.append(inject_burst(label, f"fx-inj-b{b}-s16-o1500-{rep}", b, 1500,
+                                     (128, 128, 128, 128), round(start, 1), 1.5, standing_len=16))
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -764,7 +805,8 @@ def plan(label):
                ("cal18-", cal18_plan), ("cal19-", cal19_plan),
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
                ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan),
-               ("cal25-", cal25_plan), ("cal26-", cal26_plan)]
+               ("cal25-", cal25_plan), ("cal26-", cal26_plan),
+               ("cal27-", cal27_plan), ("cal28-", cal28_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

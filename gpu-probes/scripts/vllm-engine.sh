@@ -33,7 +33,9 @@
 #        cal24-graph-256-2048: cal23's bursts without its bench runs;
 #        cal25-graph-256-2048: decode bursts on a server that returns each token's routed experts,
 #        counted (--enable-return-routed-experts: its steps price nothing; commit under routing/);
-#        cal26-graph-256-2048: 1,024- and 256-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2))
+#        cal26-graph-256-2048: 1,024- and 256-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
+#        cal27-graph-256-2048: 128- and 64-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
+#        cal28-graph-64-64: 128-token prompts chunked beside 1-56 decodes at the 64-token budget (PROCS=0.2))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -58,7 +60,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
-    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64|cal20-graph-64-64|cal21-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64|cal20-graph-64-64|cal21-graph-64-64|cal28-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
@@ -73,7 +75,7 @@ for i in "${!labels[@]}"; do
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac

@@ -4,19 +4,23 @@ the prompt's tokens and the decodes beside it, from a stamped `afd-probe vllm` r
 on): does what a decode adds to a step without graphs grow, stop, or vanish?
 
 A workload with `inject` (make-engine-plans.py `inject_burst`) starts `num_prompts` standing
-requests and then sends the injected prompts. Its steps that prefilled exactly one injected prompt's
-tokens beside exactly the standing batch's decodes are the ones counted (the standing prompts' own
-prefill steps, and a prompt chunked by the budget, are not). A step's period is the stamp of the
+requests and then sends the injected prompts. Its steps that prefilled one request beside exactly
+the standing batch's decodes are counted: a step that prefilled a whole injected prompt, in the row
+of that prompt's length, and a step that the budget filled with a chunk beside the decodes
+(`--max-num-batched-tokens` tokens in all, as at 64/64), in the row of chunked steps. The standing
+prompts' own prefill steps, and a chunk's short tail, are not. A step's period is the stamp of the
 step before it less the stamp of the one before that (`stamped_steps.prefill_periods`: vLLM logs a
 step once the next one is issued; steps after an idle spell are left out).
 
-Per prompt length it prints the median period (and the count) beside each standing batch, and the
-least-squares slope over every step of that length (milliseconds a decode). With --profile FILE (an
+Per row it prints the median period (and the count) beside each standing batch, and the
+least-squares slope through those medians (milliseconds a decode). At hundreds of decodes the stamps
+can misplace a step (cal22's 1,808-token chunks beside 240 decodes read 22 ms): read such cells with
+the run's other evidence. With --profile FILE (an
 engine profile, `afd-sim engine-profile`'s output; the one a blind prediction was made from, e.g.
 `git show REV:traces/data/engine/h200-dsv2l-vllm-engine.json`) each cell is set beside what the
 profile prices that step at, as `sim/src/model/engine.rs` does for a step of the run's graph mode
-that schedules a prefill: its non-uniform table at the step's tokens plus the decode term times the
-decodes, and the error.
+that schedules a prefill: its non-uniform table at the step's tokens (prefill and decodes) plus the
+decode term times the decodes, and the error.
 
 usage: injected_steps.py RUN.json[.gz] [--profile FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no injected step.
@@ -67,8 +71,23 @@ def interpolate(points, x):
     return max(ya + (yb - ya) * (x - xa) / (xb - xa), 0.0)
 
 
+def budget_of(run):
+    """The server's --max-num-batched-tokens, None when its serve args do not set it."""
+    args = run.get("serve_args") or []
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--max-num-batched-tokens":
+            try:
+                return int(args[i + 1])
+            except ValueError:
+                fail(f"--max-num-batched-tokens {args[i + 1]!r} in serve_args is not a number")
+    return None
+
+
 def injected_periods(run):
-    """{(prompt tokens, decodes beside): [period ms]} over the run's injection workloads."""
+    """{(row, decodes beside): [period ms]} over the run's injection workloads, a row
+    ("prompt", its tokens) for steps that prefilled a whole prompt and ("chunk", the budget) for
+    steps the budget filled."""
+    budget = budget_of(run)
     cells = collections.defaultdict(list)
     for r in run.get("records", []):
         w = r.get("workload", {})
@@ -83,8 +102,12 @@ def injected_periods(run):
                  "before f27393d, whose server log lines were not stamped)")
         for k, t0, t1 in prefill_periods(steps):
             s = steps[k]
-            if s["ctx_requests"] == 1 and s["ctx_tokens"] in lengths and s["gen_requests"] == batch:
-                cells[(s["ctx_tokens"], batch)].append((t1 - t0) * 1e3)
+            if s["ctx_requests"] != 1 or s["gen_requests"] != batch:
+                continue
+            if s["ctx_tokens"] in lengths:
+                cells[(("prompt", s["ctx_tokens"]), batch)].append((t1 - t0) * 1e3)
+            elif budget and s["ctx_tokens"] + s["gen_tokens"] == budget:
+                cells[(("chunk", budget), batch)].append((t1 - t0) * 1e3)
     return cells
 
 
@@ -123,37 +146,40 @@ def main():
             fail(f"{profile_path}: no {mode} mode with a non-uniform table and a decode term")
         if not table:
             fail(f"{profile_path}: the {mode} mode's non-uniform table is empty")
-        priced = lambda tokens, b: interpolate(table, tokens + b) + per_decode * b
-    lengths = sorted({k[0] for k in cells}, reverse=True)
+        priced = lambda tokens, b: interpolate(table, tokens) + per_decode * b
+    rows = sorted({k[0] for k in cells}, key=lambda r: (r[0] == "chunk", -r[1]))
     batches = sorted({k[1] for k in cells})
-    out = {"run": run.get("label"), "lengths": []}
-    for length in lengths:
-        row = {"prompt_tokens": length, "cells": []}
+    out = {"run": run.get("label"), "rows": []}
+    for kind, tokens in rows:
+        row = {"kind": kind, "tokens": tokens, "cells": []}
         for b in batches:
-            values = cells.get((length, b))
+            values = cells.get(((kind, tokens), b))
             if not values:
                 continue
             cell = {"decodes": b, "steps": len(values), "median_ms": statistics.median(values)}
             if priced:
-                cell["priced_ms"] = priced(length, b)
+                # A whole prompt's step schedules it and the decodes; a chunked one, the budget.
+                cell["priced_ms"] = priced(tokens + b if kind == "prompt" else tokens, b)
                 cell["error"] = cell["priced_ms"] / cell["median_ms"] - 1
             row["cells"].append(cell)
-        points = [(b, v) for (L, b), vs in cells.items() if L == length for v in vs]
-        row["slope_ms_per_decode"] = slope(points)
-        out["lengths"].append(row)
+        # Through the cells' medians: a few steps that met a stall (up to 300 ms) would tilt a line
+        # through every step.
+        row["slope_ms_per_decode"] = slope([(c["decodes"], c["median_ms"]) for c in row["cells"]])
+        out["rows"].append(row)
     if as_json:
         print(json.dumps(out, indent=1))
         return
     print(f"{out['run']}: steps that prefilled one injected prompt beside its standing decodes")
-    for row in out["lengths"]:
-        print(f"{row['prompt_tokens']}-token prompt:")
+    for row in out["rows"]:
+        print(f"{row['tokens']}-token prompt:" if row["kind"] == "prompt"
+              else f"steps of a chunk beside the decodes, {row['tokens']} tokens in all (the budget):")
         for c in row["cells"]:
             line = f"  beside {c['decodes']:>3} decodes: {c['median_ms']:7.1f} ms ({c['steps']} steps)"
             if "priced_ms" in c:
                 line += f", profile {c['priced_ms']:7.1f} ms ({c['error']:+.1%})"
             print(line)
         s = row["slope_ms_per_decode"]
-        print("  slope over every step: " + ("n/a" if s is None else f"{s:+.3f} ms a decode"))
+        print("  slope through the medians: " + ("n/a" if s is None else f"{s:+.3f} ms a decode"))
 
 
 if __name__ == "__main__":
