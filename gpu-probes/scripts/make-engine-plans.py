@@ -739,6 +739,18 @@ def cal25_plan(label):
                            temperature=t, keep_text=True, routed_experts=True))
     return plan_document(warm, work)
 
+def beside_decodes(label, prompts):
+    """Three interleaved rounds of bursts of 1 to 64 standing decodes of 256-token prompts, 700
+    tokens out, each with `prompts` injected 0.5 s apart once the standing prompts' own prefill
+    steps are done (cal26, cal27)."""
+    work = []
+    for rep in "abc":
+        for b in (1, 2, 4, 8, 16, 32, 64):
+            start = 0.6 + b * 256 / 2048 * 0.1
+            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o700-{rep}", b, 700, prompts,
+                                     round(start, 1), 0.5, standing_len=256))
+    return work
+
 def cal26_plan(label):
     """FULL_DECODE_ONLY at 256/2048 beside proc-sampler.py: does what a decode adds to a step
     without graphs stop growing past a few decodes? cal17's Poisson steps took 66 ms beside 1-10
@@ -750,14 +762,7 @@ def cal26_plan(label):
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 256, 1024)]
     warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 8, 64)]
     warm.append(inject_burst(label, "warm-inject", 8, 200, (1024, 256), 1.0, 0.5, standing_len=256))
-    work = []
-    for rep in "abc":
-        for b in (1, 2, 4, 8, 16, 32, 64):
-            start = 0.6 + b * 256 / 2048 * 0.1  # after the standing prompts' own prefill steps
-            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o700-{rep}", b, 700,
-                                     (1024, 256, 1024, 256), round(start, 1), 0.5,
-                                     standing_len=256))
-    return plan_document(warm, work)
+    return plan_document(warm, beside_decodes(label, (1024, 256, 1024, 256)))
 
 def cal27_plan(label):
     """FULL_DECODE_ONLY at 256/2048 beside proc-sampler.py: cal26's design with small prompts. 64- and
@@ -768,13 +773,7 @@ def cal27_plan(label):
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 64, 128, 256)]
     warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 8, 64)]
     warm.append(inject_burst(label, "warm-inject", 8, 200, (128, 64), 1.0, 0.5, standing_len=256))
-    work = []
-    for rep in "abc":
-        for b in (1, 2, 4, 8, 16, 32, 64):
-            start = 0.6 + b * 256 / 2048 * 0.1  # after the standing prompts' own prefill steps
-            work.append(inject_burst(label, f"fx-inj-b{b}-s256-o700-{rep}", b, 700,
-                                     (128, 64, 128, 64), round(start, 1), 0.5, standing_len=256))
-    return plan_document(warm, work)
+    return plan_document(warm, beside_decodes(label, (128, 64, 128, 64)))
 
 def cal28_plan(label):
     """FULL_DECODE_ONLY at 64/64 (the seed recipe's limits) beside proc-sampler.py: 128-token prompts
