@@ -24,19 +24,11 @@ Exit 2 on a missing or malformed file.
 """
 import argparse, json, math, sys
 
-from stamped_steps import fail
+from stamped_steps import fail, read_json
 
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet (traces/data/hardware/datasheets.json has no H200 entry: the
 # simulator's H200 is priced by its measured profile); a floor only, the tables price the rest.
 GRAPH_MODES = ("full-decode-only", "full-and-piecewise")
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
 
 
 def table(profile, op, routing=None):
@@ -107,7 +99,7 @@ def main():
     ap.add_argument("--model", default="traces/data/models/deepseek-v2-lite/config.json")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    engine, cal, cfg = load(args.engine), load(args.calibration), load(args.model)
+    engine, cal, cfg = read_json(args.engine), read_json(args.calibration), read_json(args.model)
     try:
         experts, top_k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
         moe_layers = cfg["num_hidden_layers"] - cfg["first_k_dense_replace"]

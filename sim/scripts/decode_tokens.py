@@ -28,21 +28,9 @@ error, and the loaded-weights step the same file holds (what a trained model's r
 usage: decode_tokens.py RUN.json[.gz] [--blind FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no kept text.
 """
-import argparse, gzip, json, re, statistics, sys
+import argparse, json, re, statistics, sys
 
-from stamped_steps import fail
-
-
-def load(path):
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            run = json.load(f)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        fail(f"{path}: {e}")
-    if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
-        fail(f"{path}: not an afd-vllm-run file")
-    return run
+from stamped_steps import fail, read_run
 
 
 def tokens(text):
@@ -139,7 +127,7 @@ def main():
     ap.add_argument("--blind", metavar="FILE")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    run = load(args.run)
+    run = read_run(args.run)
     rows = [s for s in map(summarise, run.get("records", [])) if s]
     if not rows:
         fail(f"{args.run}: no fixed-shape workload kept its text (a plan's keep_text)")

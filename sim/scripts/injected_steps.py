@@ -27,19 +27,9 @@ Exit 2 on a missing or malformed file, or a run with no injected step.
 """
 import collections, json, statistics, sys
 
-from stamped_steps import fail, prefill_periods, read_text, take_option, usage
+from stamped_steps import fail, prefill_periods, read_json, read_run, take_option, usage
 
 MODES = {"FULL_DECODE_ONLY": "full-decode-only", "FULL_AND_PIECEWISE": "full-and-piecewise"}
-
-
-def load_json(path):
-    try:
-        if path.endswith(".gz"):
-            return json.loads(read_text(path))
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
 
 
 def graph_mode(run):
@@ -128,15 +118,13 @@ def main():
     args = [a for a in args if a != "--json"]
     if len(args) != 1 or args[0].startswith("-"):
         usage(__doc__)
-    run = load_json(args[0])
-    if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
-        fail(f"{args[0]}: not an `afd-probe vllm` run file (format afd-vllm-run)")
+    run = read_run(args[0])
     cells = injected_periods(run)
     if not cells:
         fail(f"{args[0]}: no step prefilled an injected prompt beside its standing batch")
     priced = None
     if profile_path:
-        profile = load_json(profile_path)
+        profile = read_json(profile_path)
         mode = graph_mode(run)
         try:
             costs = next(m for m in profile["modes"] if m["mode"] == mode)

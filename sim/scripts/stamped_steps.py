@@ -1,12 +1,14 @@
 """Shared by the scripts that read stamped `afd-probe vllm` runs (probe f27393d on, every server log
-line stamped to the microsecond): the error exit, reading a gzipped file, a correlation, and the
-periods of the steps that prefilled.
+line stamped to the microsecond) and the other `sim/scripts` that read run files and profiles: the
+error exit, reading a gzipped file, a JSON file (plain or gzipped) and a run file, a correlation,
+and the periods of the steps that prefilled.
 
 A step's period is the stamp of the step before it less the stamp of the one before that: under
 asynchronous scheduling vLLM writes a step's line once the next step is issued. Steps that only
 decode, and steps whose period lies outside 20-300 ms (an idle spell before them), are left out.
 """
 import gzip
+import json
 import os
 import statistics
 import sys
@@ -26,6 +28,24 @@ def read_text(path):
             return f.read()
     except OSError as e:
         fail(f"{path}: {e}")
+
+
+def read_json(path):
+    """A JSON file, gzipped when its name ends in .gz; exit 2 naming the file when it cannot be read."""
+    try:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt") as f:
+            return json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        fail(f"{path}: {e}")
+
+
+def read_run(path):
+    """An `afd-probe vllm` run file (format afd-vllm-run); exit 2 on any other."""
+    run = read_json(path)
+    if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
+        fail(f"{path}: not an `afd-probe vllm` run file (format afd-vllm-run)")
+    return run
 
 
 def correlation(xs, ys):

@@ -21,8 +21,8 @@ Exit 2 on a missing or malformed file, or when fewer than three servers qualify.
 """
 import json, statistics, sys
 
-from injected_steps import graph_mode, interpolate, load_json
-from stamped_steps import correlation, fail, prefill_periods, usage
+from injected_steps import graph_mode, interpolate
+from stamped_steps import correlation, fail, prefill_periods, read_json, read_run, usage
 
 MIN_STEPS = 10
 
@@ -47,7 +47,7 @@ def main():
     args = sys.argv[1:]
     if len(args) < 2 or any(a.startswith("-") for a in args):
         usage(__doc__)
-    profile = load_json(args[0])
+    profile = read_json(args[0])
     try:
         costs = next(m for m in profile["modes"] if m["mode"] == "full-decode-only")
         table = [(t, ns / 1e6) for t, ns in costs["nonuniform_period_ns"]]
@@ -57,9 +57,7 @@ def main():
         fail(f"{args[0]}: the full-decode-only non-uniform table is empty")
     rows = []
     for path in args[1:]:
-        run = load_json(path)
-        if not isinstance(run, dict) or run.get("format") != "afd-vllm-run":
-            fail(f"{path}: not an `afd-probe vllm` run file (format afd-vllm-run)")
+        run = read_run(path)
         notes = run.get("provenance", {}).get("notes") or {}
         if "torch_launch_us" not in notes or "--enforce-eager" in (run.get("serve_args") or []):
             continue
