@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use afd_traces::vllm_run::{
     FixedShapeRequest, FixedShapeResult, PromptForm, VLLM_RUN_FORMAT, VLLM_RUN_SCHEMA_VERSION,
     VllmPlan, VllmProvenance, VllmRun, Workload, WorkloadKind, WorkloadRecord, serve_flag,
+    serve_switch,
 };
 use rand::{RngExt, SeedableRng};
 
@@ -103,10 +104,7 @@ pub fn run(spec: &VllmSpec, mut progress: impl FnMut(&str)) -> Result<VllmRun, V
         ));
     }
     // Before anything is written: a plan that counts routed experts needs a server that returns them.
-    let returns_routing = spec
-        .serve_args
-        .iter()
-        .any(|w| w == "--enable-return-routed-experts");
+    let returns_routing = serve_switch(&spec.serve_args, "--enable-return-routed-experts");
     if let Some(w) = spec
         .plan
         .warmup

@@ -772,6 +772,25 @@ pub fn serve_flag<'a>(words: &'a [String], flag: &str) -> Option<&'a str> {
     found
 }
 
+/// Whether a `vllm serve` switch (`--enable-return-routed-experts`) is on: the last of it and its
+/// `--no-` form wins, in either spelling (vLLM's argument parser reads `_` in a flag as `-`); off
+/// when neither is there.
+pub fn serve_switch(words: &[String], switch: &str) -> bool {
+    let name = switch.trim_start_matches('-');
+    words
+        .iter()
+        .rev()
+        .find_map(|w| {
+            let flag = w.strip_prefix("--")?.replace('_', "-");
+            if flag == name {
+                Some(true)
+            } else {
+                (flag.strip_prefix("no-") == Some(name)).then_some(false)
+            }
+        })
+        .unwrap_or(false)
+}
+
 fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, VllmRunError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de)

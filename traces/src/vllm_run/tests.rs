@@ -94,6 +94,31 @@ fn serve_flags_read_both_spellings_and_the_last_wins() {
 }
 
 #[test]
+fn serve_switches_read_both_spellings_and_their_no_form() {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let on = "--enable-return-routed-experts";
+    assert!(serve_switch(&words(&["/m", on]), on));
+    assert!(serve_switch(
+        &words(&["/m", "--enable_return_routed_experts", "--enforce-eager"]),
+        on
+    ));
+    assert!(!serve_switch(&words(&["/m"]), on));
+    assert!(!serve_switch(
+        &words(&["/m", on, "--no-enable-return-routed-experts"]),
+        on
+    ));
+    assert!(serve_switch(
+        &words(&["/m", "--no-enable-return-routed-experts", on]),
+        on
+    ));
+    // A value that happens to spell the switch is not the switch.
+    assert!(!serve_switch(
+        &words(&["/m", "--served-model-name", "enable-return-routed-experts"]),
+        on
+    ));
+}
+
+#[test]
 fn a_run_round_trips() {
     let plan = VllmPlan::from_json(&plan_text(ONE)).unwrap();
     let run = VllmRun {
