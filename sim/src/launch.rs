@@ -518,6 +518,52 @@ impl Launch {
         }
     }
 
+    /// What a prediction of this launch leaves out, one line each, for `predict` and `compare` to
+    /// print beside it: every warning of `report` (this launch's check), then, per server, the flags
+    /// it keeps that the timing model does not read ([`RoleConfig::flags_not_modelled`]). A
+    /// deployment that only `check`'s notes mention gives none.
+    pub fn caveats(&self, report: &Report) -> Vec<String> {
+        let mut lines: Vec<String> = report
+            .findings()
+            .iter()
+            .filter(|f| f.severity == crate::deployment::Severity::Warning)
+            .map(|f| {
+                let about = [
+                    f.role.map(|r| r.as_str().to_owned()),
+                    f.subject.as_ref().map(ToString::to_string),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" ");
+                format!("warning[{}] {about}: {}", f.rule.id(), f.message)
+            })
+            .collect();
+        let servers: Vec<(&str, &RoleConfig)> = match self {
+            Launch::Plain(plain) => vec![("the server", &plain.server)],
+            Launch::Afd(d) => vec![
+                ("the Attention server", &d.attention),
+                ("the FFN server", &d.ffn),
+            ],
+        };
+        for (name, server) in servers {
+            let flags = server.flags_not_modelled();
+            if flags.is_empty() {
+                continue;
+            }
+            let (verb, pronoun) = if flags.len() == 1 {
+                ("is", "it")
+            } else {
+                ("are", "them")
+            };
+            lines.push(format!(
+                "note: {name}'s {} {verb} not modelled: the prediction prices {name} without {pronoun}",
+                flags.join(", ")
+            ));
+        }
+        lines
+    }
+
     /// The afd block of a pair, if any.
     pub fn afd(&self) -> Option<&AfdConfig> {
         match self {

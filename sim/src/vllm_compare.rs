@@ -169,6 +169,23 @@ pub fn plain_config(
     gpu: GpuKind,
     model: &ModelArch,
 ) -> Result<ServingConfig, String> {
+    plain_server(words, gpu, model).map(|server| server.config)
+}
+
+/// A plain server as `compare` simulates it: its timing view and what a prediction of it leaves
+/// out (`Launch::caveats`: the check's warnings, the flags the model does not read).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlainServer {
+    pub config: ServingConfig,
+    pub caveats: Vec<String>,
+}
+
+/// As [`plain_config`], with the caveats.
+pub fn plain_server(
+    words: &[String],
+    gpu: GpuKind,
+    model: &ModelArch,
+) -> Result<PlainServer, String> {
     let role =
         RoleConfig::from_serve_args(words).map_err(|e| format!("the vllm serve words: {e}"))?;
     if role.afd().is_some() {
@@ -184,7 +201,7 @@ pub fn plain_config(
         )
         .collect::<Vec<_>>()
         .join(" ");
-    plain_config_from_line(&line, gpu, model)
+    plain_server_from_line(&line, gpu, model)
 }
 
 /// As [`plain_config`], from one command line (`vllm serve MODEL --flag ...`, shell quoting).
@@ -193,12 +210,24 @@ pub fn plain_config_from_line(
     gpu: GpuKind,
     model: &ModelArch,
 ) -> Result<ServingConfig, String> {
+    plain_server_from_line(line, gpu, model).map(|server| server.config)
+}
+
+/// As [`plain_server`], from one command line.
+pub fn plain_server_from_line(
+    line: &str,
+    gpu: GpuKind,
+    model: &ModelArch,
+) -> Result<PlainServer, String> {
     let launched = serving_config_from_command_lines(&[line], RuleSet::Latest, gpu, model)
         .map_err(|e| e.to_string())?;
     if launched.config.placement != Placement::Colocated {
         return Err("the command line is one role of an AFD pair, not a plain vLLM server".into());
     }
-    Ok(launched.config)
+    Ok(PlainServer {
+        caveats: launched.launch.caveats(&launched.report),
+        config: launched.config,
+    })
 }
 
 /// Prompt tokens each request of the run found in vLLM's prefix cache, when the engine's per-step
@@ -285,19 +314,13 @@ impl<'a> FrontEnd<'a> {
     }
 }
 
-/// Whether vLLM 0.26 schedules asynchronously for these serve words: on unless
-/// `--no-async-scheduling` (vllm/config/vllm.py:1059-1107 turns it on for a generating model without
-/// speculative decoding on the default executor, which is every deployment `compare` accepts).
+/// Whether vLLM 0.26 schedules asynchronously for these serve words, as
+/// [`crate::deployment::RoleConfig::async_scheduling`] reads them (on unless
+/// `--no-async-scheduling`); on for words that do not parse (the deployment's own reading reports
+/// those).
 pub fn async_scheduling(words: &[String]) -> bool {
-    let mut on = true;
-    for w in words {
-        match w.as_str() {
-            "--async-scheduling" => on = true,
-            "--no-async-scheduling" => on = false,
-            _ => {}
-        }
-    }
-    on
+    crate::deployment::RoleConfig::from_serve_args(words)
+        .map_or(true, |role| role.async_scheduling())
 }
 
 /// Whether these serve words fill the weights at random (`--load-format dummy`, every spelling
@@ -332,6 +355,18 @@ impl SendTimes {
     }
 }
 
+/// What [`compare`] found: each metric beside the real one, and the requests the simulated server
+/// refused (as vLLM answers a request it cannot serve with an error, which the bench counts as
+/// failed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compared {
+    pub rows: Vec<MetricRow>,
+    /// Requests the simulated server refused, the mean over the simulations.
+    pub failed: f64,
+    /// Why the first refused request was refused, in the first simulation that refused one.
+    pub rejection: Option<String>,
+}
+
 /// Simulates the bench run on `config` and sets each metric beside the real one. An arrival-bound
 /// run is simulated at the send times `send` gives: once at the bench's own, or the mean over
 /// several of the simulator's draws; a run that sends every prompt at once has one outcome and is
@@ -345,7 +380,7 @@ pub fn compare(
     seed: Seed,
     send: SendTimes,
     front: &FrontEnd,
-) -> Result<Vec<MetricRow>, String> {
+) -> Result<Compared, String> {
     use rayon::prelude::*;
     let gaps = match send {
         SendTimes::Bench { seed } => ArrivalDraw::VllmBench { seed },
@@ -366,11 +401,11 @@ pub fn compare(
         .collect::<Result<Vec<_>, String>>()?;
     let mut predicted = [0.0; METRICS.len()];
     for outcome in &outcomes {
-        for (sum, value) in predicted.iter_mut().zip(outcome) {
+        for (sum, value) in predicted.iter_mut().zip(&outcome.metrics) {
             *sum += value / outcomes.len() as f64;
         }
     }
-    Ok(METRICS
+    let rows = METRICS
         .iter()
         .zip(predicted)
         .filter_map(|(&key, predicted)| {
@@ -381,10 +416,23 @@ pub fn compare(
                 predicted,
             })
         })
-        .collect())
+        .collect();
+    Ok(Compared {
+        rows,
+        failed: outcomes.iter().map(|o| o.failed as f64).sum::<f64>() / outcomes.len() as f64,
+        rejection: outcomes.iter().find_map(|o| o.rejection.clone()),
+    })
 }
 
-/// One simulated draw of the bench run: each metric of [`METRICS`], in order.
+/// One simulated draw of the bench run.
+struct Outcome {
+    /// Each metric of [`METRICS`], in order.
+    metrics: [f64; METRICS.len()],
+    failed: u64,
+    rejection: Option<String>,
+}
+
+/// One simulated draw of the bench run.
 fn simulate_bench(
     config: &ServingConfig,
     cost: CostModel,
@@ -392,7 +440,7 @@ fn simulate_bench(
     gaps: ArrivalDraw,
     seed: Seed,
     front: &FrontEnd,
-) -> Result<[f64; METRICS.len()], String> {
+) -> Result<Outcome, String> {
     let dataset = RandomDataset {
         num_prompts: setting.num_prompts,
         input_len: setting.input_len,
@@ -413,9 +461,16 @@ fn simulate_bench(
     let mut workload =
         random_workload_drawn(dataset, arrivals, gaps, setting.max_concurrency, seed)
             .map_err(|e| e.to_string())?;
-    // A cached prefix is never prefilled: the request schedules only its other tokens.
+    // A cached prefix is never prefilled: the request schedules only its other tokens. A request
+    // vLLM refuses for its length keeps its whole prompt, so that the engine refuses it as vLLM does
+    // (the cache does not shorten what `--max-model-len` is held against).
+    let max_model_len = config
+        .max_model_len
+        .unwrap_or(cost.model().max_position_embeddings());
     for (request, &c) in workload.requests.iter_mut().zip(front.cached) {
-        request.input_tokens = request.input_tokens.saturating_sub(c).max(1);
+        if request.input_tokens.saturating_add(request.output_tokens) <= max_model_len {
+            request.input_tokens = request.input_tokens.saturating_sub(c).max(1);
+        }
     }
     let mut options = RunOptions::new(seed);
     front.apply(&mut options, f64::from(setting.input_len));
@@ -426,18 +481,25 @@ fn simulate_bench(
     let [tpot_mean, tpot_median, _, _] = m.tpot.summary_ms();
     let [itl_mean, ..] = m.itl.summary_ms();
     let [e2el_mean, e2el_median, ..] = m.e2el.summary_ms();
-    Ok([
-        m.output_tokens as f64 / seconds,
-        m.completed as f64 / seconds,
-        ttft_mean,
-        ttft_median,
-        ttft_p99,
-        tpot_mean,
-        tpot_median,
-        itl_mean,
-        e2el_mean,
-        e2el_median,
-    ])
+    Ok(Outcome {
+        metrics: [
+            m.output_tokens as f64 / seconds,
+            m.completed as f64 / seconds,
+            ttft_mean,
+            ttft_median,
+            ttft_p99,
+            tpot_mean,
+            tpot_median,
+            itl_mean,
+            e2el_mean,
+            e2el_median,
+        ],
+        failed: m.failed,
+        rejection: result
+            .requests
+            .iter()
+            .find_map(|r| r.rejection.as_ref().map(ToString::to_string)),
+    })
 }
 
 #[cfg(test)]

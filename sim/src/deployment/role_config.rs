@@ -135,6 +135,31 @@ pub struct UnknownFlag {
     pub location: Location,
 }
 
+/// `vllm serve` flags of vLLM 0.26.0 that the timing model does not interpret and need not: they
+/// change no step of the engine (where the model's code and tokenizer come from, request logging,
+/// the API key, the sampling seed: `vllm bench serve` sends `ignore_eos`, so a request decodes its
+/// full length whatever it samples), or the engine profile's prices hold their cost (the per-step
+/// log, which every `afd-probe vllm` measurement ran with). A prediction leaves out every other flag
+/// it does not read, and says so.
+pub const TIMING_NEUTRAL_FLAGS: &[&str] = &[
+    "--trust-remote-code",
+    "--tokenizer",
+    "--tokenizer-mode",
+    "--revision",
+    "--code-revision",
+    "--tokenizer-revision",
+    "--download-dir",
+    "--chat-template",
+    "--api-key",
+    "--seed",
+    "--disable-log-requests",
+    "--enable-log-requests",
+    "--disable-log-stats",
+    "--uvicorn-log-level",
+    "--disable-uvicorn-access-log",
+    "--enable-logging-iteration-details",
+];
+
 /// DBO settings of a role with `--enable-dbo` (afd-spec §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dbo {
@@ -437,6 +462,51 @@ impl RoleConfig {
                 _ => None,
             })
             .unwrap_or(false)
+    }
+
+    /// Asynchronous scheduling: on unless `--no-async-scheduling` is the last of it and
+    /// `--async-scheduling` (vLLM 0.26.0 turns it on for a generating model without speculative
+    /// decoding on the default executor, `vllm/config/vllm.py:1059-1107`, which is every deployment
+    /// the simulator accepts).
+    pub fn async_scheduling(&self) -> bool {
+        self.unknown_flags
+            .iter()
+            .rev()
+            .find_map(|f| match f.flag.as_str() {
+                "--async-scheduling" => Some(true),
+                "--no-async-scheduling" => Some(false),
+                _ => None,
+            })
+            .unwrap_or(true)
+    }
+
+    /// The flags the role keeps but the timing model does not read, each as `--flag value` (or
+    /// `--flag`), in the order written: every flag this model does not interpret but those read
+    /// from the kept words ([`RoleConfig::dummy_weights`], [`RoleConfig::async_scheduling`]) and
+    /// those that change no step of the engine ([`TIMING_NEUTRAL_FLAGS`]); and every
+    /// `--compilation-config` key it does not read. What a prediction of the role leaves out.
+    pub fn flags_not_modelled(&self) -> Vec<String> {
+        let read = [
+            "--load-format",
+            "--async-scheduling",
+            "--no-async-scheduling",
+        ];
+        let flags = self
+            .unknown_flags
+            .iter()
+            .filter(|f| {
+                !read.contains(&f.flag.as_str()) && !TIMING_NEUTRAL_FLAGS.contains(&f.flag.as_str())
+            })
+            .map(|f| match &f.value {
+                Some(value) => format!("{} {value}", f.flag),
+                None => f.flag.clone(),
+            });
+        let keys = self
+            .compilation
+            .other_keys
+            .iter()
+            .map(|key| format!("--compilation-config key {}", key.value));
+        flags.chain(keys).collect()
     }
 
     /// KV-cache block size in tokens: `--block-size`, else 64 for `--attention-backend FLASHMLA`,

@@ -110,6 +110,30 @@ impl GpuKind {
         GpuKind::ALL.into_iter().find(|kind| kind.as_str() == lower)
     }
 
+    /// The kind of a GPU named as the driver names it (`nvidia-smi --query-gpu=name`, the first
+    /// field of a run file's provenance line `NVIDIA H200, 580.159.04, 143771 MiB`). Only the
+    /// exact part each kind's figures describe: an H200 NVL, an H100 NVL or a 40 GB A100 has other
+    /// clocks, power or memory, and is `None`. The PCIe parts' names are their datasheets'.
+    pub fn of_device_name(name: &str) -> Option<GpuKind> {
+        let name = name.split(',').next().unwrap_or_default().trim();
+        let sxm = [
+            ("NVIDIA H200", GpuKind::H200),
+            ("NVIDIA H100 80GB HBM3", GpuKind::H100),
+            ("NVIDIA H800", GpuKind::H800),
+            ("NVIDIA H20", GpuKind::H20),
+            ("NVIDIA A100-SXM4-80GB", GpuKind::A100),
+        ];
+        if let Some(&(_, kind)) = sxm.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return Some(kind);
+        }
+        let sheets = afd_traces::hardware::builtin_datasheets();
+        GpuKind::ALL.into_iter().find(|kind| {
+            sheets
+                .gpu(kind.as_str())
+                .is_some_and(|gpu| gpu.name.eq_ignore_ascii_case(name))
+        })
+    }
+
     /// The class vLLM 0.26.0 picks `vllm serve`'s batch defaults by: at least 70 GiB and not an
     /// A100 (`vllm/engine/arg_utils.py:2449-2460`).
     pub fn batch_class(self) -> crate::deployment::GpuClass {

@@ -229,9 +229,10 @@ fn an_arrival_bound_run_is_predicted_as_the_mean_of_its_draws() {
     };
     let outcomes = [one(7), one(8), one(9)];
     let mean = compare(&config, &cost, &setting, &real, Seed(7), draws(3), &front).unwrap();
-    assert_eq!(mean.len(), 3, "only the metrics the real result has");
-    for (k, row) in mean.iter().enumerate() {
-        let expected = outcomes.iter().map(|d| d[k].predicted).sum::<f64>() / 3.0;
+    assert_eq!(mean.rows.len(), 3, "only the metrics the real result has");
+    assert_eq!((mean.failed, &mean.rejection), (0.0, &None));
+    for (k, row) in mean.rows.iter().enumerate() {
+        let expected = outcomes.iter().map(|d| d.rows[k].predicted).sum::<f64>() / 3.0;
         assert!(
             (row.predicted - expected).abs() <= 1e-9 * expected.abs(),
             "{}: {} against the draws' mean {expected}",

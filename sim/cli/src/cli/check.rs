@@ -252,16 +252,21 @@ fn shape_error(message: String) -> DeploymentError {
     }
 }
 
-/// The launch when it parses, passes every error rule and fits in memory (for `model` on `gpu`);
-/// otherwise the text `check` would print about it, for the caller to show before exiting 2.
-pub(crate) fn checked(loaded: Loaded, gpu: GpuKind, model: &ModelArch) -> Result<Launch, String> {
+/// The launch and its findings when it parses, passes every error rule and fits in memory (for
+/// `model` on `gpu`); otherwise the text `check` would print about it, for the caller to show before
+/// exiting 2.
+pub(crate) fn checked(
+    loaded: Loaded,
+    gpu: GpuKind,
+    model: &ModelArch,
+) -> Result<(Launch, Report), String> {
     let launch = match loaded.built {
         Ok(launch) => launch,
         Err((role, error)) => return Err(input_errors_text(&loaded.sources, role, &error)),
     };
     let report = launch.check_on(gpu, model);
     if report.is_clean() {
-        Ok(launch)
+        Ok((launch, report))
     } else {
         Err(report_text(&loaded.sources, &launch, &report))
     }

@@ -56,7 +56,10 @@ FULL_DECODE_ONLY with capture size 64, VLLM_USE_V2_MODEL_RUNNER=1; =0 under --ru
 Each deployment flag is written into every server's vllm serve words (--attention-*/--ffn-* into
 that role's; layout changes update the afd block's rank counts and CUDA_VISIBLE_DEVICES), and the
 words are judged as `afd-sim check` judges them: a deployment that breaks a rule, or a role that
-does not fit in GPU memory, exits 2 with the findings.
+does not fit in GPU memory, exits 2 with the findings. One that runs is predicted, and stderr
+names what the prediction leaves out: the check's warnings, and the serve flags the model does
+not read (`--kv-cache-dtype fp8`, say; those that change no step, such as --trust-remote-code or
+--seed, are not named).
 
 Defaults are vLLM 0.26.0's for what the words leave out: max-num-seqs 1024 and
 max-num-batched-tokens 8192 on GPUs of at least 70 GiB that are not A100s (256 / 2048 on A100, L4,
@@ -295,10 +298,19 @@ impl Inputs {
     fn from_args(args: &PredictArgs) -> anyhow::Result<Result<Inputs, String>> {
         let model = read_model(&args.hardware.model)?;
         let link_spec = args.link.as_deref().map(parse_link_flag).transpose()?;
-        let (config, placement, dummy_weights) = match serving_config(args, &model)? {
+        let Served {
+            config,
+            placement,
+            dummy_weights,
+            async_scheduling,
+            caveats,
+        } = match serving_config(args, &model)? {
             Ok(found) => found,
             Err(findings) => return Ok(Err(findings)),
         };
+        for caveat in &caveats {
+            eprintln!("{caveat}");
+        }
         if dummy_weights && (placement != Placement::Plain || !args.real_engine) {
             eprintln!(
                 "note: the deployment fills its weights at random (--load-format dummy); such a model's \
@@ -341,6 +353,7 @@ impl Inputs {
                 config: &config,
                 placement,
                 dummy_weights,
+                async_scheduling,
                 popularity,
             };
             cost = with_real_engine(cost, server, &model, &workload, &mut options)?;
@@ -392,6 +405,7 @@ fn with_real_engine(
         config,
         placement,
         dummy_weights,
+        async_scheduling,
         popularity,
     } = server;
     let Some(text) = afd_traces::vllm_run::builtin_engine_profile(config.gpu.as_str()) else {
@@ -421,7 +435,7 @@ fn with_real_engine(
         .map(|r| f64::from(r.input_tokens))
         .sum::<f64>()
         / workload.requests.len().max(1) as f64;
-    afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], true)
+    afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], async_scheduling)
         .apply(options, prompt_tokens);
     if placement != Placement::Plain {
         eprintln!(
@@ -446,13 +460,22 @@ fn with_real_engine(
     Ok(cost.with_engine(std::sync::Arc::new(engine)))
 }
 
+/// The deployment `predict` simulates, as its command lines give it.
+struct Served {
+    config: ServingConfig,
+    placement: Placement,
+    /// Whether a server fills its weights at random (`--load-format dummy`).
+    dummy_weights: bool,
+    /// Whether the (Attention) server schedules one step ahead (`RoleConfig::async_scheduling`).
+    async_scheduling: bool,
+    /// What the prediction leaves out (`Launch::caveats`), for stderr.
+    caveats: Vec<String>,
+}
+
 /// The recipe or command lines given (else the seed recipe) with every deployment flag rendered
 /// into their words and judged by the rules (and memory for `model`) as `check` judges them;
 /// `Err(findings)` when the deployment breaks a rule or does not fit.
-fn serving_config(
-    args: &PredictArgs,
-    model: &ModelArch,
-) -> anyhow::Result<Result<(ServingConfig, Placement, bool), String>> {
+fn serving_config(args: &PredictArgs, model: &ModelArch) -> anyhow::Result<Result<Served, String>> {
     let gpu = args.hardware.gpu()?;
     if args.no_dbo
         && (args.dbo_decode_token_threshold.is_some() || args.dbo_prefill_token_threshold.is_some())
@@ -460,8 +483,8 @@ fn serving_config(
         bail!("--no-dbo conflicts with --dbo-*-token-threshold");
     }
     let overrides = overrides(args);
-    let launch = match checked(load(&args.deployment, &overrides, gpu)?, gpu, model) {
-        Ok(launch) => launch,
+    let (launch, report) = match checked(load(&args.deployment, &overrides, gpu)?, gpu, model) {
+        Ok(checked) => checked,
         Err(findings) => return Ok(Err(findings)),
     };
     let config = launch
@@ -490,7 +513,17 @@ fn serving_config(
             deployment.attention.dummy_weights() || deployment.ffn.dummy_weights()
         }
     };
-    Ok(Ok((config, placement, dummy_weights)))
+    let async_scheduling = match &launch {
+        Launch::Plain(plain) => plain.server.async_scheduling(),
+        Launch::Afd(deployment) => deployment.attention.async_scheduling(),
+    };
+    Ok(Ok(Served {
+        config,
+        placement,
+        dummy_weights,
+        async_scheduling,
+        caveats: launch.caveats(&report),
+    }))
 }
 
 /// The deployment `--real-engine` prices: its numbers, where its servers run, whether it fills its
@@ -500,6 +533,8 @@ struct Server<'a> {
     config: &'a ServingConfig,
     placement: Placement,
     dummy_weights: bool,
+    /// Whether the server schedules one step ahead (`--no-async-scheduling` turns it off).
+    async_scheduling: bool,
     /// How a trained model's tokens pick experts (`--routing`).
     popularity: afd_sim::model::workload::ExpertPopularity,
 }

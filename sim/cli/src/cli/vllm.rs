@@ -77,18 +77,26 @@ Examples:
   afd-sim compare traces/data/vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz --calibration
                                                           its calibration bench runs, judged nowhere
 
-RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain
-`vllm bench serve --save-result` JSON with --serve-args. The workload is read from the result
-(num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token totals;
-the random dataset at fixed lengths). A run at a request rate or a ramp is simulated at the send times
-`vllm bench serve` drew: its gaps come from numpy's legacy generator seeded with the bench's --seed,
-replayed exactly (a run file records the seed; a plain result does not, so give --bench-seed unless
-the bench ran on vLLM's default 0). --draws N instead takes the mean over N draws of the simulator's own generator. Costs:
-the GPU's built-in profile plus its built-in engine profile (or --engine). Where the probe read /proc
-around a run (`host` in its record), a line after the table says how much of the real run the engine
-core's thread was on a CPU or waited for one, and the host's busy and stolen CPU time (`host` in --json):
-steps that were slow while that thread ran throughout were the host core's own speed, which no profile
+RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain `vllm
+bench serve --save-result` JSON with --serve-args. The workload is read from the result
+(num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token
+totals; the random dataset at fixed lengths). A run at a request rate or a ramp is simulated at
+the send times `vllm bench serve` drew: its gaps come from numpy's legacy generator seeded with
+the bench's --seed, replayed exactly (a run file records the seed; a plain result does not, so
+give --bench-seed unless the bench ran on vLLM's default 0). --draws N instead takes the mean
+over N draws of the simulator's own generator. Costs: the GPU's built-in profile plus its
+built-in engine profile (or --engine). Where the probe read /proc around a run (`host` in its
+record), a line after the table says how much of the real run the engine core's thread was on a
+CPU or waited for one, and the host's busy and stolen CPU time (`host` in --json): steps that
+were slow while that thread ran throughout were the host core's own speed, which no profile
 holds.
+The GPU is the one a run file's provenance names (--gpu names it for a plain result; h200 by
+default): a run measured on another GPU than --gpu, on a GPU afd-sim does not know (unless --gpu
+names one), or whose serve words need more GPUs than its provenance lists is refused. On stderr,
+once per run: the check's warnings and the serve flags the model does not read, which the
+prediction leaves out (`caveats` in --json; `afd-sim check` says where each is); and per record,
+when the simulated server refused another number of requests than the real bench counted failed
+(a prompt and its output over --max-model-len), both counts and why (`failed` in --json).
 Exit status: 0, or 2 for bad input (a run file without a bench run of the asked kind among them: the
 error says what it holds).")]
 pub(crate) struct CompareArgs {
@@ -146,9 +154,10 @@ struct Common {
         value_name = "NAME_OR_CONFIG"
     )]
     model: String,
-    /// GPU kind the runs were made on.
-    #[arg(long, default_value = "h200")]
-    gpu: String,
+    /// GPU kind the runs were made on; default: the kind a run file's provenance names (h200 for a
+    /// plain bench result). A run file measured on another kind is refused.
+    #[arg(long, value_name = "GPU")]
+    gpu: Option<String>,
     /// Engine profile (`afd-sim engine-profile`); default: the GPU's built-in one.
     #[arg(long, value_name = "FILE", conflicts_with = "no_engine")]
     engine: Option<PathBuf>,
@@ -206,11 +215,10 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
 }
 
 pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let setup = Setup::new(&args.common)?;
     let text = read_text(&args.result)?;
     let value: Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", args.result.display()))?;
-    let cases: Vec<Case> = if value.get("format").and_then(Value::as_str) == Some("afd-vllm-run") {
+    let (setup, cases) = if value.get("format").and_then(Value::as_str) == Some("afd-vllm-run") {
         if args.serve_args.is_some() {
             bail!(
                 "--serve-args: {} is a run file and carries its own serve words",
@@ -224,14 +232,15 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let run = VllmRun::from_json(&text).with_context(|| args.result.display().to_string())?;
-        let cases = cases_of(&run, &args.result, &setup.model, args.calibration)?;
+        let setup = Setup::new(&args.common, &[(args.result.as_path(), &run)])?;
+        let cases = cases_of(&run, &args.result, &setup, args.calibration)?;
         if cases.is_empty() {
             bail!(
                 "{}",
                 nothing_to_compare(&run, &args.result, args.calibration)
             );
         }
-        cases
+        (setup, cases)
     } else {
         if args.calibration {
             bail!(
@@ -245,18 +254,20 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                 args.result.display()
             );
         };
-        let config = vllm_compare::plain_config_from_line(command, setup.gpu, &setup.model)
+        let setup = Setup::new(&args.common, &[])?;
+        let server = vllm_compare::plain_server_from_line(command, setup.gpu, &setup.model)
             .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
         // The words as the shell splits them (the line already parsed as a deployment above).
         let words: Vec<String> =
             afd_sim::deployment::recipe::parse_command_line(command, &Default::default())
                 .map(|c| c.args.into_iter().map(|w| w.text).collect())
                 .unwrap_or_default();
-        vec![Case {
+        let cases = vec![Case {
             run: "result".into(),
             label: command.clone(),
             workload: stem(&args.result),
-            config,
+            config: server.config,
+            caveats: server.caveats,
             result: value,
             bench_seed: args.bench_seed.unwrap_or(0),
             computed_prompt_tokens: None,
@@ -264,10 +275,12 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             async_scheduling: vllm_compare::async_scheduling(&words),
             dummy_weights: vllm_compare::dummy_weights(&words),
             host: None,
-        }]
+        }];
+        (setup, cases)
     };
     let rows = setup.compare_all(&cases)?;
     setup.note_trained_weights(&cases);
+    warn_caveats(&rows);
     if args.common.json {
         emit(&json_text(&Value::Array(
             rows.iter().map(CaseRows::to_json).collect(),
@@ -279,14 +292,13 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
-    let setup = Setup::new(&args.common)?;
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&args.dir)
         .with_context(|| format!("reading folder {}", args.dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| is_run_file_name(p))
         .collect();
     paths.sort();
-    let mut cases = Vec::new();
+    let mut runs = Vec::new();
     for path in &paths {
         let text = read_text(path)?;
         let is_run = serde_json::from_str::<Value>(&text)
@@ -300,7 +312,15 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         let run = VllmRun::from_json(&text).with_context(|| path.display().to_string())?;
-        cases.extend(cases_of(&run, path, &setup.model, false)?);
+        runs.push((path.as_path(), run));
+    }
+    let setup = Setup::new(
+        &args.common,
+        &runs.iter().map(|(p, r)| (*p, r)).collect::<Vec<_>>(),
+    )?;
+    let mut cases = Vec::new();
+    for (path, run) in &runs {
+        cases.extend(cases_of(run, path, &setup, false)?);
     }
     if cases.is_empty() {
         bail!(
@@ -310,6 +330,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
     }
     let rows = setup.compare_all(&cases)?;
     setup.note_trained_weights(&cases);
+    warn_caveats(&rows);
     let verdict = Verdict::of(&rows);
     if args.common.json {
         let (real_median, real_worst) = median_and_worst(&Repeat::all_errors(&verdict.repeats));
@@ -359,6 +380,9 @@ struct Case {
     label: String,
     workload: String,
     config: ServingConfig,
+    /// What a prediction of the server leaves out (`vllm_compare::PlainServer::caveats`), and the
+    /// run file's notes (another vLLM version than the engine profile's).
+    caveats: Vec<String>,
     result: Value,
     /// The `--seed` of the run's `vllm bench serve` (its send times are replayed from it).
     bench_seed: u32,
@@ -390,6 +414,12 @@ struct CaseRows {
     /// The send times simulated: the bench's own, or draws of the simulator's.
     send: vllm_compare::SendTimes,
     rows: Vec<MetricRow>,
+    /// Requests the real bench counted failed (its result's `failed`, 0 where it has none).
+    real_failed: u64,
+    /// Requests the simulated server refused (the mean over the simulations), and why the first was.
+    predicted_failed: f64,
+    rejection: Option<String>,
+    caveats: Vec<String>,
     /// Where the engine core's thread and the host's CPUs spent the real run (`host` of its record).
     host: Option<HostShare>,
 }
@@ -407,6 +437,11 @@ impl CaseRows {
             "metrics": self.rows.iter().map(|r| json!({
                 "metric": r.key, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
+            "failed": {
+                "real": self.real_failed, "predicted": self.predicted_failed,
+                "predicted_reason": self.rejection,
+            },
+            "caveats": self.caveats,
         });
         if let Some(host) = &self.host {
             value["host"] = json!(host);
@@ -429,10 +464,20 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(common: &Common) -> anyhow::Result<Setup> {
+    /// The settings of a comparison of `runs` (none for a plain bench result): the GPU is `--gpu`,
+    /// else the one the runs' provenance names, else h200; a run measured on another GPU than the
+    /// others or than `--gpu` is refused.
+    fn new(common: &Common, runs: &[(&Path, &VllmRun)]) -> anyhow::Result<Setup> {
         let model = read_model(&common.model)?;
-        let gpu = GpuKind::parse(&common.gpu)
-            .ok_or_else(|| anyhow::anyhow!("--gpu {:?} is not a known GPU kind", common.gpu))?;
+        let asked = common
+            .gpu
+            .as_deref()
+            .map(|name| {
+                GpuKind::parse(name)
+                    .ok_or_else(|| anyhow::anyhow!("--gpu {name:?} is not a known GPU kind"))
+            })
+            .transpose()?;
+        let gpu = runs_gpu(asked, runs)?;
         let engine = if common.no_engine {
             None
         } else {
@@ -522,7 +567,7 @@ impl Setup {
                         seed: case.bench_seed,
                     },
                 };
-                let rows = vllm_compare::compare(
+                let compared = vllm_compare::compare(
                     &case.config,
                     &cost,
                     &setting,
@@ -559,7 +604,15 @@ impl Setup {
                     setting,
                     cached: cached.iter().map(|&c| c as usize).sum(),
                     send,
-                    rows,
+                    rows: compared.rows,
+                    real_failed: case
+                        .result
+                        .get("failed")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                    predicted_failed: compared.failed,
+                    rejection: compared.rejection,
+                    caveats: case.caveats.clone(),
                     host: case.host.clone(),
                 })
             })
@@ -572,12 +625,34 @@ impl Setup {
 fn cases_of(
     run: &VllmRun,
     path: &Path,
-    model: &ModelArch,
+    setup: &Setup,
     calibration: bool,
 ) -> anyhow::Result<Vec<Case>> {
     let words: Vec<String> = strip_probe_words(&run.serve_args);
-    let config = vllm_compare::plain_config(&words, GpuKind::H200, model)
+    let server = vllm_compare::plain_server(&words, setup.gpu, &setup.model)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let gpus = run.provenance.gpus.len();
+    let ranks = server.config.attention_ranks();
+    if gpus > 0 && ranks as usize > gpus {
+        bail!(
+            "{}: the serve words run {ranks} ranks (DP {} x TP {}), one GPU each, but the run's provenance lists {gpus} GPU{}: vLLM could not have started this server",
+            path.display(),
+            server.config.attention.dp,
+            server.config.attention.tp,
+            if gpus == 1 { "" } else { "s" }
+        );
+    }
+    let mut caveats = server.caveats;
+    if let Some(engine) = &setup.engine {
+        let measured = &engine.profile().vllm_version;
+        if !run.provenance.vllm_version.is_empty() && &run.provenance.vllm_version != measured {
+            caveats.push(format!(
+                "note: the run served vLLM {}; the engine profile measured vLLM {measured}",
+                run.provenance.vllm_version
+            ));
+        }
+    }
+    let config = server.config;
     run.records
         .iter()
         .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)
@@ -597,6 +672,7 @@ fn cases_of(
                 label: run.label.clone(),
                 workload: r.workload.name.clone(),
                 config: config.clone(),
+                caveats: caveats.clone(),
                 result: result.clone(),
                 bench_seed,
                 async_scheduling: vllm_compare::async_scheduling(&words),
@@ -607,6 +683,85 @@ fn cases_of(
             })
         })
         .collect()
+}
+
+/// The GPU kind the runs were measured on, from their provenance (`NVIDIA H200, 580.159.04, 143771
+/// MiB`): `asked` (`--gpu`), else the runs' kind, else h200 (a plain result, or runs whose
+/// provenance lists no GPU). A run of a GPU afd-sim does not know (unless `asked` names one), of
+/// several kinds, or of another kind than `asked` or the other runs is refused: its steps cannot be
+/// priced as another GPU's.
+fn runs_gpu(asked: Option<GpuKind>, runs: &[(&Path, &VllmRun)]) -> anyhow::Result<GpuKind> {
+    let mut found: Option<(GpuKind, &Path, &str)> = None;
+    for &(path, run) in runs {
+        for line in &run.provenance.gpus {
+            let name = line.split(',').next().unwrap_or_default().trim();
+            let Some(kind) = GpuKind::of_device_name(name) else {
+                if asked.is_some() {
+                    continue;
+                }
+                bail!(
+                    "{}: the run was measured on {name:?}, which is not a GPU kind afd-sim knows; give --gpu to price it as one",
+                    path.display()
+                );
+            };
+            if let Some(asked) = asked
+                && asked != kind
+            {
+                bail!(
+                    "--gpu {asked}: {} was measured on {name} ({kind}); compare prices the GPU a run used",
+                    path.display()
+                );
+            }
+            match found {
+                Some((other, other_path, other_name)) if other != kind => bail!(
+                    "{} was measured on {name} ({kind}) and {} on {other_name} ({other}); compare the runs of each GPU apart",
+                    path.display(),
+                    other_path.display()
+                ),
+                Some(_) => {}
+                None => found = Some((kind, path, name)),
+            }
+        }
+    }
+    Ok(asked
+        .or(found.map(|(kind, ..)| kind))
+        .unwrap_or(GpuKind::H200))
+}
+
+/// Says on stderr, once per run, what its predictions leave out, and for each record where the
+/// simulated server refused another number of requests than the real bench counted failed, both
+/// counts and why the first was refused.
+fn warn_caveats(cases: &[CaseRows]) {
+    let mut said = std::collections::BTreeSet::new();
+    for case in cases {
+        if said.insert(case.case_run.as_str()) {
+            for caveat in &case.caveats {
+                eprintln!("{}: {caveat}", case.case_run);
+            }
+        }
+        if (case.predicted_failed - case.real_failed as f64).abs() >= 0.5 {
+            eprintln!(
+                "warning: {} {}: the simulated server refused {} of {} requests{} where the real bench counted {} failed; each side's metrics are of the requests it completed",
+                case.case_run,
+                case.workload,
+                fmt_count(case.predicted_failed),
+                case.setting.num_prompts,
+                case.rejection
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!(" (the first: {r})")),
+                case.real_failed
+            );
+        }
+    }
+}
+
+/// A mean count of requests: whole where it is, else to one decimal.
+fn fmt_count(n: f64) -> String {
+    if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
 }
 
 /// Why a run file gave `compare` nothing: what its records are, and the switch that compares the
@@ -989,6 +1144,10 @@ mod tests {
             cached,
             send: vllm_compare::SendTimes::Bench { seed: 0 },
             host: None,
+            real_failed: 0,
+            predicted_failed: 0.0,
+            rejection: None,
+            caveats: Vec::new(),
             rows: vec![MetricRow {
                 key: "mean_tpot_ms",
                 real: tpot,

@@ -756,3 +756,165 @@ fn engine_profile_refuses_to_mix_dummy_and_loaded_weights() {
     );
     assert!(!out_file.exists(), "no partial profile");
 }
+
+/// A run file of one server (`words`, JSON strings) measured on `gpus` under vLLM `version`, with
+/// one small bench run at 4 requests a second (8 prompts of 256 tokens, 32 output tokens).
+fn bench_run(
+    dir: &tempfile::TempDir,
+    name: &str,
+    words: &str,
+    gpus: &str,
+    version: &str,
+) -> String {
+    let text = format!(
+        r#"{{"format": "afd-vllm-run", "schema_version": 1, "label": "{name}", "provenance": {{"tool": "t",
+        "command": "c", "date_utc": "2026-12-05T00:00:00Z", "hostname": "h", "vllm_version": "{version}",
+        "torch_version": "2", "torch_cuda": "13", "gpus": [{gpus}],
+        "driver_version": "580", "cpu_model": "x", "cpu_cores": 16, "python": "3"}},
+        "serve_args": ["/m", "--load-format", "dummy", {words}], "server_env": {{}}, "backends": {{}},
+        "startup_s": 1, "records": [{{"workload": {{"name": "e2e-small", "kind": "bench-serve",
+        "input_len": 256, "output_len": 32, "num_prompts": 8, "request_rate": 4.0,
+        "max_concurrency": null, "seed": 7, "timeout_s": 60.0, "min_max_num_seqs": null}},
+        "failure": null, "wall_s": 3.0, "fixed": null, "steps": [], "metrics_after": "", "bench_result": {{
+        "backend": "openai", "burstiness": 1.0, "completed": 8, "failed": 0, "num_prompts": 8,
+        "duration": 2.5, "max_concurrency": null, "request_rate": 4.0, "total_input_tokens": 2048,
+        "total_output_tokens": 256, "output_throughput": 100.0, "request_throughput": 3.2,
+        "mean_ttft_ms": 150.0, "median_ttft_ms": 150.0, "p99_ttft_ms": 200.0, "mean_tpot_ms": 70.0,
+        "median_tpot_ms": 70.0, "mean_itl_ms": 70.0, "mean_e2el_ms": 2300.0, "median_e2el_ms": 2300.0}}}}]}}"#
+    );
+    let path = dir.path().join(format!("{name}.json"));
+    std::fs::write(&path, text).expect("the temporary folder takes a file");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let h200 = r#""NVIDIA H200, 580.159.04, 143771 MiB""#;
+    let eager = r#""--enforce-eager", "--max-num-seqs", "8""#;
+    let plain = bench_run(&dir, "plain", eager, h200, "0.26.0");
+    // The GPU comes from the provenance; another one asked is refused, as is a GPU afd-sim does not
+    // know unless --gpu names one.
+    let (cases, stderr) = afd_sim_json(&["compare", &plain, "--json"], &[]);
+    assert_eq!(cases[0]["caveats"], serde_json::json!([]), "{stderr}");
+    assert_eq!(cases[0]["failed"]["predicted"], 0.0);
+    refused(
+        &["compare", &plain, "--gpu", "h100"],
+        "was measured on NVIDIA H200 (h200)",
+    );
+    let nvl = bench_run(
+        &dir,
+        "nvl",
+        eager,
+        r#""NVIDIA H200 NVL, 580, 143771 MiB""#,
+        "0.26.0",
+    );
+    refused(&["compare", &nvl], "not a GPU kind afd-sim knows");
+    afd_sim_json(&["compare", &nvl, "--gpu", "h200", "--json"], &[]);
+    // Two ranks on a host of one GPU could not have run.
+    let tp2 = bench_run(
+        &dir,
+        "tp2",
+        r#""--enforce-eager", "--tensor-parallel-size", "2""#,
+        h200,
+        "0.26.0",
+    );
+    refused(&["compare", &tp2], "provenance lists 1 GPU");
+    let two_gpus = format!("{h200}, {h200}");
+    let tp2_on_two = bench_run(
+        &dir,
+        "tp2-on-two",
+        r#""--enforce-eager", "--tensor-parallel-size", "2""#,
+        &two_gpus,
+        "0.26.0",
+    );
+    afd_sim_json(&["compare", &tp2_on_two, "--json"], &[]);
+    // A flag the model does not read is named once, on stderr and in each record; one that changes
+    // no step is not.
+    let fp8 = bench_run(
+        &dir,
+        "fp8",
+        r#""--enforce-eager", "--kv-cache-dtype", "fp8", "--trust-remote-code""#,
+        h200,
+        "0.27.0",
+    );
+    let (cases, stderr) = afd_sim_json(&["compare", &fp8, "--json"], &[]);
+    assert!(
+        stderr.contains("--kv-cache-dtype fp8 is not modelled") && !stderr.contains("trust-remote"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the run served vLLM 0.27.0"), "{stderr}");
+    let caveats = cases[0]["caveats"].as_array().unwrap();
+    assert_eq!(caveats.len(), 2, "{caveats:?}");
+    // Requests vLLM would refuse are refused, and the refusal is said beside the metrics.
+    let short = bench_run(
+        &dir,
+        "short",
+        r#""--enforce-eager", "--max-model-len", "280""#,
+        h200,
+        "0.26.0",
+    );
+    let (cases, stderr) = afd_sim_json(&["compare", &short, "--json"], &[]);
+    assert_eq!(cases[0]["failed"]["predicted"], 8.0);
+    assert!(
+        cases[0]["failed"]["predicted_reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_model_len 280"),
+        "{cases}"
+    );
+    assert!(
+        stderr.contains("refused 8 of 8 requests") && stderr.contains("counted 0 failed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn predict_names_the_serve_flags_it_leaves_out_and_reads_asynchronous_scheduling() {
+    let predict = |extra: &str| {
+        let line = format!(
+            "vllm serve deepseek-ai/DeepSeek-V2-Lite --enforce-eager --max-num-seqs 64 \
+             --kv-cache-dtype fp8 --trust-remote-code --seed 1 {extra}"
+        );
+        let args = [
+            "predict",
+            "--serve-args",
+            &line,
+            "--real-engine",
+            "--input-len",
+            "128",
+            "--output-len",
+            "32",
+            "--num-prompts",
+            "16",
+            "--json",
+        ];
+        let (v, stderr) = afd_sim_json(&args, &[]);
+        (v["mean_ttft_ms"].as_f64().unwrap(), stderr)
+    };
+    let (on, stderr) = predict("");
+    assert!(
+        stderr.contains("the server's --kv-cache-dtype fp8 is not modelled"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--trust-remote-code") && !stderr.contains("--seed"),
+        "flags that change no step are not named: {stderr}"
+    );
+    // `--no-async-scheduling` is read, not named: the engine then hands each step's tokens back
+    // before it plans the next, so a first token leaves a step earlier.
+    let (off, stderr) = predict("--no-async-scheduling");
+    assert!(!stderr.contains("async"), "{stderr}");
+    assert!(
+        off < on,
+        "TTFT {off} ms without asynchronous scheduling, {on} ms with"
+    );
+    // The seed recipe's warnings are said beside its prediction, as `check` says them.
+    let seed = crate::support::afd_sim(&["predict", "--num-prompts", "8", "--json"]);
+    assert_eq!(seed.code, 0, "{}", seed.stderr);
+    assert!(
+        seed.stderr.contains("warning[cross.shared-http-port]"),
+        "{}",
+        seed.stderr
+    );
+}

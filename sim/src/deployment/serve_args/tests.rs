@@ -96,6 +96,32 @@ fn unknown_flags_are_kept_with_or_without_values() {
 }
 
 #[test]
+fn a_prediction_names_the_kept_flags_it_does_not_read() {
+    let config = parse(
+        "/m --trust-remote-code --load-format dummy --kv-cache-dtype fp8 --seed 3 --no-async-scheduling \
+         --speculative_config '{\"method\":\"ngram\"}' -cc '{\"splitting_ops\":[]}'",
+    );
+    expect![[r#"
+        [
+            "--kv-cache-dtype fp8",
+            "--speculative-config {\"method\":\"ngram\"}",
+            "--compilation-config key splitting_ops",
+        ]
+    "#]]
+    .assert_debug_eq(&config.flags_not_modelled());
+    assert!(config.dummy_weights());
+    assert!(parse("/m").flags_not_modelled().is_empty());
+}
+
+#[test]
+fn asynchronous_scheduling_is_on_unless_the_last_word_turns_it_off() {
+    assert!(parse("/m").async_scheduling());
+    assert!(!parse("/m --no-async-scheduling").async_scheduling());
+    assert!(!parse("/m --async-scheduling --no_async_scheduling").async_scheduling());
+    assert!(parse("/m --no-async-scheduling --async-scheduling").async_scheduling());
+}
+
+#[test]
 fn cache_and_scheduler_switches_take_vllm_defaults() {
     let config = parse("/m");
     assert!(config.prefix_caching() && config.chunked_prefill());

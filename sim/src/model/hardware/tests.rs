@@ -12,6 +12,28 @@ fn every_kind_parses_back_from_its_name() {
 }
 
 #[test]
+fn a_driver_name_gives_the_part_its_figures_describe() {
+    for (name, kind) in [
+        ("NVIDIA H200, 580.159.04, 143771 MiB", Some(GpuKind::H200)),
+        ("NVIDIA H100 80GB HBM3", Some(GpuKind::H100)),
+        ("nvidia h100 pcie", Some(GpuKind::H100Pcie)),
+        ("NVIDIA A100 80GB PCIe", Some(GpuKind::A100Pcie)),
+        ("NVIDIA A100-SXM4-80GB", Some(GpuKind::A100)),
+        ("NVIDIA L4", Some(GpuKind::L4)),
+        (
+            "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            Some(GpuKind::RtxPro6000),
+        ),
+        ("NVIDIA H200 NVL", None),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA A100-SXM4-40GB", None),
+        ("", None),
+    ] {
+        assert_eq!(GpuKind::of_device_name(name), kind, "{name}");
+    }
+}
+
+#[test]
 fn ridge_points_match_the_derived_anchors() {
     // sim-anchors §3: dense bf16 / HBM ridge point H100 ~295 FLOP/B, H200 ~206 FLOP/B.
     let ridge = |kind: GpuKind| kind.spec().bf16_flops / kind.spec().hbm_bytes_per_s;
