@@ -132,6 +132,61 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
     })
 }
 
+/// Each request's prompt and output tokens, in send order, where the result holds them: `vllm bench
+/// serve --save-detailed` writes `input_lens` and `output_lens`, one entry per request (vLLM 0.26.0
+/// `vllm/benchmarks/serve.py`; without the switch it deletes them). A run of the sharegpt dataset or
+/// of random lengths (`--random-range-ratio`) is then simulated request by request, not at the mean
+/// [`bench_setting`] reads from the totals. A failed request's output counts 0: it is simulated
+/// asking for one token (what it asked is not in the result). `None` when the result has neither.
+pub fn request_lengths(
+    result: &serde_json::Value,
+    setting: &BenchSetting,
+) -> Result<Option<Vec<(u32, u32)>>, String> {
+    let list = |key: &str| -> Result<Option<Vec<u32>>, String> {
+        match result.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| format!("{key}[{i}] is {v}, not a token count"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(v) => Err(format!("{key} is {v}, not a list of token counts")),
+        }
+    };
+    match (list("input_lens")?, list("output_lens")?) {
+        (None, None) => Ok(None),
+        (Some(_), None) | (None, Some(_)) => Err(
+            "the result has one of input_lens and output_lens without the other (--save-detailed writes both)"
+                .into(),
+        ),
+        (Some(inputs), Some(outputs)) => {
+            if inputs.len() != outputs.len() || inputs.len() != setting.num_prompts as usize {
+                return Err(format!(
+                    "input_lens has {} entries and output_lens {}, where the result sent {} prompts",
+                    inputs.len(),
+                    outputs.len(),
+                    setting.num_prompts
+                ));
+            }
+            if let Some(i) = inputs.iter().position(|&n| n == 0) {
+                return Err(format!("input_lens[{i}] is 0: a prompt has at least one token"));
+            }
+            Ok(Some(
+                inputs
+                    .into_iter()
+                    .zip(outputs)
+                    .map(|(input, output)| (input, output.max(1)))
+                    .collect(),
+            ))
+        }
+    }
+}
+
 /// A result's `ramp_up_strategy` with its start and end rates, checked as `vllm bench serve` checks
 /// them (vllm/benchmarks/serve.py `main_async`).
 fn ramp_up(result: &serde_json::Value) -> Result<Option<RampUp>, String> {
@@ -382,6 +437,7 @@ pub fn compare(
     front: &FrontEnd,
 ) -> Result<Compared, String> {
     use rayon::prelude::*;
+    let lengths = request_lengths(real, setting)?;
     let gaps = match send {
         SendTimes::Bench { seed } => ArrivalDraw::VllmBench { seed },
         SendTimes::Simulator { .. } => ArrivalDraw::Simulator,
@@ -393,6 +449,7 @@ pub fn compare(
                 config,
                 cost()?,
                 setting,
+                lengths.as_deref(),
                 gaps,
                 Seed(seed.0.wrapping_add(k)),
                 front,
@@ -437,6 +494,7 @@ fn simulate_bench(
     config: &ServingConfig,
     cost: CostModel,
     setting: &BenchSetting,
+    lengths: Option<&[(u32, u32)]>,
     gaps: ArrivalDraw,
     seed: Seed,
     front: &FrontEnd,
@@ -461,6 +519,11 @@ fn simulate_bench(
     let mut workload =
         random_workload_drawn(dataset, arrivals, gaps, setting.max_concurrency, seed)
             .map_err(|e| e.to_string())?;
+    // Lengths draw from their own stream: setting each request's own changes no send time.
+    for (request, &(input, output)) in workload.requests.iter_mut().zip(lengths.unwrap_or(&[])) {
+        request.input_tokens = input;
+        request.output_tokens = output;
+    }
     // A cached prefix is never prefilled: the request schedules only its other tokens. A request
     // vLLM refuses for its length keeps its whole prompt, so that the engine refuses it as vLLM does
     // (the cache does not shorten what `--max-model-len` is held against).

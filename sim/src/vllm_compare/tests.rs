@@ -290,3 +290,46 @@ fn the_bench_draw_is_one_simulation_at_the_real_clients_send_times() {
     assert_ne!(run(bench(1)), run(bench(2)));
     assert_ne!(run(bench(1)), run(SendTimes::Simulator { draws: 1 }));
 }
+
+#[test]
+fn a_detailed_result_is_simulated_request_by_request() {
+    let (config, cost) = roofline_server("/m --enforce-eager --max-num-seqs 8");
+    let (setting, real) = bench(None);
+    let front = FrontEnd::default();
+    let send = SendTimes::Bench { seed: 0 };
+    let run =
+        |real: &serde_json::Value| compare(&config, &cost, &setting, real, Seed(0), send, &front);
+    let mean = run(&real).unwrap();
+    // The same totals (24 prompts of 512 tokens on average, 16 output tokens) as half 64-token and
+    // half 960-token prompts: the long ones queue behind one another, the short ones do not.
+    let mut detailed = real.clone();
+    let inputs: Vec<u32> = (0..24).map(|i| if i % 2 == 0 { 64 } else { 960 }).collect();
+    detailed["input_lens"] = serde_json::json!(inputs);
+    detailed["output_lens"] = serde_json::json!(vec![16; 24]);
+    let each = run(&detailed).unwrap();
+    assert_ne!(each.rows, mean.rows);
+    assert_eq!(
+        request_lengths(&detailed, &setting).unwrap().unwrap()[..2],
+        [(64, 16), (960, 16)]
+    );
+    // The same lengths as the mean give the same run: nothing else moved.
+    let mut flat = real.clone();
+    flat["input_lens"] = serde_json::json!(vec![512; 24]);
+    flat["output_lens"] = serde_json::json!(vec![16; 24]);
+    assert_eq!(run(&flat).unwrap(), mean);
+    for (key, value, what) in [
+        ("input_lens", serde_json::json!(vec![512; 23]), "23 entries"),
+        ("input_lens", serde_json::json!("512"), "not a list"),
+        (
+            "output_lens",
+            serde_json::json!([16, -1]),
+            "output_lens[1] is -1",
+        ),
+        ("input_lens", serde_json::Value::Null, "without the other"),
+    ] {
+        let mut bad = flat.clone();
+        bad[key] = value;
+        let err = run(&bad).unwrap_err();
+        assert!(err.contains(what), "{key}: {err}");
+    }
+}

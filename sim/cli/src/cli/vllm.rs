@@ -80,16 +80,17 @@ Examples:
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain `vllm
 bench serve --save-result` JSON with --serve-args. The workload is read from the result
 (num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token
-totals; the random dataset at fixed lengths). A run at a request rate or a ramp is simulated at
-the send times `vllm bench serve` drew: its gaps come from numpy's legacy generator seeded with
-the bench's --seed, replayed exactly (a run file records the seed; a plain result does not, so
-give --bench-seed unless the bench ran on vLLM's default 0). --draws N instead takes the mean
-over N draws of the simulator's own generator. Costs: the GPU's built-in profile plus its
-built-in engine profile (or --engine). Where the probe read /proc around a run (`host` in its
-record), a line after the table says how much of the real run the engine core's thread was on a
-CPU or waited for one, and the host's busy and stolen CPU time (`host` in --json): steps that
-were slow while that thread ran throughout were the host core's own speed, which no profile
-holds.
+totals: the random dataset at fixed lengths; a --save-detailed result's input_lens and
+output_lens give each request its own, for the sharegpt dataset or random lengths). A run at a
+request rate or a ramp is simulated at the send times `vllm bench serve` drew: its gaps come
+from numpy's legacy generator seeded with the bench's --seed, replayed exactly (a run file
+records the seed; a plain result does not, so give --bench-seed unless the bench ran on vLLM's
+default 0). --draws N instead takes the mean over N draws of the simulator's own generator.
+Costs: the GPU's built-in profile plus its built-in engine profile (or --engine). Where the
+probe read /proc around a run (`host` in its record), a line after the table says how much of
+the real run the engine core's thread was on a CPU or waited for one, and the host's busy and
+stolen CPU time (`host` in --json): steps that were slow while that thread ran throughout were
+the host core's own speed, which no profile holds.
 The GPU is the one a run file's provenance names (--gpu names it for a plain result; h200 by
 default): a run measured on another GPU than --gpu, on a GPU afd-sim does not know (unless --gpu
 names one), or whose serve words need more GPUs than its provenance lists is refused. On stderr,
