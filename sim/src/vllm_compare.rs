@@ -84,8 +84,30 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
     if completed < 1.0 || num_prompts < 1.0 {
         return Err("the result completed no request".into());
     }
-    let input_len = (need("total_input_tokens")? / completed).round() as u32;
-    let output_len = (need("total_output_tokens")? / completed).round() as u32;
+    // Every prompt sent either completed or failed (vllm/benchmarks/serve.py counts both).
+    let failed = number("failed").unwrap_or(0.0);
+    let counts_agree = if result.get("failed").is_some() {
+        num_prompts == completed + failed
+    } else {
+        num_prompts >= completed
+    };
+    if !counts_agree || num_prompts.fract() != 0.0 || num_prompts > f64::from(u32::MAX) {
+        return Err(format!(
+            "num_prompts {num_prompts} is not the {completed} requests completed plus the {failed} failed"
+        ));
+    }
+    let per_request = |key: &str| -> Result<u32, String> {
+        let total = need(key)?;
+        let mean = (total / completed).round();
+        if !(0.0..=f64::from(u32::MAX)).contains(&mean) {
+            return Err(format!(
+                "{key} {total} over {completed} completed requests is not a token count a request"
+            ));
+        }
+        Ok(mean as u32)
+    };
+    let input_len = per_request("total_input_tokens")?;
+    let output_len = per_request("total_output_tokens")?;
     let request_rate = match result.get("request_rate") {
         Some(serde_json::Value::String(s)) if s == "inf" => None,
         Some(v) => match v.as_f64() {

@@ -85,6 +85,44 @@ fn a_result_without_its_workload_names_the_missing_field() {
 }
 
 #[test]
+fn a_result_whose_counts_disagree_is_refused_before_it_is_simulated() {
+    let result = |extra: serde_json::Value| {
+        let mut r = serde_json::json!({"completed": 8, "num_prompts": 8, "failed": 0,
+            "total_input_tokens": 2048, "total_output_tokens": 256, "request_rate": 4.0});
+        for (k, v) in extra.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        bench_setting(&r)
+    };
+    assert_eq!(result(serde_json::json!({})).unwrap().num_prompts, 8);
+    assert_eq!(
+        result(serde_json::json!({"num_prompts": 10, "failed": 2}))
+            .unwrap()
+            .num_prompts,
+        10
+    );
+    for (extra, what) in [
+        // A billion prompts of which 8 completed and none failed would simulate for hours.
+        (
+            serde_json::json!({"num_prompts": 1e9}),
+            "num_prompts 1000000000",
+        ),
+        (serde_json::json!({"num_prompts": 9}), "plus the 0 failed"),
+        (
+            serde_json::json!({"total_input_tokens": 1e30}),
+            "total_input_tokens",
+        ),
+        (
+            serde_json::json!({"total_output_tokens": -8}),
+            "total_output_tokens",
+        ),
+    ] {
+        let err = result(extra.clone()).unwrap_err();
+        assert!(err.contains(what), "{extra}: {err}");
+    }
+}
+
+#[test]
 fn plain_serve_words_give_a_colocated_single_gpu_deployment() {
     let mut graph_words =
         words("/m --max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config");
