@@ -301,6 +301,10 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
     paths.sort();
     let mut runs = Vec::new();
     for path in &paths {
+        if path.is_dir() {
+            eprintln!("note: {} is a folder; skipped", path.display());
+            continue;
+        }
         let text = read_text(path)?;
         let is_run = serde_json::from_str::<Value>(&text)
             .ok()

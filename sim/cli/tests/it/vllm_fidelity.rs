@@ -867,6 +867,26 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
         stderr.contains("refused 8 of 8 requests") && stderr.contains("counted 0 failed"),
         "{stderr}"
     );
+    // A folder of runs of one GPU replays; a folder inside it named like a run is skipped.
+    let folder = tempfile::tempdir().unwrap();
+    bench_run(&folder, "one", eager, h200, "0.26.0");
+    std::fs::create_dir(folder.path().join("sub.json")).unwrap();
+    let replay = afd_sim(&["replay-vllm", folder.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&replay.stderr);
+    assert_eq!(replay.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("sub.json is a folder; skipped"), "{stderr}");
+    // Runs of two GPU kinds are not judged as one.
+    bench_run(
+        &folder,
+        "other",
+        eager,
+        r#""NVIDIA H100 80GB HBM3""#,
+        "0.26.0",
+    );
+    refused(
+        &["replay-vllm", folder.path().to_str().unwrap()],
+        "compare the runs of each GPU apart",
+    );
 }
 
 #[test]
