@@ -658,6 +658,20 @@ fn cases_of(
         }
     }
     let config = server.config;
+    for r in run.records.iter().filter(|r| {
+        r.workload.kind == afd_traces::vllm_run::WorkloadKind::BenchServe
+            && r.workload.calibration == calibration
+    }) {
+        if let Some(failure) = &r.failure {
+            let first = failure.lines().next().unwrap_or_default();
+            eprintln!(
+                "note: {} {}: the real bench run failed and is not compared ({})",
+                stem(path),
+                r.workload.name,
+                first.chars().take(200).collect::<String>()
+            );
+        }
+    }
     run.records
         .iter()
         .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)

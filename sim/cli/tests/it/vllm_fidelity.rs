@@ -867,6 +867,24 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
         stderr.contains("refused 8 of 8 requests") && stderr.contains("counted 0 failed"),
         "{stderr}"
     );
+    // A bench run that failed in the real run is named, not compared.
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    let mut failed = run["records"][0].clone();
+    failed["workload"]["name"] = "e2e-failed".into();
+    failed["failure"] = "timeout after 60 s\nlog tail".into();
+    failed["bench_result"] = serde_json::Value::Null;
+    run["records"].as_array_mut().unwrap().push(failed);
+    let with_failed = dir.path().join("with-failed.json");
+    std::fs::write(&with_failed, run.to_string()).unwrap();
+    let (cases, stderr) = afd_sim_json(&["compare", with_failed.to_str().unwrap(), "--json"], &[]);
+    assert_eq!(cases.as_array().unwrap().len(), 1);
+    assert!(
+        stderr.contains(
+            "e2e-failed: the real bench run failed and is not compared (timeout after 60 s)"
+        ),
+        "{stderr}"
+    );
     // A folder of runs of one GPU replays; a folder inside it named like a run is skipped.
     let folder = tempfile::tempdir().unwrap();
     bench_run(&folder, "one", eager, h200, "0.26.0");
