@@ -339,22 +339,31 @@ fn compare_refuses_a_plain_result_without_its_server_and_bad_words() {
     );
 }
 
+/// `afd-sim predict` of the plain server `line` at 16 prompts of 128 tokens, 32 output tokens, with
+/// `extra`: its JSON report and stderr.
+fn predict_sixteen(line: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let args = [
+        "predict",
+        "--serve-args",
+        line,
+        "--input-len",
+        "128",
+        "--output-len",
+        "32",
+        "--num-prompts",
+        "16",
+        "--json",
+    ];
+    afd_sim_json(&args, extra)
+}
+
 #[test]
 fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     let tpot = |extra: &[&str]| {
-        let args = [
-            "predict",
-            "--serve-args",
+        let (v, stderr) = predict_sixteen(
             "vllm serve deepseek-ai/DeepSeek-V2-Lite --enforce-eager --max-num-seqs 64",
-            "--input-len",
-            "128",
-            "--output-len",
-            "32",
-            "--num-prompts",
-            "16",
-            "--json",
-        ];
-        let (v, stderr) = afd_sim_json(&args, extra);
+            extra,
+        );
         (v["mean_tpot_ms"].as_f64().unwrap(), stderr)
     };
     // The engine's eager decode step is host-bound at about 77 ms (the built-in profile); the
@@ -792,7 +801,9 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
     let dir = tempfile::tempdir().unwrap();
     let h200 = r#""NVIDIA H200, 580.159.04, 143771 MiB""#;
     let eager = r#""--enforce-eager", "--max-num-seqs", "8""#;
-    let plain = bench_run(&dir, "plain", eager, h200, "0.26.0");
+    // A run of `words` on one H200 under vLLM 0.26.0.
+    let on_h200 = |name: &str, words: &str| bench_run(&dir, name, words, h200, "0.26.0");
+    let plain = on_h200("plain", eager);
     // The GPU comes from the provenance; another one asked is refused, as is a GPU afd-sim does not
     // know unless --gpu names one.
     let (cases, stderr) = afd_sim_json(&["compare", &plain, "--json"], &[]);
@@ -812,13 +823,7 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
     refused(&["compare", &nvl], "not a GPU kind afd-sim knows");
     afd_sim_json(&["compare", &nvl, "--gpu", "h200", "--json"], &[]);
     // Two ranks on a host of one GPU could not have run.
-    let tp2 = bench_run(
-        &dir,
-        "tp2",
-        r#""--enforce-eager", "--tensor-parallel-size", "2""#,
-        h200,
-        "0.26.0",
-    );
+    let tp2 = on_h200("tp2", r#""--enforce-eager", "--tensor-parallel-size", "2""#);
     refused(&["compare", &tp2], "provenance lists 1 GPU");
     let two_gpus = format!("{h200}, {h200}");
     let tp2_on_two = bench_run(
@@ -847,13 +852,7 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
     let caveats = cases[0]["caveats"].as_array().unwrap();
     assert_eq!(caveats.len(), 2, "{caveats:?}");
     // Requests vLLM would refuse are refused, and the refusal is said beside the metrics.
-    let short = bench_run(
-        &dir,
-        "short",
-        r#""--enforce-eager", "--max-model-len", "280""#,
-        h200,
-        "0.26.0",
-    );
+    let short = on_h200("short", r#""--enforce-eager", "--max-model-len", "280""#);
     let (cases, stderr) = afd_sim_json(&["compare", &short, "--json"], &[]);
     assert_eq!(cases[0]["failed"]["predicted"], 8.0);
     assert!(
@@ -914,20 +913,7 @@ fn predict_names_the_serve_flags_it_leaves_out_and_reads_asynchronous_scheduling
             "vllm serve deepseek-ai/DeepSeek-V2-Lite --enforce-eager --max-num-seqs 64 \
              --kv-cache-dtype fp8 --trust-remote-code --seed 1 {extra}"
         );
-        let args = [
-            "predict",
-            "--serve-args",
-            &line,
-            "--real-engine",
-            "--input-len",
-            "128",
-            "--output-len",
-            "32",
-            "--num-prompts",
-            "16",
-            "--json",
-        ];
-        let (v, stderr) = afd_sim_json(&args, &[]);
+        let (v, stderr) = predict_sixteen(&line, &["--real-engine"]);
         (v["mean_ttft_ms"].as_f64().unwrap(), stderr)
     };
     let (on, stderr) = predict("");
