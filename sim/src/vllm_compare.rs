@@ -84,13 +84,11 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
     if completed < 1.0 || num_prompts < 1.0 {
         return Err("the result completed no request".into());
     }
-    // Every prompt sent either completed or failed (vllm/benchmarks/serve.py counts both).
+    // Every prompt sent either completed or failed (vllm/benchmarks/serve.py counts both), so a
+    // result claims no more prompts than those: the simulation sends every one.
     let failed = number("failed").unwrap_or(0.0);
-    let counts_agree = if result.get("failed").is_some() {
-        num_prompts == completed + failed
-    } else {
-        num_prompts >= completed
-    };
+    let counts_agree = num_prompts >= completed
+        && (result.get("failed").is_none() || num_prompts <= completed + failed);
     if !counts_agree || num_prompts.fract() != 0.0 || num_prompts > f64::from(u32::MAX) {
         return Err(format!(
             "num_prompts {num_prompts} is not the {completed} requests completed plus the {failed} failed"
