@@ -128,7 +128,9 @@ Example:
 Compares every bench-serve record of every afd-vllm-run file in DIR (as `compare` does), then
 judges: the median and worst |error| over output throughput, mean TPOT and mean TTFT of every
 record (bars 10 % and 25 %), and the graph-over-eager mean-TPOT ratio of each workload run under
-both modes with the same limits (within 10 % of the measured ratio). A workload measured on two
+both modes with the same limits (within 10 % of the measured ratio). Each graph mode's median
+|error| and median signed error per judged metric say where the error lies and which way it leans
+(`by_mode` in --json). A workload measured on two
 servers of one mode and limits (a repeated server) is also set against itself: each real run as the
 prediction of the other, the measurement's own reproducibility beside the bars (`real_against_real`
 in --json), with the least mean error one prediction of both runs can have (half their difference,
@@ -344,6 +346,12 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "records": rows.iter().map(CaseRows::to_json).collect::<Vec<_>>(),
             "median_abs_error": verdict.median,
             "worst_abs_error": verdict.worst,
+            "by_mode": verdict.by_mode.iter().map(|m| json!({
+                "mode": m.mode, "records": m.records,
+                "metrics": JUDGED.iter().zip(&m.metrics).map(|(k, (abs, signed))| json!({
+                    "metric": k, "median_abs_error": abs, "median_error": signed,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "seed": setup.seed.0,
             "arrival_draws": setup.draws,
             "send_times": if setup.draws.is_some() { "simulator draws" } else { "vllm bench seed" },
@@ -904,6 +912,8 @@ impl Ratio {
 struct Verdict {
     median: f64,
     worst: f64,
+    /// Per graph mode, where its error lies.
+    by_mode: Vec<ModeErrors>,
     ratios: Vec<Ratio>,
     /// The same workload on two servers of the same mode and limits: each real run taken as the
     /// prediction of the other, per judged metric (the measurement's own reproducibility).
@@ -995,6 +1005,48 @@ fn repeats_of(cases: &[CaseRows]) -> Vec<Repeat> {
 }
 
 /// The upper median and the largest of sorted values (0 when empty).
+/// The errors of one graph mode's records, per judged metric.
+struct ModeErrors {
+    mode: &'static str,
+    records: usize,
+    /// Per metric of [`JUDGED`], in order: the median |error| and the median signed error.
+    metrics: [(f64, f64); JUDGED.len()],
+}
+
+impl ModeErrors {
+    /// One entry per graph mode the records run, in the order the modes first appear.
+    fn of(cases: &[CaseRows]) -> Vec<ModeErrors> {
+        let mut modes: Vec<&'static str> = Vec::new();
+        for case in cases {
+            if !modes.contains(&case.mode) {
+                modes.push(case.mode);
+            }
+        }
+        modes
+            .into_iter()
+            .map(|mode| {
+                let of_mode: Vec<&CaseRows> = cases.iter().filter(|c| c.mode == mode).collect();
+                let metrics = JUDGED.map(|key| {
+                    let mut signed: Vec<f64> = of_mode
+                        .iter()
+                        .filter_map(|c| c.metric(key))
+                        .map(MetricRow::error)
+                        .collect();
+                    let mut abs: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
+                    signed.sort_by(f64::total_cmp);
+                    abs.sort_by(f64::total_cmp);
+                    (median_and_worst(&abs).0, median_and_worst(&signed).0)
+                });
+                ModeErrors {
+                    mode,
+                    records: of_mode.len(),
+                    metrics,
+                }
+            })
+            .collect()
+    }
+}
+
 fn median_and_worst(sorted: &[f64]) -> (f64, f64) {
     (
         sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
@@ -1015,6 +1067,7 @@ impl Verdict {
             .collect();
         errors.sort_by(f64::total_cmp);
         let (median, worst) = median_and_worst(&errors);
+        let by_mode = ModeErrors::of(cases);
         let repeats = repeats_of(cases);
         let mut ratios = Vec::new();
         for graph in cases.iter().filter(|c| !c.eager) {
@@ -1036,6 +1089,7 @@ impl Verdict {
         Verdict {
             median,
             worst,
+            by_mode,
             ratios,
             repeats,
         }
@@ -1055,6 +1109,22 @@ impl Verdict {
             100.0 * self.worst,
             100.0 * WORST_BAR
         );
+        text.push_str(
+            "by mode: median |error| (median signed error) of output throughput / mean TPOT / mean TTFT\n",
+        );
+        for m in &self.by_mode {
+            let cells: Vec<String> = m
+                .metrics
+                .iter()
+                .map(|(abs, signed)| format!("{:.1}% ({:+.1}%)", 100.0 * abs, 100.0 * signed))
+                .collect();
+            text.push_str(&format!(
+                "  {} ({} records): {}\n",
+                m.mode,
+                m.records,
+                cells.join(" / ")
+            ));
+        }
         for r in &self.ratios {
             text.push_str(&format!(
                 "graph/eager mean TPOT, {} at {} ({}): real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
@@ -1213,6 +1283,30 @@ mod tests {
             steal_s: 0.0,
             busy_s: 1.0,
         }
+    }
+
+    #[test]
+    fn the_verdict_says_where_each_modes_error_lies() {
+        let mut eager = case("e", 8, 0, 10.0);
+        eager.mode = "eager";
+        // Predicted 11 ms each: +10 %, +10 % and -50 %.
+        let cases = [eager, case("g1", 8, 0, 10.0), case("g2", 8, 0, 22.0)];
+        let modes = ModeErrors::of(&cases);
+        let tpot = |m: &ModeErrors| m.metrics[1];
+        assert_eq!(
+            modes
+                .iter()
+                .map(|m| (m.mode, m.records))
+                .collect::<Vec<_>>(),
+            [("eager", 1), ("FULL_DECODE_ONLY", 2)]
+        );
+        let close =
+            |(a, b): (f64, f64), (x, y): (f64, f64)| (a - x).abs() < 1e-9 && (b - y).abs() < 1e-9;
+        assert!(close(tpot(&modes[0]), (0.1, 0.1)));
+        // The upper median, as the bars take it: |error| 0.5, signed +0.1.
+        assert!(close(tpot(&modes[1]), (0.5, 0.1)), "{:?}", tpot(&modes[1]));
+        // A metric no record has is zero, not a guess.
+        assert_eq!(modes[1].metrics[0], (0.0, 0.0));
     }
 
     #[test]
