@@ -49,6 +49,8 @@ def main():
         prior = old_ratio.get((x["server"], x["workload"]))
         if prior:
             pred += f" ({prior['predicted']:.3f})"
-        print(f"| {x['workload']} at {x['limits']} ({x['server']}) | {x['real']:.3f} | {pred} |")
+        # Older outputs name only the graph server.
+        servers = x["server"] + (f" / {x['eager_server']}" if "eager_server" in x else "")
+        print(f"| {x['workload']} at {x['limits']} ({servers}) | {x['real']:.3f} | {pred} |")
 
 main()

@@ -356,7 +356,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
             "arrival_draws": setup.draws,
             "send_times": if setup.draws.is_some() { "simulator draws" } else { "vllm bench seed" },
             "graph_over_eager_tpot": verdict.ratios.iter().map(|r| json!({
-                "workload": r.workload, "limits": r.limits, "server": r.server, "real": r.real, "predicted": r.predicted, "error": r.error(),
+                "workload": r.workload, "limits": r.limits, "server": r.server, "eager_server": r.eager_server, "real": r.real, "predicted": r.predicted, "error": r.error(),
             })).collect::<Vec<_>>(),
             "bars": {"median": MEDIAN_BAR, "worst": WORST_BAR, "ratio": RATIO_BAR},
             "pass": verdict.pass(),
@@ -899,6 +899,8 @@ struct Ratio {
     limits: String,
     /// The graph run's server label: a server measured twice gives two ratios.
     server: String,
+    /// The eager run's server label (the first eager server that ran the workload at the limits).
+    eager_server: String,
     real: f64,
     predicted: f64,
 }
@@ -1081,6 +1083,7 @@ impl Verdict {
                     workload: graph.workload.clone(),
                     limits: graph.limits.clone(),
                     server: graph.label.clone(),
+                    eager_server: eager.label.clone(),
                     real: g.real / e.real,
                     predicted: g.predicted / e.predicted,
                 });
@@ -1127,10 +1130,11 @@ impl Verdict {
         }
         for r in &self.ratios {
             text.push_str(&format!(
-                "graph/eager mean TPOT, {} at {} ({}): real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
+                "graph/eager mean TPOT, {} at {} ({} / {}): real {:.3}, predicted {:.3} ({:+.1}%, bar {:.0}%)\n",
                 r.workload,
                 r.limits,
                 r.server,
+                r.eager_server,
                 r.real,
                 r.predicted,
                 100.0 * r.error(),
