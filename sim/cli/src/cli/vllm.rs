@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
+use afd_sim::launch::Launch;
 use afd_sim::model::arch::ModelArch;
 use afd_sim::model::engine::{self, EngineModel};
 use afd_sim::model::hardware::GpuKind;
@@ -23,6 +24,7 @@ use afd_sim::serving::ServingConfig;
 use afd_sim::vllm_compare::{self, MetricRow};
 use afd_traces::vllm_run::{HostShare, VllmEngineProfile, VllmRun, builtin_engine_profile};
 
+use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::read_model;
 use crate::cli::output::{emit, json_text, table, write_all_atomically};
 
@@ -74,23 +76,27 @@ pub(crate) struct EngineProfileArgs {
 Examples:
   afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json.gz    every bench record of a run file
   afd-sim compare result.json --serve-args 'vllm serve /models/dsv2l --enforce-eager --max-num-seqs 256'
+  afd-sim compare result.json 2a2f_graph_dbo_dp1tp2.sh      an AFD pair's bench run, by its recipe
   afd-sim compare traces/data/vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz --calibration
                                                           its calibration bench runs, judged nowhere
 
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain `vllm
-bench serve --save-result` JSON with --serve-args. The workload is read from the result
-(num_prompts, request_rate, burstiness, ramp_up_strategy and its rates, max_concurrency, token
-totals: the random dataset at fixed lengths; a --save-detailed result's input_lens and
-output_lens give each request its own, for the sharegpt dataset or random lengths). A run at a
-request rate or a ramp is simulated at the send times `vllm bench serve` drew: its gaps come
-from numpy's legacy generator seeded with the bench's --seed, replayed exactly (a run file
-records the seed; a plain result does not, so give --bench-seed unless the bench ran on vLLM's
-default 0). --draws N instead takes the mean over N draws of the simulator's own generator.
-Costs: the GPU's built-in profile plus its built-in engine profile (or --engine). Where the
-probe read /proc around a run (`host` in its record), a line after the table says how much of
-the real run the engine core's thread was on a CPU or waited for one, and the host's busy and
-stolen CPU time (`host` in --json): steps that were slow while that thread ran throughout were
-the host core's own speed, which no profile holds.
+bench serve --save-result` JSON with the deployment that ran it: --serve-args for one server, or
+an AFD pair's recipe or --attention-args and --ffn-args (judged as `check` judges them; a pair's
+steps are priced by the kernel model, its Attention server's front end and asynchronous
+scheduling by the engine profile, as `predict --real-engine` prices a pair). The workload is
+read from the result (num_prompts, request_rate, burstiness, ramp_up_strategy and its rates,
+max_concurrency, token totals: the random dataset at fixed lengths; a --save-detailed result's
+input_lens and output_lens give each request its own, for the sharegpt dataset or random
+lengths). A run at a request rate or a ramp is simulated at the send times `vllm bench serve`
+drew: its gaps come from numpy's legacy generator seeded with the bench's --seed, replayed
+exactly (a run file records the seed; a plain result does not, so give --bench-seed unless the
+bench ran on vLLM's default 0). --draws N instead takes the mean over N draws of the simulator's
+own generator. Costs: the GPU's built-in profile plus its built-in engine profile (or --engine).
+Where the probe read /proc around a run (`host` in its record), a line after the table says how
+much of the real run the engine core's thread was on a CPU or waited for one, and the host's
+busy and stolen CPU time (`host` in --json): steps that were slow while that thread ran
+throughout were the host core's own speed, which no profile holds.
 The GPU is the one a run file's provenance names (--gpu names it for a plain result; h200 by
 default): a run measured on another GPU than --gpu, on a GPU afd-sim does not know (unless --gpu
 names one), or whose serve words need more GPUs than its provenance lists is refused. On stderr,
@@ -104,9 +110,10 @@ pub(crate) struct CompareArgs {
     /// A run file of `afd-probe vllm`, or a `vllm bench serve --save-result` JSON.
     #[arg(value_name = "RESULT.json")]
     result: PathBuf,
-    /// The server's command line (`vllm serve MODEL --flag ...`), for a plain bench result.
-    #[arg(long, value_name = "COMMAND")]
-    serve_args: Option<String>,
+    /// The deployment a plain bench result ran on: one server's `--serve-args`, or an AFD pair's
+    /// recipe or `--attention-args` and `--ffn-args`.
+    #[command(flatten)]
+    deployment: DeploymentArgs,
     /// Compare a run file's calibration bench runs instead of its judged ones. Those sent all at
     /// once may have priced the engine profile's decode periods; those at a request rate priced
     /// nothing, and check the model on runs no table read.
@@ -222,9 +229,9 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let value: Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", args.result.display()))?;
     let (setup, cases) = if value.get("format").and_then(Value::as_str) == Some("afd-vllm-run") {
-        if args.serve_args.is_some() {
+        if args.deployment.is_given() {
             bail!(
-                "--serve-args: {} is a run file and carries its own serve words",
+                "{} is a run file and carries its own serve words: give no recipe, --serve-args, --attention-args or --ffn-args",
                 args.result.display()
             );
         }
@@ -251,32 +258,62 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                 args.result.display()
             );
         }
-        let Some(command) = &args.serve_args else {
+        if !args.deployment.is_given() {
             bail!(
-                "{} is a plain bench result: give the server's command line with --serve-args",
+                "{} is a plain bench result: give the deployment that ran it (--serve-args 'vllm serve MODEL ...' for one server; a recipe, or --attention-args and --ffn-args, for an AFD pair)",
                 args.result.display()
             );
-        };
+        }
         let setup = Setup::new(&args.common, &[])?;
-        let server = vllm_compare::plain_server_from_line(command, setup.gpu, &setup.model)
-            .map_err(|e| anyhow::anyhow!("--serve-args: {e}"))?;
-        // The words as the shell splits them (the line already parsed as a deployment above).
-        let words: Vec<String> =
-            afd_sim::deployment::recipe::parse_command_line(command, &Default::default())
-                .map(|c| c.args.into_iter().map(|w| w.text).collect())
-                .unwrap_or_default();
+        let loaded = load(&args.deployment, &Default::default(), setup.gpu)?;
+        // The findings `check` prints, for a deployment vLLM or the plugin would refuse.
+        let (launch, report) = checked(loaded, setup.gpu, &setup.model)
+            .map_err(|findings| anyhow::anyhow!("{findings}"))?;
+        let config = launch
+            .serving_config(setup.gpu, &setup.model)
+            .context("the deployment cannot be simulated")?;
+        let mut caveats = launch.caveats(&report);
+        let (label, async_scheduling, dummy_weights) = match &launch {
+            Launch::Plain(plain) => (
+                args.deployment
+                    .serve_args
+                    .clone()
+                    .or_else(|| {
+                        args.deployment
+                            .recipe
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                    })
+                    .unwrap_or_default(),
+                plain.server.async_scheduling(),
+                plain.server.dummy_weights(),
+            ),
+            Launch::Afd(pair) => {
+                caveats.push(
+                    "note: an AFD pair's steps were never measured on real vLLM: they are priced by the kernel model, with the engine profile's front end and asynchronous scheduling for the Attention server (as `predict --real-engine` prices a pair)"
+                        .to_owned(),
+                );
+                (
+                    args.deployment.recipe.as_ref().map_or_else(
+                        || "--attention-args/--ffn-args".to_owned(),
+                        |p| p.display().to_string(),
+                    ),
+                    pair.attention.async_scheduling(),
+                    pair.attention.dummy_weights() || pair.ffn.dummy_weights(),
+                )
+            }
+        };
         let cases = vec![Case {
             run: "result".into(),
-            label: command.clone(),
+            label,
             workload: stem(&args.result),
-            config: server.config,
-            caveats: server.caveats,
+            config,
+            caveats,
             result: value,
             bench_seed: args.bench_seed.unwrap_or(0),
             computed_prompt_tokens: None,
-            // The words as the shell splits them (the line already parsed as a deployment above).
-            async_scheduling: vllm_compare::async_scheduling(&words),
-            dummy_weights: vllm_compare::dummy_weights(&words),
+            async_scheduling,
+            dummy_weights,
             host: None,
         }];
         (setup, cases)
@@ -521,8 +558,12 @@ impl Setup {
     /// Says on stderr when a server that loads its weights was priced by a profile of dummy ones
     /// (its replayed decode steps with a trained router's experts, `EngineModel::serving`).
     fn note_trained_weights(&self, cases: &[Case]) {
-        let differ =
-            |e: &Arc<EngineModel>| cases.iter().any(|c| e.measured_dummy_for(c.dummy_weights));
+        let differ = |e: &Arc<EngineModel>| {
+            cases.iter().any(|c| {
+                c.config.placement != afd_sim::serving::Placement::Disaggregated
+                    && e.measured_dummy_for(c.dummy_weights)
+            })
+        };
         if self.engine.as_ref().is_some_and(differ) {
             eprintln!(
                 "note: the engine profile's decode steps served --load-format dummy, whose tokens reach \
@@ -539,7 +580,9 @@ impl Setup {
             .map(|case| {
                 let setting = vllm_compare::bench_setting(&case.result)
                     .map_err(|e| anyhow::anyhow!("{} {}: {e}", case.run, case.workload))?;
+                let pair = case.config.placement == afd_sim::serving::Placement::Disaggregated;
                 if let Some(engine) = &self.engine
+                    && !pair
                     && !engine.prices(&case.config.graph)
                 {
                     bail!(
@@ -555,6 +598,8 @@ impl Setup {
                     let cost = default_cost_model(&self.model, self.gpu, case.config.cost_layout())
                         .map_err(|e| format!("{e:#}"))?;
                     Ok(match &self.engine {
+                        // An AFD role's steps were never measured: the kernel model prices them.
+                        _ if pair => cost,
                         // A server that loads trained weights, priced by a profile of dummy ones,
                         // replays dearer decode steps (`EngineModel::serving`).
                         Some(engine) if engine.measured_dummy_for(case.dummy_weights) => {

@@ -942,3 +942,89 @@ fn predict_names_the_serve_flags_it_leaves_out_and_reads_asynchronous_scheduling
         seed.stderr
     );
 }
+
+#[test]
+fn compare_takes_an_afd_pairs_recipe_or_both_roles_command_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("pair.json");
+    std::fs::write(
+        &result,
+        r#"{"completed": 32, "failed": 0, "num_prompts": 32, "total_input_tokens": 32768,
+        "total_output_tokens": 4096, "request_rate": "inf", "burstiness": 1.0,
+        "output_throughput": 600.0, "mean_ttft_ms": 2000.0, "mean_tpot_ms": 12.0}"#,
+    )
+    .unwrap();
+    let result = result.to_str().unwrap();
+    let recipe = |name: &str| format!("{}/tests/fixtures/recipes/{name}", crate::support::SIM_DIR);
+    let seed = recipe("2a2f_graph_dbo_dp1tp2.sh");
+    let (cases, stderr) = afd_sim_json(&["compare", result, &seed, "--json"], &[]);
+    let tpot = |cases: &serde_json::Value| {
+        cases[0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "mean_tpot_ms")
+            .unwrap()["predicted"]
+            .as_f64()
+            .unwrap()
+    };
+    // The pair's steps keep the kernel model: a replayed DBO decode step of a few ms, not a plain
+    // server's.
+    let pair = tpot(&cases);
+    assert!((2.0..40.0).contains(&pair), "{pair}");
+    assert!(
+        stderr.contains("an AFD pair's steps were never measured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning[cross.shared-http-port]"),
+        "{stderr}"
+    );
+    assert!(
+        cases[0]["caveats"].as_array().unwrap().len() >= 3,
+        "{cases}"
+    );
+    // Both roles' command lines give the same pair as the recipe that writes them.
+    let line = |role: &str, port: u32| {
+        format!(
+            "CUDA_VISIBLE_DEVICES={} vllm serve /m --tensor-parallel-size 1 --enable-expert-parallel --max-num-seqs 64 \
+             --max-num-batched-tokens 64 --enforce-eager --port {port} --additional-config \
+             '{{\"afd\": {{\"role\": \"{role}\", \"num_attention_ranks\": 1, \"num_ffn_ranks\": 1, \
+             \"afd_host\": \"127.0.0.1\", \"afd_port\": 29500}}}}'",
+            if role == "attention" { 0 } else { 1 }
+        )
+    };
+    let (attention, ffn) = (line("attention", 8000), line("ffn", 8001));
+    let out = afd_sim(&[
+        "compare",
+        result,
+        "--attention-args",
+        &attention,
+        "--ffn-args",
+        &ffn,
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("an AFD pair's steps"), "{stderr}");
+    // A pair the plugin would refuse is refused with check's findings, before any simulation.
+    let refused_pair =
+        line("attention", 8000).replace("\"num_ffn_ranks\": 1", "\"num_ffn_ranks\": 0");
+    refused(
+        &[
+            "compare",
+            result,
+            "--attention-args",
+            &refused_pair,
+            "--ffn-args",
+            &ffn,
+        ],
+        "error[",
+    );
+    // A run file carries its own serve words.
+    let run = data("vllm/h200-dsv2l-graph-256-2048-r2.json.gz");
+    refused(
+        &["compare", run.to_str().unwrap(), &seed],
+        "carries its own serve words",
+    );
+}
