@@ -61,7 +61,7 @@ impl MetricRow {
 }
 
 /// The metrics compared, in report order.
-pub const METRICS: [&str; 10] = [
+pub const METRICS: [&str; 14] = [
     "output_throughput",
     "request_throughput",
     "mean_ttft_ms",
@@ -69,9 +69,13 @@ pub const METRICS: [&str; 10] = [
     "p99_ttft_ms",
     "mean_tpot_ms",
     "median_tpot_ms",
+    "p99_tpot_ms",
     "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
     "mean_e2el_ms",
     "median_e2el_ms",
+    "p99_e2el_ms",
 ];
 
 /// Reads the workload of a `vllm bench serve --save-result` JSON (random dataset, fixed lengths:
@@ -561,9 +565,9 @@ fn simulate_bench(
     let m = &result.metrics;
     let seconds = result.end.as_secs_f64().max(1e-9);
     let [ttft_mean, ttft_median, _, ttft_p99] = m.ttft.summary_ms();
-    let [tpot_mean, tpot_median, _, _] = m.tpot.summary_ms();
-    let [itl_mean, ..] = m.itl.summary_ms();
-    let [e2el_mean, e2el_median, ..] = m.e2el.summary_ms();
+    let [tpot_mean, tpot_median, _, tpot_p99] = m.tpot.summary_ms();
+    let [itl_mean, itl_median, _, itl_p99] = m.itl.summary_ms();
+    let [e2el_mean, e2el_median, _, e2el_p99] = m.e2el.summary_ms();
     Ok(Outcome {
         metrics: [
             m.output_tokens as f64 / seconds,
@@ -573,9 +577,13 @@ fn simulate_bench(
             ttft_p99,
             tpot_mean,
             tpot_median,
+            tpot_p99,
             itl_mean,
+            itl_median,
+            itl_p99,
             e2el_mean,
             e2el_median,
+            e2el_p99,
         ],
         failed: m.failed,
         rejection: result
