@@ -1028,3 +1028,58 @@ fn compare_takes_an_afd_pairs_recipe_or_both_roles_command_lines() {
         "carries its own serve words",
     );
 }
+
+#[test]
+fn compare_of_predicts_own_result_is_exact_for_a_server_and_a_pair() {
+    // `predict --json` writes a `vllm bench serve --save-result` drop-in; compared against the
+    // deployment that predicted it, every metric must come back to the last digit: compare and
+    // predict price a deployment alike.
+    let dir = tempfile::tempdir().unwrap();
+    let seed = format!(
+        "{}/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh",
+        crate::support::SIM_DIR
+    );
+    let plain = "vllm serve /m --load-format dummy --enforce-eager --max-num-seqs 64".to_owned();
+    let workload = [
+        "--real-engine",
+        "--request-rate",
+        "inf",
+        "--num-prompts",
+        "32",
+        "--input-len",
+        "512",
+        "--output-len",
+        "32",
+        "--json",
+    ];
+    for (name, deployment) in [
+        ("pair", vec![seed.as_str()]),
+        ("server", vec!["--serve-args", plain.as_str()]),
+    ] {
+        let args: Vec<&str> = ["predict"]
+            .into_iter()
+            .chain(deployment.iter().copied())
+            .chain(workload)
+            .collect();
+        let out = afd_sim(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result = dir.path().join(format!("{name}.json"));
+        std::fs::write(&result, &out.stdout).unwrap();
+        let compare: Vec<&str> = ["compare", result.to_str().unwrap()]
+            .into_iter()
+            .chain(deployment.iter().copied())
+            .chain(["--json"])
+            .collect();
+        let (cases, _) = afd_sim_json(&compare, &[]);
+        let metrics = cases[0]["metrics"].as_array().unwrap();
+        assert_eq!(metrics.len(), 14, "{name}: every metric of the issue");
+        for m in metrics {
+            let error = m["error"].as_f64().unwrap();
+            assert!(error.abs() < 1e-9, "{name}: {m}");
+        }
+    }
+}
