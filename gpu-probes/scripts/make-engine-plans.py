@@ -769,11 +769,21 @@ def cal27_plan(label):
     128-token prompts injected beside 1, 2, 4, 8, 16, 32 and 64 standing decodes of 256-token prompts,
     three interleaved rounds, each prefilled in one step: do steps that prefill a few dozen tokens
     grow with the decodes beside them, as the 64/64 servers' pairs say, where cal26's 256- and
-    1,024-token ones did not?"""
+    1,024-token ones did not? After each round, a lone 64- and a lone 128-token prompt on the idle
+    engine: with the injections beside 1-16 decodes they are the same server's pairs that price a
+    step prefilling beside no decode (`engine/idle.rs`). Lone prompts of 64-256 tokens reached their
+    first token 1.1-1.4x later than the profile prices on every server that measured them
+    (`sim/scripts/lone_prompts.py`), where the ratio has pairs on two servers only."""
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 64, 128, 256)]
     warm += [fx(label, f"warm-d{b}", 256, 8, b) for b in (1, 8, 64)]
     warm.append(inject_burst(label, "warm-inject", 8, 200, (128, 64), 1.0, 0.5, standing_len=256))
-    return plan_document(warm, beside_decodes(label, (128, 64, 128, 64)))
+    rounds = beside_decodes(label, (128, 64, 128, 64))
+    per_round = len(rounds) // 3
+    work = []
+    for k, rep in enumerate("abc"):
+        work += rounds[k * per_round:(k + 1) * per_round]
+        work += [fx(label, f"fx-p{n}-{rep}", n, 4, 1, 90) for n in (64, 128)]
+    return plan_document(warm, work)
 
 def cal28_plan(label):
     """FULL_DECODE_ONLY at 64/64 (the seed recipe's limits) beside proc-sampler.py: 128-token prompts
