@@ -283,17 +283,8 @@ pub fn plain_server(
     plain_server_from_line(&line, gpu, model)
 }
 
-/// As [`plain_config`], from one command line (`vllm serve MODEL --flag ...`, shell quoting).
-pub fn plain_config_from_line(
-    line: &str,
-    gpu: GpuKind,
-    model: &ModelArch,
-) -> Result<ServingConfig, String> {
-    plain_server_from_line(line, gpu, model).map(|server| server.config)
-}
-
-/// As [`plain_server`], from one command line.
-pub fn plain_server_from_line(
+/// As [`plain_server`], from one command line (`vllm serve MODEL --flag ...`, shell quoting).
+fn plain_server_from_line(
     line: &str,
     gpu: GpuKind,
     model: &ModelArch,
