@@ -384,6 +384,23 @@ impl<'a> FrontEnd<'a> {
     }
 }
 
+/// What the engine profile leaves out for a plain server of more than one GPU: every committed run it
+/// was derived from served one H200, so each engine of a server with tensor or data parallelism
+/// steps at a one-GPU server's measured periods, with no term for its collectives (the kernel model
+/// keeps each GPU's busy time). `None` for one GPU.
+pub fn engine_layout_caveat(config: &ServingConfig) -> Option<String> {
+    let layout = config.attention;
+    (layout.ranks() > 1).then(|| {
+        format!(
+            "note: the engine profile measured servers of one GPU; each engine of this server's {} ranks (DP {} x TP {}{}) steps at a one-GPU server's measured periods, with no term for their collectives",
+            layout.ranks(),
+            layout.dp,
+            layout.tp,
+            if layout.expert_parallel { ", EP" } else { "" }
+        )
+    })
+}
+
 /// Whether vLLM 0.26 schedules asynchronously for these serve words, as
 /// [`crate::deployment::RoleConfig::async_scheduling`] reads them (on unless
 /// `--no-async-scheduling`); on for words that do not parse (the deployment's own reading reports

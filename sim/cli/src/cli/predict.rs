@@ -448,6 +448,9 @@ fn with_real_engine(
         "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
         profile.vllm_version, profile.gpu
     );
+    if let Some(caveat) = afd_sim::vllm_compare::engine_layout_caveat(config) {
+        eprintln!("{caveat}");
+    }
     let engine = engine.serving(dummy_weights, &cost, popularity);
     if engine.prices_trained_weights() {
         eprintln!(

@@ -274,20 +274,25 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             .context("the deployment cannot be simulated")?;
         let mut caveats = launch.caveats(&report);
         let (label, async_scheduling, dummy_weights) = match &launch {
-            Launch::Plain(plain) => (
-                args.deployment
-                    .serve_args
-                    .clone()
-                    .or_else(|| {
-                        args.deployment
-                            .recipe
-                            .as_ref()
-                            .map(|p| p.display().to_string())
-                    })
-                    .unwrap_or_default(),
-                plain.server.async_scheduling(),
-                plain.server.dummy_weights(),
-            ),
+            Launch::Plain(plain) => {
+                if setup.engine.is_some() {
+                    caveats.extend(vllm_compare::engine_layout_caveat(&config));
+                }
+                (
+                    args.deployment
+                        .serve_args
+                        .clone()
+                        .or_else(|| {
+                            args.deployment
+                                .recipe
+                                .as_ref()
+                                .map(|p| p.display().to_string())
+                        })
+                        .unwrap_or_default(),
+                    plain.server.async_scheduling(),
+                    plain.server.dummy_weights(),
+                )
+            }
             Launch::Afd(pair) => {
                 caveats.push(
                     "note: an AFD pair's steps were never measured on real vLLM: they are priced by the kernel model, with the engine profile's front end and asynchronous scheduling for the Attention server (as `predict --real-engine` prices a pair)"
@@ -701,6 +706,9 @@ fn cases_of(
         );
     }
     let mut caveats = server.caveats;
+    if setup.engine.is_some() {
+        caveats.extend(vllm_compare::engine_layout_caveat(&server.config));
+    }
     if let Some(engine) = &setup.engine {
         let measured = &engine.profile().vllm_version;
         if !run.provenance.vllm_version.is_empty() && &run.provenance.vllm_version != measured {

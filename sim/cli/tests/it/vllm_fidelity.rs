@@ -833,7 +833,13 @@ fn compare_prices_the_gpu_a_run_used_and_says_what_it_leaves_out() {
         &two_gpus,
         "0.26.0",
     );
-    afd_sim_json(&["compare", &tp2_on_two, "--json"], &[]);
+    // Two GPUs may run it; the engine profile measured one-GPU servers, and says so.
+    let (cases, stderr) = afd_sim_json(&["compare", &tp2_on_two, "--json"], &[]);
+    assert!(
+        stderr.contains("the engine profile measured servers of one GPU"),
+        "{stderr}"
+    );
+    assert_eq!(cases[0]["caveats"].as_array().unwrap().len(), 1, "{cases}");
     // A flag the model does not read is named once, on stderr and in each record; one that changes
     // no step is not.
     let fp8 = bench_run(
