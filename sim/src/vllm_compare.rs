@@ -103,7 +103,7 @@ pub fn bench_setting(result: &serde_json::Value) -> Result<BenchSetting, String>
         let mean = (total / completed).round();
         if !(0.0..=f64::from(u32::MAX)).contains(&mean) {
             return Err(format!(
-                "{key} {total} over {completed} completed requests is not a token count a request"
+                "{key} {total} over {completed} completed requests is not a token count a request can have"
             ));
         }
         Ok(mean as u32)
