@@ -15,7 +15,7 @@ use crate::model::cost::CostModel;
 use crate::model::hardware::GpuKind;
 use crate::model::workload::{ArrivalDraw, Arrivals, RampUp, RandomDataset, random_workload_drawn};
 use crate::rng::Seed;
-use crate::serving::{Placement, ServingConfig};
+use crate::serving::ServingConfig;
 use crate::topology::RuleSet;
 
 /// What `vllm bench serve` was asked to run, read back from its result.
@@ -257,6 +257,10 @@ pub fn plain_config(
 pub struct PlainServer {
     pub config: ServingConfig,
     pub caveats: Vec<String>,
+    /// Whether it schedules one step ahead (`RoleConfig::async_scheduling`).
+    pub async_scheduling: bool,
+    /// Whether it fills its weights at random (`RoleConfig::dummy_weights`).
+    pub dummy_weights: bool,
 }
 
 /// As [`plain_config`], with the caveats.
@@ -291,11 +295,13 @@ fn plain_server_from_line(
 ) -> Result<PlainServer, String> {
     let launched = serving_config_from_command_lines(&[line], RuleSet::Latest, gpu, model)
         .map_err(|e| e.to_string())?;
-    if launched.config.placement != Placement::Colocated {
+    let crate::launch::Launch::Plain(plain) = &launched.launch else {
         return Err("the command line is one role of an AFD pair, not a plain vLLM server".into());
-    }
+    };
     Ok(PlainServer {
         caveats: launched.launch.caveats(&launched.report),
+        async_scheduling: plain.server.async_scheduling(),
+        dummy_weights: plain.server.dummy_weights(),
         config: launched.config,
     })
 }
@@ -399,22 +405,6 @@ pub fn engine_layout_caveat(config: &ServingConfig) -> Option<String> {
             if layout.expert_parallel { ", EP" } else { "" }
         )
     })
-}
-
-/// Whether vLLM 0.26 schedules asynchronously for these serve words, as
-/// [`crate::deployment::RoleConfig::async_scheduling`] reads them (on unless
-/// `--no-async-scheduling`); on for words that do not parse (the deployment's own reading reports
-/// those).
-pub fn async_scheduling(words: &[String]) -> bool {
-    crate::deployment::RoleConfig::from_serve_args(words)
-        .map_or(true, |role| role.async_scheduling())
-}
-
-/// Whether these serve words fill the weights at random (`--load-format dummy`, every spelling
-/// vLLM accepts), as [`crate::deployment::RoleConfig::dummy_weights`] reads them; false for words
-/// that do not parse (the deployment's own reading reports those).
-pub fn dummy_weights(words: &[String]) -> bool {
-    crate::deployment::RoleConfig::from_serve_args(words).is_ok_and(|role| role.dummy_weights())
 }
 
 /// How `compare` draws an arrival-bound run's send times.

@@ -210,14 +210,22 @@ fn cached_prefixes_give_the_uncomputed_prompt_tokens_to_the_first_requests_as_fu
 
 #[test]
 fn asynchronous_scheduling_is_on_unless_the_words_turn_it_off() {
-    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert!(async_scheduling(&words(&["/m", "--enforce-eager"])));
-    assert!(!async_scheduling(&words(&["/m", "--no-async-scheduling"])));
-    assert!(async_scheduling(&words(&[
-        "/m",
-        "--no-async-scheduling",
-        "--async-scheduling"
-    ])));
+    let async_scheduling = |text: &str| {
+        plain_server(&words(text), GpuKind::H200, &model())
+            .unwrap()
+            .async_scheduling
+    };
+    assert!(async_scheduling("/m --enforce-eager"));
+    assert!(!async_scheduling("/m --no-async-scheduling"));
+    assert!(async_scheduling(
+        "/m --no-async-scheduling --async-scheduling"
+    ));
+    let dummy = |text: &str| {
+        plain_server(&words(text), GpuKind::H200, &model())
+            .unwrap()
+            .dummy_weights
+    };
+    assert!(dummy("/m --load-format dummy") && !dummy("/m"));
 }
 
 /// The roofline cost model of the plain eager server `words` names, and its deployment.

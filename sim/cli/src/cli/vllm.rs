@@ -755,8 +755,8 @@ fn cases_of(
                 caveats: caveats.clone(),
                 result: result.clone(),
                 bench_seed,
-                async_scheduling: vllm_compare::async_scheduling(&words),
-                dummy_weights: vllm_compare::dummy_weights(&words),
+                async_scheduling: server.async_scheduling,
+                dummy_weights: server.dummy_weights,
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
                 host: r.host.clone(),
