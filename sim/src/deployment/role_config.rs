@@ -453,15 +453,22 @@ impl RoleConfig {
     /// the server copies every token's routed experts to the host each step and returns them with
     /// each completion (vLLM 0.26.0 `ModelConfig.enable_return_routed_experts`).
     pub fn returns_routed_experts(&self) -> bool {
-        self.unknown_flags
-            .iter()
-            .rev()
-            .find_map(|f| match f.flag.as_str() {
-                "--enable-return-routed-experts" => Some(true),
-                "--no-enable-return-routed-experts" => Some(false),
-                _ => None,
-            })
+        self.kept_switch("--enable-return-routed-experts")
             .unwrap_or(false)
+    }
+
+    /// A kept switch this model does not interpret as a field (`--async-scheduling`): on or off as
+    /// the last of it and its `--no-` form says (argparse's `BooleanOptionalAction`), `None` when
+    /// neither is given.
+    fn kept_switch(&self, switch: &str) -> Option<bool> {
+        let negated = format!("--no-{}", switch.trim_start_matches("--"));
+        self.unknown_flags.iter().rev().find_map(|f| {
+            if f.flag == switch {
+                Some(true)
+            } else {
+                (f.flag == negated).then_some(false)
+            }
+        })
     }
 
     /// Asynchronous scheduling: on unless `--no-async-scheduling` is the last of it and
@@ -469,15 +476,7 @@ impl RoleConfig {
     /// decoding on the default executor, `vllm/config/vllm.py:1059-1107`, which is every deployment
     /// the simulator accepts).
     pub fn async_scheduling(&self) -> bool {
-        self.unknown_flags
-            .iter()
-            .rev()
-            .find_map(|f| match f.flag.as_str() {
-                "--async-scheduling" => Some(true),
-                "--no-async-scheduling" => Some(false),
-                _ => None,
-            })
-            .unwrap_or(true)
+        self.kept_switch("--async-scheduling").unwrap_or(true)
     }
 
     /// The flags the role keeps but the timing model does not read, each as `--flag value` (or
