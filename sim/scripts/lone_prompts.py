@@ -20,7 +20,7 @@ Exit 2 on a missing or malformed file, a failed prediction, or when no lone prom
 """
 import collections, json, statistics, subprocess, sys
 
-from injected_steps import graph_mode
+from injected_steps import budget_of, graph_mode
 from stamped_steps import fail, read_run, take_option, usage
 
 PROBE_WORDS = {"--host": 1, "--port": 1, "--kernel-config": 1, "--enable-logging-iteration-details": 0}
@@ -40,18 +40,9 @@ def serve_line(run):
     return "vllm serve " + " ".join(quoted)
 
 
-def budget(run):
-    """--max-num-batched-tokens of the run's words, None when absent (vLLM's default: 8192 here)."""
-    args = run.get("serve_args") or []
-    for i, arg in enumerate(args[:-1]):
-        if arg == "--max-num-batched-tokens":
-            return int(args[i + 1])
-    return None
-
-
 def lone_first_tokens(run):
     """{prompt length: [first-token seconds]} over the run's lone-prompt fixed shapes."""
-    limit = budget(run) or 8192
+    limit = budget_of(run) or 8192  # vLLM 0.26.0's default on an H200
     out = collections.defaultdict(list)
     for r in run.get("records", []):
         w = r.get("workload", {})
