@@ -272,41 +272,30 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         let config = launch
             .serving_config(setup.gpu, &setup.model)
             .context("the deployment cannot be simulated")?;
-        let mut caveats = launch.caveats(&report);
+        let caveats = launch.caveats(&report);
         let (label, async_scheduling, dummy_weights) = match &launch {
-            Launch::Plain(plain) => {
-                if setup.engine.is_some() {
-                    caveats.extend(vllm_compare::engine_layout_caveat(&config));
-                }
-                (
-                    args.deployment
-                        .serve_args
-                        .clone()
-                        .or_else(|| {
-                            args.deployment
-                                .recipe
-                                .as_ref()
-                                .map(|p| p.display().to_string())
-                        })
-                        .unwrap_or_default(),
-                    plain.server.async_scheduling(),
-                    plain.server.dummy_weights(),
-                )
-            }
-            Launch::Afd(pair) => {
-                caveats.push(
-                    "note: an AFD pair's steps were never measured on real vLLM: they are priced by the kernel model, with the engine profile's front end and asynchronous scheduling for the Attention server (as `predict --real-engine` prices a pair)"
-                        .to_owned(),
-                );
-                (
-                    args.deployment.recipe.as_ref().map_or_else(
-                        || "--attention-args/--ffn-args".to_owned(),
-                        |p| p.display().to_string(),
-                    ),
-                    pair.attention.async_scheduling(),
-                    pair.attention.dummy_weights() || pair.ffn.dummy_weights(),
-                )
-            }
+            Launch::Plain(plain) => (
+                args.deployment
+                    .serve_args
+                    .clone()
+                    .or_else(|| {
+                        args.deployment
+                            .recipe
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                    })
+                    .unwrap_or_default(),
+                plain.server.async_scheduling(),
+                plain.server.dummy_weights(),
+            ),
+            Launch::Afd(pair) => (
+                args.deployment.recipe.as_ref().map_or_else(
+                    || "--attention-args/--ffn-args".to_owned(),
+                    |p| p.display().to_string(),
+                ),
+                pair.attention.async_scheduling(),
+                pair.attention.dummy_weights() || pair.ffn.dummy_weights(),
+            ),
         };
         let cases = vec![Case {
             run: "result".into(),
@@ -579,6 +568,23 @@ impl Setup {
         }
     }
 
+    /// A case's caveats, with what the engine profile leaves out of its pricing: an AFD pair's
+    /// steps (never measured), or a plain server's collectives past one GPU.
+    fn caveats(&self, case: &Case, pair: bool) -> Vec<String> {
+        let mut caveats = case.caveats.clone();
+        if self.engine.is_some() {
+            if pair {
+                caveats.push(
+                    "note: an AFD pair's steps were never measured on real vLLM: they are priced by the kernel model, with the engine profile's front end and asynchronous scheduling for the Attention server (as `predict --real-engine` prices a pair)"
+                        .to_owned(),
+                );
+            } else {
+                caveats.extend(vllm_compare::engine_layout_caveat(&case.config));
+            }
+        }
+        caveats
+    }
+
     fn compare_all(&self, cases: &[Case]) -> anyhow::Result<Vec<CaseRows>> {
         cases
             .iter()
@@ -675,7 +681,7 @@ impl Setup {
                         .unwrap_or(0),
                     predicted_failed: compared.failed,
                     rejection: compared.rejection,
-                    caveats: case.caveats.clone(),
+                    caveats: self.caveats(case, pair),
                     host: case.host.clone(),
                 })
             })
@@ -706,9 +712,6 @@ fn cases_of(
         );
     }
     let mut caveats = server.caveats;
-    if setup.engine.is_some() {
-        caveats.extend(vllm_compare::engine_layout_caveat(&server.config));
-    }
     if let Some(engine) = &setup.engine {
         let measured = &engine.profile().vllm_version;
         if !run.provenance.vllm_version.is_empty() && &run.provenance.vllm_version != measured {
