@@ -35,7 +35,8 @@
 #        counted (--enable-return-routed-experts: its steps price nothing; commit under routing/);
 #        cal26-graph-256-2048: 1,024- and 256-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
 #        cal27-graph-256-2048: 128- and 64-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
-#        cal28-graph-64-64: 128-token prompts chunked beside 1-56 decodes at the 64-token budget (PROCS=0.2))
+#        cal28-graph-64-64: 128-token prompts chunked beside 1-56 decodes at the 64-token budget (PROCS=0.2);
+#        cal27-graph-256-2048-r2 cal28-graph-64-64-r2: the same plans, prompts and seeds on a fresh server)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -76,6 +77,8 @@ for i in "${!labels[@]}"; do
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal28-graph-64-64-r2) plan=cal28-graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac

@@ -51,7 +51,8 @@ def read_run(path):
 
 
 def run_files(folder, judged=False):
-    """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`), each
+    """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`) whose
+    server priced its steps (not one that returned routed experts), each
     with whether it holds a calibration bench run, or with `judged` a judged one (such a server is a
     fold), and when its server started (the provenance's `date_utc`, None if absent)."""
     out = []
@@ -59,7 +60,9 @@ def run_files(folder, judged=False):
         if not path.name.endswith((".json", ".json.gz")):
             continue
         run = read_run(path)
-        if run is not None:
+        # A server that returned each token's routed experts copied them to the host every step:
+        # engine-profile refuses its file (it counts experts, it prices no step; routing/).
+        if run is not None and "--enable-return-routed-experts" not in run.get("serve_args", []):
             fold = any(bool(r["workload"].get("calibration")) != judged
                        and r["workload"]["kind"] == "bench-serve"
                        for r in run["records"])

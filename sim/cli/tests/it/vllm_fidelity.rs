@@ -66,9 +66,14 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.56 %, worst 88.9 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
+    // own send times"): median 10.46 %, worst 89.2 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
     // prefill steps took about 180 ms on the repeat server where the table prices 87 ms, and the
-    // two real runs are 67 % apart); 212 of 252 values within 25 %; 11 of 43 ratios within 10 %.
+    // two real runs are 67 % apart); 215 of 252 values within 25 %; 9 of 43 ratios within 10 %.
+    // The twenty-fifth batch (cal27, cal28 and their repeats, calibration only: small prefills
+    // beside 1-64 decodes and 64-token chunks beside 1-56, flat in the decodes, on fast hosts)
+    // moved them from 10.56 %, 88.9 %, 212 and 11 (the model on repeats 14.0 -> 12.7 %): the
+    // servers' median slope took the decode term from 0.100 ms to none, FULL_DECODE_ONLY's
+    // pure-prefill ratio went 0.918 -> 1.004 and its 64-token entry 71.0 -> 65.5 ms.
     // The twenty-fourth batch (cal26, calibration only: 1,024- and 256-token prompts beside 1-64
     // decodes, flat in the decodes at 86-101 and 76-88 ms on a slow host) moved them from 9.90 %,
     // 90.6 %, 210 and 9 (the model on repeats 15.7 -> 14.0 %): its slope (-0.036 ms a decode) took
@@ -118,8 +123,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.106, "median |error| {median}");
-    assert!(worst <= 0.889, "worst |error| {worst}");
+    assert!(median <= 0.105, "median |error| {median}");
+    assert!(worst <= 0.892, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -131,7 +136,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 212, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 215, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -140,21 +145,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 14.0 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 12.7 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.141, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.128, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 43);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 11 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 9 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 11,
+        within >= 9,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }
@@ -174,7 +179,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 45, "{runs:?}");
+    assert_eq!(runs.len(), 49, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
