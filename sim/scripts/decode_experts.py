@@ -19,6 +19,10 @@ batch:
 - the step a model whose router spreads its picks evenly would take: the same routing-independent
   part with even routing's experts, and at least the measured period.
 
+The inference is an upper bound, and it was checked: vLLM's own routing (`cal25`,
+traces/data/vllm/routing/, `decode_tokens.py`) put every token of a layer on the same six experts at
+every batch, so the implied experts past batch 1 are the rest of the step's growth, not experts.
+
 usage: decode_experts.py [--engine FILE] [--calibration FILE] [--model FILE] [--json]
 Exit 2 on a missing or malformed file.
 """

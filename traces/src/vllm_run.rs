@@ -261,7 +261,9 @@ pub struct FixedShapeResult {
 pub struct RoutedExperts {
     /// The burst's requests whose answers carried routing.
     pub requests: u32,
-    /// MoE layers and experts a token picks in each, as the routing's shape gives them.
+    /// The routed layers (each token picked `top_k` distinct experts in every one; a dense layer's
+    /// placeholder row is not counted) and the experts a token picks in each. Files written before
+    /// the probe left the placeholder out count every layer of the routing's shape (cal25: 27).
     pub layers: u32,
     pub top_k: u32,
     /// Per decode position k (each request's k-th forwarded generated token): the distinct experts

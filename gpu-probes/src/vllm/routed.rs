@@ -133,9 +133,9 @@ impl Routing {
     }
 }
 
-/// Counts what a burst's routings say; `prompt_len` tokens of each were the prompt. `Err` says
-/// why nothing can be counted: no routing came back, the routings disagree on their layers and
-/// picks, or one is shorter than its prompt.
+/// Counts what a burst's routings say over their routed layers; `prompt_len` tokens of each were the
+/// prompt. `Err` says why nothing can be counted: no routing came back, the routings disagree on
+/// their layers and picks, one is shorter than its prompt, or no layer was routed.
 pub fn summarise(routings: &[Routing], prompt_len: usize) -> Result<RoutedExperts, String> {
     let first = routings.first().ok_or("no answer carried its routing")?;
     let (layers, top_k) = (first.layers, first.top_k);
@@ -157,8 +157,29 @@ pub fn summarise(routings: &[Routing], prompt_len: usize) -> Result<RoutedExpert
             r.rows
         ));
     }
+    // A routed layer's every token picks `top_k` distinct experts. vLLM's array also has a row for
+    // each dense layer (DeepSeek-V2-Lite's first), a placeholder of one repeated id, which would
+    // count as a layer reaching one expert (cal25 read 157 / 27 = 5.815 where the 26 MoE layers
+    // reached six each).
+    let routed_layers: Vec<usize> = (0..layers)
+        .filter(|&l| {
+            routings.iter().all(|r| {
+                (0..r.rows)
+                    .all(|row| r.picks(row, l).iter().collect::<BTreeSet<_>>().len() == top_k)
+            })
+        })
+        .collect();
+    if routed_layers.is_empty() {
+        return Err(format!(
+            "no layer of the {layers} picked {top_k} distinct experts for every token: nothing was routed"
+        ));
+    }
     let mean_over_layers = |distinct: &dyn Fn(usize) -> usize| {
-        (0..layers).map(|l| distinct(l) as f64).sum::<f64>() / layers as f64
+        routed_layers
+            .iter()
+            .map(|&l| distinct(l) as f64)
+            .sum::<f64>()
+            / routed_layers.len() as f64
     };
     // Decode position k: the row after the prompt's, of every request that forwarded that many.
     let positions = routings
@@ -205,7 +226,7 @@ pub fn summarise(routings: &[Routing], prompt_len: usize) -> Result<RoutedExpert
     });
     Ok(RoutedExperts {
         requests: routings.len() as u32,
-        layers: layers as u32,
+        layers: routed_layers.len() as u32,
         top_k: top_k as u32,
         decode_distinct,
         prompt_distinct,

@@ -345,6 +345,23 @@ fn a_bursts_routing_counts_distinct_experts_by_decode_step_and_prompt() {
     };
     let mixed = routed::summarise(&[a.clone(), other], 2).unwrap_err();
     assert!(mixed.contains("1 × 2 and of 2 × 1"), "{mixed}");
+    // A dense layer's placeholder (one repeated id) is not a routed layer: only layer 1 counts.
+    let dense_first = routed::Routing {
+        rows: 3,
+        layers: 2,
+        top_k: 2,
+        experts: vec![0, 0, 3, 4, 0, 0, 3, 5, 0, 0, 6, 7],
+    };
+    let s = routed::summarise(std::slice::from_ref(&dense_first), 2).expect("one routed layer");
+    assert_eq!(s.layers, 1);
+    assert_eq!(s.decode_distinct, vec![2.0]);
+    assert_eq!((s.prompt_distinct, s.prompt_union_distinct), (3.0, 3.0));
+    let unrouted = routed::Routing {
+        experts: vec![0; 12],
+        ..dense_first
+    };
+    let err = routed::summarise(&[unrouted], 2).unwrap_err();
+    assert!(err.contains("nothing was routed"), "{err}");
     let none = routed::summarise(&[], 2).unwrap_err();
     assert!(none.contains("no answer carried"), "{none}");
     let short = routed::summarise(&[a], 5).unwrap_err();

@@ -1,11 +1,9 @@
 //! A trained model's replayed decode step, where the engine profile measured dummy weights.
 //!
-//! Every committed real-vLLM run served `--load-format dummy`, and that model's decode steps route
-//! to few experts: at 16 to 256 requests, as few as two to ten tokens picking at random would (the
-//! measured steps are shorter than reading the experts an even routing picks could take;
-//! docs/fidelity.md, "Why a replayed decode step is cheap here", and
-//! `sim/scripts/decode_experts.py`), though each step feeds as many distinct tokens as requests
-//! (`cal23`, `cal24`): its router sends different tokens to the same few experts. A trained
+//! Every committed real-vLLM run served `--load-format dummy`, and that model's router sends every
+//! token of a layer, prompt or decode, to the same six experts at any batch: counted from vLLM's
+//! own routing (`cal25`, traces/data/vllm/routing/; docs/fidelity.md, "The twenty-fifth batch"),
+//! though each step feeds as many distinct tokens as requests (`cal23`, `cal24`). A trained
 //! model's router spreads its picks, so its step reads nearly every expert from a dozen requests on.
 //!
 //! The measured step at the table's smallest batch reads what a trained model's would (one token's
