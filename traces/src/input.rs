@@ -31,8 +31,11 @@ impl InputKind {
     pub const CALIBRATION: InputKind = InputKind::new("calibration profile", 64 * MIB);
     /// `afd-probe pipeline` results for `replay-pipeline`: 64 MiB.
     pub const PIPELINE: InputKind = InputKind::new("pipeline results", 64 * MIB);
-    /// A real vLLM run, bench result, plan or engine profile (`vllm_run.rs`).
+    /// A real vLLM run, bench result or plan (`vllm_run.rs`).
     pub const VLLM_RUN: InputKind = InputKind::new("vLLM run", 64 * MIB);
+    /// An engine profile (`afd-sim engine-profile`, `vllm_run.rs`): 64 MiB (the shipped one is
+    /// about 80 KiB).
+    pub const ENGINE_PROFILE: InputKind = InputKind::new("engine profile", 64 * MIB);
     /// A sweep shard CSV for `sweep-merge`: 256 MiB.
     pub const SWEEP_SHARD: InputKind = InputKind::new("sweep shard", 256 * MIB);
     /// A workload trace: 2 GiB by default (`--max-trace-mib` changes it).

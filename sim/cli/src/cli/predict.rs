@@ -118,6 +118,16 @@ pub(crate) struct PredictArgs {
     /// it are priced alike.
     #[arg(long, help_heading = "Deployment")]
     pub(crate) real_engine: bool,
+    /// The engine profile --real-engine prices with: `afd-sim engine-profile` of your own
+    /// `afd-probe vllm` runs (docs/probes.md); default: the GPU's built-in one. It must have measured
+    /// the deployment's GPU kind (--gpu).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "real_engine",
+        help_heading = "Deployment"
+    )]
+    pub(crate) engine: Option<PathBuf>,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) ubatch_size: Option<u32>,
@@ -356,7 +366,8 @@ impl Inputs {
                 async_scheduling,
                 popularity,
             };
-            cost = with_real_engine(cost, server, &model, &workload, &mut options)?;
+            let profile = engine_profile(args.engine.as_deref(), config.gpu)?;
+            cost = with_real_engine(cost, server, profile, &model, &workload, &mut options)?;
         }
         options.max_events = args.max_events;
         if !(args.horizon.is_finite() && args.horizon > 0.0) {
@@ -397,6 +408,7 @@ impl Inputs {
 fn with_real_engine(
     cost: CostModel,
     server: Server<'_>,
+    profile: Option<EngineProfile>,
     model: &ModelArch,
     workload: &Workload,
     options: &mut RunOptions,
@@ -408,18 +420,20 @@ fn with_real_engine(
         async_scheduling,
         popularity,
     } = server;
-    let Some(text) = afd_traces::vllm_run::builtin_engine_profile(config.gpu.as_str()) else {
+    let Some(EngineProfile { profile, source }) = profile else {
         return Ok(cost);
     };
-    let profile = afd_traces::vllm_run::VllmEngineProfile::from_json(text)
-        .context("the built-in engine profile")?;
-    if model.name != ModelArch::deepseek_v2_lite().name {
+    if source.is_none() && model.name != ModelArch::deepseek_v2_lite().name {
         eprintln!(
             "note: the built-in {} engine profile measured DeepSeek-V2-Lite; {} is priced from kernels alone",
             profile.gpu, model.name
         );
         return Ok(cost);
     }
+    let named = match &source {
+        Some(path) => format!("the engine profile {}", path.display()),
+        None => format!("the built-in {} engine profile", profile.gpu),
+    };
     let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
     if !engine.prices(&config.graph) {
         eprintln!(
@@ -439,14 +453,14 @@ fn with_real_engine(
         .apply(options, prompt_tokens);
     if placement != Placement::Plain {
         eprintln!(
-            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them (the built-in {} engine profile); an AFD role's steps were never measured and keep the kernel model",
-            profile.vllm_version, profile.gpu
+            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}); an AFD role's steps were never measured and keep the kernel model",
+            profile.vllm_version
         );
         return Ok(cost);
     }
     eprintln!(
-        "note: priced as real vLLM {} runs it (the built-in {} engine profile)",
-        profile.vllm_version, profile.gpu
+        "note: priced as real vLLM {} runs it ({named})",
+        profile.vllm_version
     );
     if let Some(caveat) = afd_sim::vllm_compare::engine_layout_caveat(config) {
         eprintln!("{caveat}");
@@ -461,6 +475,53 @@ fn with_real_engine(
         );
     }
     Ok(cost.with_engine(std::sync::Arc::new(engine)))
+}
+
+/// An engine profile `--real-engine` prices with, and the file it came from (`None`: built in).
+struct EngineProfile {
+    profile: afd_traces::vllm_run::VllmEngineProfile,
+    source: Option<PathBuf>,
+}
+
+/// `--engine FILE`, else the GPU's built-in engine profile (`None` when it has none). A file that
+/// measured another GPU kind than the deployment's is an error: its steps are that GPU's.
+fn engine_profile(
+    file: Option<&std::path::Path>,
+    gpu: afd_sim::model::hardware::GpuKind,
+) -> anyhow::Result<Option<EngineProfile>> {
+    use afd_traces::vllm_run::VllmEngineProfile;
+    let Some(path) = file else {
+        let Some(text) = afd_traces::vllm_run::builtin_engine_profile(gpu.as_str()) else {
+            return Ok(None);
+        };
+        let profile = VllmEngineProfile::from_json(text).context("the built-in engine profile")?;
+        return Ok(Some(EngineProfile {
+            profile,
+            source: None,
+        }));
+    };
+    let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::ENGINE_PROFILE)?;
+    let profile = VllmEngineProfile::from_json(&text)
+        .with_context(|| format!("--engine {}", path.display()))?;
+    match afd_sim::model::hardware::GpuKind::of_device_name(&profile.gpu) {
+        Some(kind) if kind == gpu => {}
+        Some(kind) => bail!(
+            "--engine {}: the profile measured {} ({}), the deployment runs on {} (--gpu)",
+            path.display(),
+            profile.gpu,
+            kind.as_str(),
+            gpu.as_str()
+        ),
+        None => bail!(
+            "--engine {}: the profile measured {:?}, not a GPU kind afd-sim knows",
+            path.display(),
+            profile.gpu
+        ),
+    }
+    Ok(Some(EngineProfile {
+        profile,
+        source: Some(path.to_owned()),
+    }))
 }
 
 /// The deployment `predict` simulates, as its command lines give it.

@@ -526,8 +526,11 @@ impl Setup {
             None
         } else {
             let profile = match &common.engine {
-                Some(path) => VllmEngineProfile::from_json(&read_text(path)?)
-                    .with_context(|| path.display().to_string())?,
+                Some(path) => VllmEngineProfile::from_json(&afd_traces::input::read_text(
+                    path,
+                    afd_traces::input::InputKind::ENGINE_PROFILE,
+                )?)
+                .with_context(|| path.display().to_string())?,
                 None => match builtin_engine_profile(gpu.as_str()) {
                     Some(text) => {
                         VllmEngineProfile::from_json(text).context("the built-in engine profile")?

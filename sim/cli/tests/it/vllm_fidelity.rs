@@ -411,6 +411,65 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     assert!((0.99..1.01).contains(&tpot), "decode steps moved: {tpot}");
 }
 
+/// `predict --real-engine --engine FILE` prices with a profile the user derived on their own host
+/// (`afd-sim engine-profile`): the shipped profile's file gives the built-in figures to the digit,
+/// an edited one moves them, and a profile of another GPU kind, a broken file or `--engine` without
+/// `--real-engine` exits 2.
+#[test]
+fn predict_prices_with_an_engine_profile_of_your_own() {
+    let line = "vllm serve deepseek-ai/DeepSeek-V2-Lite --load-format dummy --enforce-eager";
+    let shipped = data("engine/h200-dsv2l-vllm-engine.json");
+    let shipped = shipped.to_str().expect("a UTF-8 path");
+    let (builtin, _) = predict_sixteen(line, &["--real-engine"]);
+    let (own, note) = predict_sixteen(line, &["--real-engine", "--engine", shipped]);
+    assert_eq!(builtin["mean_tpot_ms"], own["mean_tpot_ms"]);
+    assert_eq!(builtin["mean_ttft_ms"], own["mean_ttft_ms"]);
+    assert!(note.contains("(the engine profile "), "{note}");
+    // A host whose eager steps are twice as long: every decode period doubled.
+    let mut profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shipped).expect("the shipped profile"))
+            .expect("JSON");
+    let eager = profile["modes"]
+        .as_array_mut()
+        .expect("modes")
+        .iter_mut()
+        .find(|m| m["mode"] == "eager")
+        .expect("an eager mode");
+    for point in eager["decode_period_ns"].as_array_mut().expect("a table") {
+        point[1] = serde_json::json!(point[1].as_u64().expect("ns") * 2);
+    }
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let slow = dir.path().join("slow.json");
+    std::fs::write(&slow, profile.to_string()).expect("written");
+    let (slower, _) = predict_sixteen(
+        line,
+        &["--real-engine", "--engine", slow.to_str().expect("UTF-8")],
+    );
+    let ratio = slower["mean_tpot_ms"].as_f64().expect("TPOT")
+        / builtin["mean_tpot_ms"].as_f64().expect("TPOT");
+    assert!((1.6..2.1).contains(&ratio), "TPOT x{ratio}");
+    let refused = |extra: &[&str], says: &str| {
+        let mut args = vec!["predict", "--serve-args", line];
+        args.extend(extra);
+        let out = afd_sim(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{extra:?}");
+    };
+    refused(
+        &["--real-engine", "--engine", shipped, "--gpu", "h100"],
+        "the profile measured NVIDIA H200 (h200), the deployment runs on h100",
+    );
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"format\": 3}").expect("written");
+    refused(
+        &["--real-engine", "--engine", broken.to_str().expect("UTF-8")],
+        "broken.json",
+    );
+    refused(&["--engine", shipped], "--real-engine");
+}
+
 #[test]
 fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
     let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz");
