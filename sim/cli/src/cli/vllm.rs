@@ -526,11 +526,24 @@ impl Setup {
             None
         } else {
             let profile = match &common.engine {
-                Some(path) => VllmEngineProfile::from_json(&afd_traces::input::read_text(
-                    path,
-                    afd_traces::input::InputKind::ENGINE_PROFILE,
-                )?)
-                .with_context(|| path.display().to_string())?,
+                Some(path) => {
+                    let profile = VllmEngineProfile::from_json(&afd_traces::input::read_text(
+                        path,
+                        afd_traces::input::InputKind::ENGINE_PROFILE,
+                    )?)
+                    .with_context(|| path.display().to_string())?;
+                    // Its steps are the GPU's it measured: a profile of another kind than the
+                    // runs' would price them as that GPU's.
+                    if GpuKind::of_device_name(&profile.gpu) != Some(gpu) {
+                        bail!(
+                            "--engine {}: the profile measured {}, the runs are priced on {}",
+                            path.display(),
+                            profile.gpu,
+                            gpu.as_str()
+                        );
+                    }
+                    profile
+                }
                 None => match builtin_engine_profile(gpu.as_str()) {
                     Some(text) => {
                         VllmEngineProfile::from_json(text).context("the built-in engine profile")?

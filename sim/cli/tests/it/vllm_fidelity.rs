@@ -413,8 +413,8 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
 
 /// `predict --real-engine --engine FILE` prices with a profile the user derived on their own host
 /// (`afd-sim engine-profile`): the shipped profile's file gives the built-in figures to the digit,
-/// an edited one moves them, and a profile of another GPU kind, a broken file or `--engine` without
-/// `--real-engine` exits 2.
+/// an edited one moves them, and a profile of another GPU kind (for `compare` too), a broken file
+/// or `--engine` without `--real-engine` exits 2.
 #[test]
 fn predict_prices_with_an_engine_profile_of_your_own() {
     let line = "vllm serve deepseek-ai/DeepSeek-V2-Lite --load-format dummy --enforce-eager";
@@ -448,26 +448,43 @@ fn predict_prices_with_an_engine_profile_of_your_own() {
     let ratio = slower["mean_tpot_ms"].as_f64().expect("TPOT")
         / builtin["mean_tpot_ms"].as_f64().expect("TPOT");
     assert!((1.6..2.1).contains(&ratio), "TPOT x{ratio}");
-    let refused = |extra: &[&str], says: &str| {
+    fn predict<'a>(line: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec!["predict", "--serve-args", line];
         args.extend(extra);
-        let out = afd_sim(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
-        assert!(stderr.contains(says), "{extra:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{extra:?}");
-    };
+        args
+    }
     refused(
-        &["--real-engine", "--engine", shipped, "--gpu", "h100"],
+        &predict(
+            line,
+            &["--real-engine", "--engine", shipped, "--gpu", "h100"],
+        ),
         "the profile measured NVIDIA H200 (h200), the deployment runs on h100",
     );
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, "{\"format\": 3}").expect("written");
     refused(
-        &["--real-engine", "--engine", broken.to_str().expect("UTF-8")],
+        &predict(
+            line,
+            &["--real-engine", "--engine", broken.to_str().expect("UTF-8")],
+        ),
         "broken.json",
     );
-    refused(&["--engine", shipped], "--real-engine");
+    refused(&predict(line, &["--engine", shipped]), "--real-engine");
+    // compare holds a given profile to the runs' GPU kind too.
+    let inf = plain_inf(&dir);
+    refused(
+        &[
+            "compare",
+            &inf,
+            "--serve-args",
+            line,
+            "--gpu",
+            "h100",
+            "--engine",
+            shipped,
+        ],
+        "the profile measured NVIDIA H200, the runs are priced on h100",
+    );
 }
 
 #[test]
