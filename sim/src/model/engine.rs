@@ -1661,8 +1661,8 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineModel {
     profile: VllmEngineProfile,
-    /// What a trained model's replayed decode step adds over batch 1's, by batch (`trained.rs`);
-    /// empty where the profile's decode steps are the deployment's own (both dummy weights, or
+    /// What a trained model's replayed decode step adds over the dummy model's measured one, by
+    /// batch (`trained.rs`); empty where the profile's decode steps are the deployment's own (both dummy weights, or
     /// both loaded).
     trained_growth: Vec<(u32, u64)>,
 }
@@ -1677,9 +1677,9 @@ impl EngineModel {
 
     /// The engine serving a deployment that loads its weights (`dummy` false) or fills them at
     /// random (`--load-format dummy`). Where the profile measured dummy weights and the deployment
-    /// loads trained ones, a replayed decode step costs at least the table's smallest batch plus
-    /// what `cost`'s parts of the step grow by under even routing (`trained.rs`): the dummy
-    /// model's decode tokens route to few experts, a trained model's to nearly all of them. A
+    /// loads trained ones, a replayed decode step costs the measured one with its routed experts
+    /// swapped (`trained.rs`): the dummy model sends every token of a layer to the same six
+    /// experts, a trained model's tokens reach nearly all of them, priced by `cost`'s table. A
     /// profile of loaded weights prices every server as measured: how few experts a dummy model's
     /// tokens reach is not in it.
     /// `popularity` is how the trained model's tokens pick experts (`--routing`; even by default).
@@ -1862,16 +1862,14 @@ fn engine_cost(
     }
 }
 
-/// A replayed uniform decode step of `batch` requests: the measured period, or with a `trained`
-/// growth at least the table's smallest batch plus what a trained model's step grows by from there.
+/// A replayed uniform decode step of `batch` requests: the measured period, and with a `trained`
+/// growth what a trained model's routed experts cost beyond the dummy model's (`trained.rs`).
 fn trained_decode(costs: &EngineModeCosts, trained: &[(u32, u64)], batch: u32) -> u64 {
     let measured = interpolate(&costs.decode_period_ns, batch);
-    match costs.decode_period_ns.first() {
-        Some(&(smallest, period)) if !trained.is_empty() => {
-            let grown = interpolate(trained, batch).saturating_sub(interpolate(trained, smallest));
-            measured.max(period + grown)
-        }
-        _ => measured,
+    if trained.is_empty() {
+        measured
+    } else {
+        measured + interpolate(trained, batch)
     }
 }
 

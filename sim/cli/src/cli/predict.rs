@@ -468,10 +468,10 @@ fn with_real_engine(
     let engine = engine.serving(dummy_weights, &cost, popularity);
     if engine.prices_trained_weights() {
         eprintln!(
-            "note: the profile's replayed decode steps served dummy weights, which route to few \
-             experts; this server loads its weights, so they cost at least what even routing adds \
-             (docs/fidelity.md, \"Why a replayed decode step is cheap here\"; --load-format dummy \
-             prices the dummy model)"
+            "note: the profile's replayed decode steps served dummy weights, whose router sends every \
+             token of a layer to the same six experts; this server loads its weights, so each is priced \
+             with those experts swapped for the ones its routing reads (docs/fidelity.md, \"The \
+             twenty-fifth batch\"; --load-format dummy prices the dummy model)"
         );
     }
     Ok(cost.with_engine(std::sync::Arc::new(engine)))
