@@ -22,6 +22,8 @@ batch:
 The inference is an upper bound, and it was checked: vLLM's own routing (`cal25`,
 traces/data/vllm/routing/, `decode_tokens.py`) put every token of a layer on the same six experts at
 every batch, so the implied experts past batch 1 are the rest of the step's growth, not experts.
+The last column is the rule the engine model used before that count; it now prices a trained
+model's step as the measured one with those six experts swapped (sim/src/model/engine/trained.rs).
 
 usage: decode_experts.py [--engine FILE] [--calibration FILE] [--model FILE] [--json]
 Exit 2 on a missing or malformed file.
