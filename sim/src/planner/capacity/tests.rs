@@ -148,7 +148,13 @@ proptest! {
         }
     }
 
-    /// A looser objective never lowers the capacity.
+    /// A looser objective never lowers the capacity by a search step or more. Where the verdict is
+    /// monotone in the load, a search reports a passing `c` with a failing `c × step` above it, so
+    /// the tight capacity `a` lies below the tight threshold, which lies at or below the looser
+    /// one, which lies below `b × step`. The verdict need not be monotone (the module's doc), and
+    /// the two searches then probe different loads: an A100 candidate's tight search found
+    /// 30.64 req/s where the looser one found 30.31, both within one step
+    /// (proptest-regressions/planner/capacity/tests.txt).
     #[test]
     fn a_looser_objective_never_lowers_the_capacity(
         gpu in prop::sample::select(vec![GpuKind::H200, GpuKind::A100]),
@@ -175,7 +181,12 @@ proptest! {
             found.row.capacity.unwrap_or(0.0)
         };
         let (a, b) = (capacity(tight), capacity(tight * looser));
-        prop_assert!(b >= a, "TPOT {tight} ms: {a} req/s; {} ms: {b} req/s", tight * looser);
+        let step = CapacitySearch::new(CapacityBy::Rate).step;
+        prop_assert!(
+            b * step > a,
+            "TPOT {tight} ms: {a} req/s; {} ms: {b} req/s",
+            tight * looser
+        );
     }
 }
 
