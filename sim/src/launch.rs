@@ -518,6 +518,26 @@ impl Launch {
         }
     }
 
+    /// Whether the deployment fills its weights at random (`--load-format dummy`,
+    /// [`RoleConfig::dummy_weights`]). The FFN role holds the router and the experts, the Attention
+    /// role samples the tokens: a pair with either role's weights at random does not route as a
+    /// trained model does.
+    pub fn dummy_weights(&self) -> bool {
+        match self {
+            Launch::Plain(plain) => plain.server.dummy_weights(),
+            Launch::Afd(d) => d.attention.dummy_weights() || d.ffn.dummy_weights(),
+        }
+    }
+
+    /// Whether the server that schedules requests (a plain server, or a pair's Attention server)
+    /// schedules one step ahead ([`RoleConfig::async_scheduling`]).
+    pub fn async_scheduling(&self) -> bool {
+        match self {
+            Launch::Plain(plain) => plain.server.async_scheduling(),
+            Launch::Afd(d) => d.attention.async_scheduling(),
+        }
+    }
+
     /// What a prediction of this launch leaves out, one line each, for `predict` and `compare` to
     /// print beside it: every warning of `report` (this launch's check), then, per server, the flags
     /// it keeps that the timing model does not read ([`RoleConfig::flags_not_modelled`]). A

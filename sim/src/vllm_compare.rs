@@ -295,13 +295,13 @@ fn plain_server_from_line(
 ) -> Result<PlainServer, String> {
     let launched = serving_config_from_command_lines(&[line], RuleSet::Latest, gpu, model)
         .map_err(|e| e.to_string())?;
-    let crate::launch::Launch::Plain(plain) = &launched.launch else {
+    if !matches!(launched.launch, crate::launch::Launch::Plain(_)) {
         return Err("the command line is one role of an AFD pair, not a plain vLLM server".into());
-    };
+    }
     Ok(PlainServer {
         caveats: launched.launch.caveats(&launched.report),
-        async_scheduling: plain.server.async_scheduling(),
-        dummy_weights: plain.server.dummy_weights(),
+        async_scheduling: launched.launch.async_scheduling(),
+        dummy_weights: launched.launch.dummy_weights(),
         config: launched.config,
     })
 }

@@ -500,9 +500,7 @@ fn engine_profile(
             source: None,
         }));
     };
-    let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::ENGINE_PROFILE)?;
-    let profile = VllmEngineProfile::from_json(&text)
-        .with_context(|| format!("--engine {}", path.display()))?;
+    let profile = crate::cli::vllm::read_engine_profile(path)?;
     match afd_sim::model::hardware::GpuKind::of_device_name(&profile.gpu) {
         Some(kind) if kind == gpu => {}
         Some(kind) => bail!(
@@ -569,23 +567,11 @@ fn serving_config(args: &PredictArgs, model: &ModelArch) -> anyhow::Result<Resul
         }
         Launch::Afd(_) => Placement::OneHost,
     };
-    let dummy_weights = match &launch {
-        Launch::Plain(plain) => plain.server.dummy_weights(),
-        // The FFN role holds the router and the experts, the Attention role samples the tokens: a
-        // pair with either role's weights at random does not route as a trained model does.
-        Launch::Afd(deployment) => {
-            deployment.attention.dummy_weights() || deployment.ffn.dummy_weights()
-        }
-    };
-    let async_scheduling = match &launch {
-        Launch::Plain(plain) => plain.server.async_scheduling(),
-        Launch::Afd(deployment) => deployment.attention.async_scheduling(),
-    };
     Ok(Ok(Served {
         config,
         placement,
-        dummy_weights,
-        async_scheduling,
+        dummy_weights: launch.dummy_weights(),
+        async_scheduling: launch.async_scheduling(),
         caveats: launch.caveats(&report),
     }))
 }

@@ -273,28 +273,21 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             .serving_config(setup.gpu, &setup.model)
             .context("the deployment cannot be simulated")?;
         let caveats = launch.caveats(&report);
-        let (label, async_scheduling, dummy_weights) = match &launch {
-            Launch::Plain(plain) => (
-                args.deployment
-                    .serve_args
-                    .clone()
-                    .or_else(|| {
-                        args.deployment
-                            .recipe
-                            .as_ref()
-                            .map(|p| p.display().to_string())
-                    })
-                    .unwrap_or_default(),
-                plain.server.async_scheduling(),
-                plain.server.dummy_weights(),
-            ),
-            Launch::Afd(pair) => (
-                args.deployment.recipe.as_ref().map_or_else(
-                    || "--attention-args/--ffn-args".to_owned(),
-                    |p| p.display().to_string(),
-                ),
-                pair.attention.async_scheduling(),
-                pair.attention.dummy_weights() || pair.ffn.dummy_weights(),
+        let label = match &launch {
+            Launch::Plain(_) => args
+                .deployment
+                .serve_args
+                .clone()
+                .or_else(|| {
+                    args.deployment
+                        .recipe
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                })
+                .unwrap_or_default(),
+            Launch::Afd(_) => args.deployment.recipe.as_ref().map_or_else(
+                || "--attention-args/--ffn-args".to_owned(),
+                |p| p.display().to_string(),
             ),
         };
         let cases = vec![Case {
@@ -306,8 +299,8 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             result: value,
             bench_seed: args.bench_seed.unwrap_or(0),
             computed_prompt_tokens: None,
-            async_scheduling,
-            dummy_weights,
+            async_scheduling: launch.async_scheduling(),
+            dummy_weights: launch.dummy_weights(),
             host: None,
         }];
         (setup, cases)
@@ -527,11 +520,7 @@ impl Setup {
         } else {
             let profile = match &common.engine {
                 Some(path) => {
-                    let profile = VllmEngineProfile::from_json(&afd_traces::input::read_text(
-                        path,
-                        afd_traces::input::InputKind::ENGINE_PROFILE,
-                    )?)
-                    .with_context(|| path.display().to_string())?;
+                    let profile = read_engine_profile(path)?;
                     // Its steps are the GPU's it measured: a profile of another kind than the
                     // runs' would price them as that GPU's.
                     if GpuKind::of_device_name(&profile.gpu) != Some(gpu) {
@@ -1262,6 +1251,12 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
         path,
         afd_traces::input::InputKind::VLLM_RUN,
     )?)
+}
+
+/// The engine profile `--engine` names (`compare`, `predict --real-engine`); errors name the file.
+pub(crate) fn read_engine_profile(path: &Path) -> anyhow::Result<VllmEngineProfile> {
+    let text = afd_traces::input::read_text(path, afd_traces::input::InputKind::ENGINE_PROFILE)?;
+    VllmEngineProfile::from_json(&text).with_context(|| format!("--engine {}", path.display()))
 }
 
 /// Run files are `NAME.json`, or `NAME.json.gz` as the committed ones are stored.
