@@ -18,7 +18,7 @@ are one lease (one host, one phase of its cores), a stricter check than one serv
 
 usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--lease-gap HOURS] [--json] [--keep DIR]
   --sim BIN   the afd-sim binary (default: target/release/afd-sim)
-  --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.gz
+  --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.xz, *.json.gz
               (default: traces/data/vllm)
   --judged    leave out each server with judged bench runs and price those runs instead
   --lease-gap HOURS
@@ -28,7 +28,7 @@ usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--lease-gap HOUR
 Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
 median, mean and count within 25 % of their magnitudes. Exit 2 on bad arguments or a failed fold.
 """
-import argparse, datetime, gzip, json, pathlib, statistics, subprocess, sys, tempfile
+import argparse, datetime, gzip, json, lzma, pathlib, statistics, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms")
@@ -40,24 +40,24 @@ def fail(message):
 
 
 def read_run(path):
-    """An `afd-vllm-run` file (plain or gzipped JSON), or None for any other file."""
+    """An `afd-vllm-run` file (plain, xz or gzipped JSON), or None for any other file."""
     try:
-        opener = gzip.open if path.name.endswith(".gz") else open
+        opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
         with opener(path, "rt") as text:
             run = json.load(text)
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, EOFError, lzma.LZMAError, ValueError, UnicodeDecodeError):
         return None
     return run if isinstance(run, dict) and run.get("format") == "afd-vllm-run" else None
 
 
 def run_files(folder, judged=False):
-    """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.gz`) whose
+    """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.xz`, or `*.json.gz`) whose
     server priced its steps (not one that returned routed experts), each
     with whether it holds a calibration bench run, or with `judged` a judged one (such a server is a
     fold), and when its server started (the provenance's `date_utc`, None if absent)."""
     out = []
     for path in sorted(folder.rglob("*.json*")):
-        if not path.name.endswith((".json", ".json.gz")):
+        if not path.name.endswith((".json", ".json.xz", ".json.gz")):
             continue
         run = read_run(path)
         # A server that returned each token's routed experts copied them to the host every step:
@@ -98,7 +98,7 @@ def leases(found, gap_hours):
 
 def stem(path):
     """A file name for `path`'s outputs in the work folder."""
-    return str(path.relative_to(path.anchor)).replace("/", "_").removesuffix(".gz")
+    return str(path.relative_to(path.anchor)).replace("/", "_").removesuffix(".gz").removesuffix(".xz")
 
 
 def fold(sim, files, servers, work, judged=False, left_out=None):

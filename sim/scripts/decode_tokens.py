@@ -25,7 +25,7 @@ With --blind FILE (`traces/data/vllm/blind/*-decode-steps.predicted.json`) each 
 set beside the prediction made before it ran (the dummy model's step, the measured table's) and the
 error, and the loaded-weights step the same file holds (what a trained model's routing would cost).
 
-usage: decode_tokens.py RUN.json[.gz] [--blind FILE] [--json]
+usage: decode_tokens.py RUN.json[.xz] [--blind FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no kept text.
 """
 import argparse, json, re, statistics, sys

@@ -22,7 +22,7 @@ profile prices that step at, as `sim/src/model/engine.rs` does for a step of the
 that schedules a prefill: its non-uniform table at the step's tokens (prefill and decodes) plus the
 decode term times the decodes, and the error.
 
-usage: injected_steps.py RUN.json[.gz] [--profile FILE] [--json]
+usage: injected_steps.py RUN.json[.xz] [--profile FILE] [--json]
 Exit 2 on a missing or malformed file, or a run with no injected step.
 """
 import collections, json, statistics, sys

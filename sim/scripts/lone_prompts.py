@@ -13,7 +13,7 @@ over its lone prompts of that length), their median, the model's price per serve
 their ratio. It fits nothing and changes nothing: a derivation rule is chosen by
 `calibration_loso.py`, never here.
 
-usage: lone_prompts.py [--sim BIN] [--engine PROFILE] RUN.json.gz...
+usage: lone_prompts.py [--sim BIN] [--engine PROFILE] RUN.json.xz...
   --sim BIN        the afd-sim binary (default: target/release/afd-sim)
   --engine PROFILE the engine profile to price with (default: the built-in one)
 Exit 2 on a missing or malformed file, a failed prediction, or when no lone prompt is found.

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Per workload of a stamped run: the periods of its steps that prefilled, and how busy the engine core was.
 
-usage: record_periods.py RUN.json.gz [PROC.log.gz SERVER.log.gz] [--gaps NAME]
-  RUN.json.gz    an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
-  PROC.log.gz    `gpu-probes/scripts/proc-sampler.py` readings taken beside that server, and
-  SERVER.log.gz  its log (for the engine core's pid): adds the fraction of each workload's span the
+usage: record_periods.py RUN.json.xz [PROC.log.xz SERVER.log.xz] [--gaps NAME]
+  RUN.json.xz    an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
+  PROC.log.xz    `gpu-probes/scripts/proc-sampler.py` readings taken beside that server, and
+  SERVER.log.xz  its log (for the engine core's pid): adds the fraction of each workload's span the
                  engine core's main thread was on a CPU (without them, from the run's own `host`
                  readings where its probe took them)
   --gaps NAME    also print every step of workload NAME from the third: its period, prefills and decodes

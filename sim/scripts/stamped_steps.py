@@ -1,6 +1,6 @@
 """Shared by the scripts that read stamped `afd-probe vllm` runs (probe f27393d on, every server log
 line stamped to the microsecond) and the other `sim/scripts` that read run files and profiles: the
-error exit, reading a gzipped file, a JSON file (plain or gzipped) and a run file, a correlation,
+error exit, reading a compressed file (xz or gzip), a JSON file (plain or compressed) and a run file, a correlation,
 and the periods of the steps that prefilled.
 
 A step's period is the stamp of the step before it less the stamp of the one before that: under
@@ -9,6 +9,7 @@ decode, and steps whose period lies outside 20-300 ms (an idle spell before them
 """
 import gzip
 import json
+import lzma
 import os
 import statistics
 import sys
@@ -22,21 +23,28 @@ def fail(message):
     sys.exit(2)
 
 
+def opener(path):
+    """`open` for a plain file, or the decoder its name's suffix (`.xz`, `.gz`) says it needs."""
+    name = str(path)
+    return lzma.open if name.endswith(".xz") else gzip.open if name.endswith(".gz") else open
+
+
 def read_text(path):
+    """A compressed text file (`.xz` or `.gz`, as the committed logs are stored)."""
     try:
-        with gzip.open(path, "rt") as f:
+        with opener(path)(path, "rt") as f:
             return f.read()
-    except OSError as e:
+    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
         fail(f"{path}: {e}")
 
 
 def read_json(path):
-    """A JSON file, gzipped when its name ends in .gz; exit 2 naming the file when it cannot be read."""
+    """A JSON file, compressed when its name ends in .xz or .gz; exit 2 naming the file when it
+    cannot be read."""
     try:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rt") as f:
+        with opener(path)(path, "rt") as f:
             return json.load(f)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
+    except (OSError, EOFError, lzma.LZMAError, ValueError, UnicodeDecodeError) as e:
         fail(f"{path}: {e}")
 
 

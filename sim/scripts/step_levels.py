@@ -14,7 +14,7 @@ ten such steps are left out.
 Prints one line per server (launch µs, loop ns, level, steps, name) and the correlation of the level
 with each reading.
 
-usage: step_levels.py PROFILE RUN.json.gz...
+usage: step_levels.py PROFILE RUN.json.xz...
   PROFILE   an engine profile (`afd-sim engine-profile`'s output, e.g.
             traces/data/engine/h200-dsv2l-vllm-engine.json)
 Exit 2 on a missing or malformed file, or when fewer than three servers qualify.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Sets the stamped period of every step that prefilled against the host's CPU speed read while it ran.
 
-usage: steps_against_host.py RUN.json.gz HOST.log.gz
-  RUN.json.gz   an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
-  HOST.log.gz   `gpu-probes/scripts/host-sampler.py` readings taken beside that server
+usage: steps_against_host.py RUN.json.xz HOST.log.xz
+  RUN.json.xz   an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
+  HOST.log.xz   `gpu-probes/scripts/host-sampler.py` readings taken beside that server
                 (`unix_s python_loop_ns torch_cpu_op_us` a line)
 A step's period is the stamp of the step before it less the stamp of the one before that (vLLM
 logs a step once the next one is issued); its reading is the median of the samples from 0.2 s before

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Sets the stamped periods of a server's prefill steps against where its engine core's thread spent them.
 
-usage: steps_against_threads.py RUN.json.gz PROC.log.gz SERVER.log.gz [GPU.csv.gz] [--window S]
-  RUN.json.gz     an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
-  PROC.log.gz     `gpu-probes/scripts/proc-sampler.py` readings taken beside that server
-  SERVER.log.gz   the server's log, for the engine core's pid (`(EngineCore pid=N)`)
-  GPU.csv.gz      optional nvidia-smi readings taken beside it (PROCS in vllm-engine.sh)
+usage: steps_against_threads.py RUN.json.xz PROC.log.xz SERVER.log.xz [GPU.csv.xz] [--window S]
+  RUN.json.xz     an `afd-probe vllm` run file whose server log lines were stamped (probe f27393d on)
+  PROC.log.xz     `gpu-probes/scripts/proc-sampler.py` readings taken beside that server
+  SERVER.log.xz   the server's log, for the engine core's pid (`(EngineCore pid=N)`)
+  GPU.csv.xz      optional nvidia-smi readings taken beside it (PROCS in vllm-engine.sh)
   --window S      seconds a window spans (default 1.0)
 
 Time is cut into windows; a window with at least three steps that prefilled (decode steps and steps

@@ -3,8 +3,9 @@
 //! kind, so a runaway file is refused after at most `limit + 1` bytes instead of growing without
 //! bound, and `/dev/zero` (a NUL byte, which no text format has) at its first read.
 //!
-//! A path ending in `.gz` is read through a gzip decoder, the limit applying to the text it gives
-//! (so a small file that inflates without bound is refused too): measured data is stored that way.
+//! A path ending in `.gz` is read through a gzip decoder and one ending in `.xz` through an xz
+//! decoder, the limit applying to the text it gives (so a small file that inflates without bound is
+//! refused too): measured data is stored that way (the committed run files as `.xz`).
 //!
 //! It does not parse anything; the caller's format module does that with the text it gets back.
 
@@ -102,19 +103,22 @@ pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
         limit_bytes: kind.limit_bytes,
     };
     let file_handle = std::fs::File::open(path).map_err(io)?;
-    let gzipped = path.extension().is_some_and(|x| x == "gz");
+    let compression = Compression::of(path);
     if let Ok(metadata) = file_handle.metadata() {
         if metadata.is_dir() {
             return Err(io(std::io::Error::other("is a directory")));
         }
-        if !gzipped && metadata.is_file() && metadata.len() > kind.limit_bytes {
+        if compression == Compression::None
+            && metadata.is_file()
+            && metadata.len() > kind.limit_bytes
+        {
             return Err(too_large());
         }
     }
-    let mut handle: Box<dyn std::io::Read> = if gzipped {
-        Box::new(flate2::read::GzDecoder::new(file_handle))
-    } else {
-        Box::new(file_handle)
+    let mut handle: Box<dyn std::io::Read> = match compression {
+        Compression::Gzip => Box::new(flate2::read::GzDecoder::new(file_handle)),
+        Compression::Xz => Box::new(liblzma::read::XzDecoder::new(file_handle)),
+        Compression::None => Box::new(file_handle),
     };
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -149,6 +153,24 @@ pub fn read_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
             column,
         }
     })
+}
+
+/// How a file's bytes are stored, from its name's last extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compression {
+    None,
+    Gzip,
+    Xz,
+}
+
+impl Compression {
+    fn of(path: &Path) -> Self {
+        match path.extension().and_then(|x| x.to_str()) {
+            Some("gz") => Self::Gzip,
+            Some("xz") => Self::Xz,
+            _ => Self::None,
+        }
+    }
 }
 
 /// The 1-based line and column of the byte after `before`.

@@ -81,32 +81,61 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().expect("gzip in memory")
 }
 
+fn xz(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = liblzma::write::XzEncoder::new(Vec::new(), 6);
+    encoder.write_all(bytes).expect("xz in memory");
+    encoder.finish().expect("xz in memory")
+}
+
+/// Compresses bytes in memory.
+type Encoder = fn(&[u8]) -> Vec<u8>;
+
+/// Each compressed form `read_text` knows: the file name's extension and its encoder.
+const COMPRESSED: [(&str, Encoder); 2] = [("gz", gzip), ("xz", xz)];
+
 #[test]
-fn a_gzipped_file_is_read_as_its_text_and_the_limit_holds_for_the_text() {
+fn a_compressed_file_is_read_as_its_text_and_the_limit_holds_for_the_text() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("run.json.gz");
-    std::fs::write(&path, gzip(b"{\"a\": 1}\n")).expect("write");
-    assert_eq!(
-        read_text(&path, InputKind::VLLM_RUN).expect("inflates"),
-        "{\"a\": 1}\n"
-    );
-    // A few hundred bytes that inflate past the limit are refused after the limit, not inflated whole.
-    std::fs::write(&path, gzip(&vec![b' '; 1 << 20])).expect("write");
-    assert!(std::fs::metadata(&path).expect("written").len() < 4096);
-    assert!(matches!(
-        read_text(&path, InputKind::new("vLLM run", 4096)),
-        Err(InputError::TooLarge {
-            limit_bytes: 4096,
-            ..
-        })
-    ));
+    for (extension, compress) in COMPRESSED {
+        let path = dir.path().join(format!("run.json.{extension}"));
+        std::fs::write(&path, compress(b"{\"a\": 1}\n")).expect("write");
+        assert_eq!(
+            read_text(&path, InputKind::VLLM_RUN).expect("decompresses"),
+            "{\"a\": 1}\n",
+            "{extension}"
+        );
+        // A few hundred bytes that inflate past the limit are refused after the limit, not
+        // inflated whole.
+        std::fs::write(&path, compress(&vec![b' '; 1 << 20])).expect("write");
+        assert!(std::fs::metadata(&path).expect("written").len() < 4096);
+        assert!(
+            matches!(
+                read_text(&path, InputKind::new("vLLM run", 4096)),
+                Err(InputError::TooLarge {
+                    limit_bytes: 4096,
+                    ..
+                })
+            ),
+            "{extension}"
+        );
+    }
 }
 
 #[test]
-fn a_file_named_gz_that_is_not_gzip_is_an_error_naming_it() {
+fn a_file_named_compressed_that_is_not_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("run.json.gz");
-    std::fs::write(&path, "{}").expect("write");
-    let err = read_text(&path, InputKind::VLLM_RUN).expect_err("not gzip");
-    assert!(err.to_string().contains("run.json.gz"), "{err}");
+    for extension in ["gz", "xz"] {
+        let path = dir.path().join(format!("run.json.{extension}"));
+        std::fs::write(&path, "{}").expect("write");
+        let err = read_text(&path, InputKind::VLLM_RUN).expect_err("not compressed");
+        assert!(
+            err.to_string().contains(&format!("run.json.{extension}")),
+            "{err}"
+        );
+    }
+    // A gzip stream named `.xz` is read as xz, and refused.
+    let path = dir.path().join("run.json.xz");
+    std::fs::write(&path, gzip(b"{}")).expect("write");
+    assert!(read_text(&path, InputKind::VLLM_RUN).is_err());
 }

@@ -46,7 +46,7 @@ fn each_reader_refuses_another_schema_version() {
     VllmEngineProfile::from_json(&engine).unwrap();
     refused(VllmEngineProfile::from_json(&bumped(&engine)));
 
-    let run = committed("data/vllm/h200-dsv2l-graph-64-64-r2.json.gz");
+    let run = committed("data/vllm/h200-dsv2l-graph-64-64-r2.json.xz");
     VllmRun::from_json(&run).unwrap();
     refused(VllmRun::from_json(&bumped(&run)));
 

@@ -38,7 +38,7 @@ const JUDGED: [&str; 3] = ["output_throughput", "mean_tpot_ms", "mean_ttft_ms"];
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Example:
-  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out engine.json
+  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --out engine.json
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY or
 FULL_AND_PIECEWISE, vLLM's default, under vLLM's compiled model; FULL as the MLA attention backend
@@ -64,7 +64,7 @@ its weights with a trained router's experts); runs of dummy and loaded weights a
 profile.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
-    #[arg(value_name = "RUN.json[.gz]", required = true)]
+    #[arg(value_name = "RUN.json[.xz|.gz]", required = true)]
     runs: Vec<PathBuf>,
     /// Write the profile here (atomically); stdout when absent.
     #[arg(long, value_name = "FILE")]
@@ -74,10 +74,10 @@ pub(crate) struct EngineProfileArgs {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json.gz    every bench record of a run file
+  afd-sim compare traces/data/vllm/h200-dsv2l-graph-256-8192.json.xz    every bench record of a run file
   afd-sim compare result.json --serve-args 'vllm serve /models/dsv2l --enforce-eager --max-num-seqs 256'
   afd-sim compare result.json 2a2f_graph_dbo_dp1tp2.sh      an AFD pair's bench run, by its recipe
-  afd-sim compare traces/data/vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz --calibration
+  afd-sim compare traces/data/vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.xz --calibration
                                                           its calibration bench runs, judged nowhere
 
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain `vllm
@@ -1259,23 +1259,29 @@ pub(crate) fn read_engine_profile(path: &Path) -> anyhow::Result<VllmEngineProfi
     VllmEngineProfile::from_json(&text).with_context(|| format!("--engine {}", path.display()))
 }
 
-/// Run files are `NAME.json`, or `NAME.json.gz` as the committed ones are stored.
+/// The names a run file may have: `NAME.json` as `afd-probe vllm` writes it, `NAME.json.xz` as the
+/// committed ones are stored, or `NAME.json.gz`.
+const RUN_FILE_SUFFIXES: [&str; 3] = [".json.xz", ".json.gz", ".json"];
+
 fn is_run_file_name(path: &Path) -> bool {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    name.ends_with(".json") || name.ends_with(".json.gz")
+    RUN_FILE_SUFFIXES
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
 }
 
-/// A run file's name without `.json` or `.json.gz`.
+/// A run file's name without its suffix (`.json`, `.json.xz`, `.json.gz`).
 fn stem(path: &Path) -> String {
     let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
     );
-    name.strip_suffix(".json.gz")
-        .or_else(|| name.strip_suffix(".json"))
+    RUN_FILE_SUFFIXES
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
         .unwrap_or(&name)
         .to_owned()
 }

@@ -174,7 +174,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         .filter_map(|e| {
             let path = e.unwrap().path();
             let name = path.file_name()?.to_str()?.to_owned();
-            name.ends_with(".json.gz")
+            name.ends_with(".json.xz")
                 .then(|| path.to_str().unwrap().to_owned())
         })
         .collect();
@@ -193,13 +193,13 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
     assert_eq!(
         derived, shipped,
-        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.gz --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
+        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
     );
 }
 
 /// Two servers' files under one name (`afd-probe vllm --out DIR` writes every run as
-/// `DIR/run.json`) stay two servers: `cal17` and `cal2-graph` copied to `a/run.json.gz` and
-/// `b/run.json.gz` give the shipped profile's every figure, where one name would have paired their
+/// `DIR/run.json`) stay two servers: `cal17` and `cal2-graph` copied to `a/run.json.xz` and
+/// `b/run.json.xz` give the shipped profile's every figure, where one name would have paired their
 /// injections and counted them as one server.
 #[test]
 fn two_run_files_of_one_name_are_two_servers() {
@@ -208,17 +208,17 @@ fn two_run_files_of_one_name_are_two_servers() {
     for entry in std::fs::read_dir(data("vllm")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        if !name.ends_with(".json.gz") {
+        if !name.ends_with(".json.xz") {
             continue;
         }
         let copy = match name.as_str() {
-            "h200-dsv2l-cal17-graph-256-8192.json.gz" => Some("a"),
-            "h200-dsv2l-cal2-graph-256-2048.json.gz" => Some("b"),
+            "h200-dsv2l-cal17-graph-256-8192.json.xz" => Some("a"),
+            "h200-dsv2l-cal2-graph-256-2048.json.xz" => Some("b"),
             _ => None,
         };
         match copy {
             Some(folder) => {
-                let to = dir.path().join(folder).join("run.json.gz");
+                let to = dir.path().join(folder).join("run.json.xz");
                 std::fs::create_dir_all(to.parent().unwrap()).unwrap();
                 std::fs::copy(&path, &to).unwrap();
                 args.push(to.to_str().unwrap().to_owned());
@@ -248,7 +248,7 @@ fn two_run_files_of_one_name_are_two_servers() {
     assert_eq!(figures(&derived), figures(&shipped));
     let sources = derived["sources"].to_string();
     assert!(
-        sources.contains("a/run.json.gz") && sources.contains("b/run.json.gz"),
+        sources.contains("a/run.json.xz") && sources.contains("b/run.json.xz"),
         "{sources}"
     );
 }
@@ -489,7 +489,7 @@ fn predict_prices_with_an_engine_profile_of_your_own() {
 
 #[test]
 fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
-    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz");
+    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.xz");
     let path = file.to_str().unwrap();
     let out = afd_sim(&["compare", path, "--calibration", "--json", "--draws", "2"]);
     assert!(
@@ -524,7 +524,7 @@ fn compare_takes_a_run_files_calibration_bench_runs_on_request() {
 #[test]
 fn compare_says_where_the_engine_core_spent_a_run_the_probe_read_from_proc() {
     // A committed run file, its calibration records given the readings a probe since 7f271e5 takes.
-    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.gz");
+    let file = data("vllm/h200-dsv2l-cal8-piecewise-1024-8192.json.xz");
     let text = afd_traces::input::read_text(&file, afd_traces::input::InputKind::VLLM_RUN).unwrap();
     let mut run = afd_traces::vllm_run::VllmRun::from_json(&text).unwrap();
     for record in run.records.iter_mut().filter(|r| r.workload.calibration) {
@@ -571,7 +571,7 @@ fn compare_says_where_the_engine_core_spent_a_run_the_probe_read_from_proc() {
 
 #[test]
 fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
-    let file = data("vllm/h200-dsv2l-graph-256-2048-r2.json.gz");
+    let file = data("vllm/h200-dsv2l-graph-256-2048-r2.json.xz");
     let path = file.to_str().unwrap();
     let (cases, _) = afd_sim_json(&["compare", path, "--json"], &[]);
     let case = |name: &str| {
@@ -675,13 +675,13 @@ fn an_arrival_bound_run_is_simulated_at_its_own_bench_clients_send_times() {
 /// the switch that compares the other kind.
 #[test]
 fn a_run_file_without_the_asked_bench_runs_is_refused() {
-    let cal16 = data("vllm/h200-dsv2l-cal16-graph-256-8192.json.gz");
+    let cal16 = data("vllm/h200-dsv2l-cal16-graph-256-8192.json.xz");
     let cal16 = cal16.to_str().unwrap();
     refused(
         &["compare", cal16],
         "no judged bench run to compare (8 records: 4 fixed-shape, 0 failed, 4 calibration bench); --calibration compares its calibration runs",
     );
-    let cal14 = data("vllm/h200-dsv2l-cal14-piecewise-1024-8192.json.gz");
+    let cal14 = data("vllm/h200-dsv2l-cal14-piecewise-1024-8192.json.xz");
     refused(
         &["compare", cal14.to_str().unwrap(), "--calibration"],
         "no calibration bench run to compare (12 records: 12 fixed-shape, 0 failed, 0 judged bench)",
@@ -1109,7 +1109,7 @@ fn compare_takes_an_afd_pairs_recipe_or_both_roles_command_lines() {
         "error[",
     );
     // A run file carries its own serve words.
-    let run = data("vllm/h200-dsv2l-graph-256-2048-r2.json.gz");
+    let run = data("vllm/h200-dsv2l-graph-256-2048-r2.json.xz");
     refused(
         &["compare", run.to_str().unwrap(), &seed],
         "carries its own serve words",
