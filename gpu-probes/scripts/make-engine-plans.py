@@ -121,6 +121,14 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # 128-token prompts chunked beside 1-56 decodes at the 64-token budget (cal28).
     "cal27-graph-256-2048": (256, 2048),
     "cal28-graph-64-64": (64, 64),
+    # Both judged FULL_DECODE_ONLY 256/2048 servers ran `pre-r4` at 70.9 and 23.2 ms TPOT, where
+    # cal12's calibration runs of the same shape ran 4.4 and 7.9 ms (the model 7.7); both judged
+    # 256/8192 servers ran `dec-r16` at 17.2 and 18.2 ms, where cal17's ran 14.1 and 13.2 (the model
+    # 11.6-13.9). The judged plans ran those shapes after `dec-r8` and `dec-sat` (and `mix-c64`), the
+    # calibration plans after fixed shapes only. The order, or the server? The judged plans' six
+    # bench shapes in the judged order, twice, on seeds of their own (cal29, cal30).
+    "cal29-graph-256-2048": (256, 2048),
+    "cal30-graph-256-8192": (256, 8192),
 }
 
 def plan_document(warm, work):
@@ -803,6 +811,28 @@ def cal28_plan(label):
                                      (128, 128, 128, 128), round(start, 1), 1.5, standing_len=16))
     return plan_document(warm, work)
 
+def judged_order_plan(label):
+    """FULL_DECODE_ONLY beside proc-sampler.py: the judged 256-token-limit plans' six `vllm bench serve`
+    shapes (`dec-r8`, `dec-sat`, `pre-r4`, `pre-sat`, `mix-c64`, `dec-r16`) as calibration runs in the
+    judged order, twice (passes `a` and `b`, every run on a seed of its own, so no prompt is a prefix
+    hit), after the judged plans' warm-ups and their one chunked long-prompt burst. Does a shape run
+    slower when it follows the heavy runs before it (`pre-r4` after `dec-sat`, `dec-r16` after
+    `mix-c64`), on its first pass only, or on both, or at neither?"""
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 4, 16, 64, 256)]
+    warm.append(fx(label, "warm-d64-c2048", 2048, 16, 64, 90))
+    shapes = (("dec-r8", 256, 128, 80, 8.0, None), ("dec-sat", 256, 256, 256, None, None),
+              ("pre-r4", 2048, 32, 40, 4.0, None), ("pre-sat", 2048, 32, 64, None, None),
+              ("mix-c64", 1024, 128, 128, None, 64), ("dec-r16", 128, 256, 160, 16.0, None))
+    work = []
+    for rep in "ab":
+        for name, inp, out, n, rate, conc in shapes:
+            w = bench(label, f"cal-bench-{name}-{rep}", inp, out, n, 120, rate=rate, conc=conc)
+            w["calibration"] = True
+            work.append(w)
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -815,7 +845,8 @@ def plan(label):
                ("cal20-", cal20_plan), ("cal21-", cal21_plan),
                ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan),
                ("cal25-", cal25_plan), ("cal26-", cal26_plan),
-               ("cal27-", cal27_plan), ("cal28-", cal28_plan)]
+               ("cal27-", cal27_plan), ("cal28-", cal28_plan),
+               ("cal29-", judged_order_plan), ("cal30-", judged_order_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -36,7 +36,9 @@
 #        cal26-graph-256-2048: 1,024- and 256-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
 #        cal27-graph-256-2048: 128- and 64-token prompts injected beside 1-64 decodes, three rounds (PROCS=0.2);
 #        cal28-graph-64-64: 128-token prompts chunked beside 1-56 decodes at the 64-token budget (PROCS=0.2);
-#        cal27-graph-256-2048-r2 cal28-graph-64-64-r2: the same plans, prompts and seeds on a fresh server)
+#        cal27-graph-256-2048-r2 cal28-graph-64-64-r2: the same plans, prompts and seeds on a fresh server;
+#        cal29-graph-256-2048 cal30-graph-256-8192: the judged plans' six bench shapes in the judged
+#        order, twice, as calibration runs on seeds of their own (PROCS=0.2))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -67,7 +69,7 @@ for i in "${!labels[@]}"; do
     eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
-    cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
+    cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192|cal30-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     cal-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
@@ -76,7 +78,7 @@ for i in "${!labels[@]}"; do
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal28-graph-64-64-r2) plan=cal28-graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
