@@ -14,7 +14,13 @@ ten such steps are left out.
 Prints one line per server (launch µs, loop ns, level, steps, name) and the correlation of the level
 with each reading.
 
-usage: step_levels.py PROFILE RUN.json.xz...
+With `--bench`, instead: does `vllm bench serve`'s client slow a step without graphs, as it slows an
+eager decode step (docs/fidelity.md)? For every stamped FULL_DECODE_ONLY server with calibration
+bench runs, the level of its prefill steps beside at least one decode in those runs beside the level
+of the same kind of step in its fixed shapes (the probe's own client), at least five steps of each,
+and their ratio; the median ratio over servers. No host reading is needed.
+
+usage: step_levels.py [--bench] PROFILE RUN.json.xz...
   PROFILE   an engine profile (`afd-sim engine-profile`'s output, e.g.
             traces/data/engine/h200-dsv2l-vllm-engine.json)
 Exit 2 on a missing or malformed file, or when fewer than three servers qualify.
@@ -27,24 +33,55 @@ from stamped_steps import correlation, fail, prefill_periods, read_json, read_ru
 MIN_STEPS = 10
 
 
-def level(run, table):
-    """(median period / table, steps counted) over the run's stamped fixed-shape prefill steps."""
+def level(run, table, kind="fixed-shape", beside_decodes=False):
+    """(median period / table, steps counted) over the run's stamped prefill steps of one kind of
+    record (`fixed-shape`, or `bench-serve` for its calibration bench runs); with `beside_decodes`
+    only the steps that decoded too."""
     ratios = []
     for r in run.get("records", []):
         steps = r.get("steps") or []
-        if r.get("failure") or r.get("workload", {}).get("kind") != "fixed-shape":
+        workload = r.get("workload", {})
+        if r.get("failure") or workload.get("kind") != kind:
+            continue
+        if kind == "bench-serve" and not workload.get("calibration"):
             continue
         if not steps or any("logged_s" not in s for s in steps):
             continue
         for k, t0, t1 in prefill_periods(steps):
+            if beside_decodes and steps[k]["gen_requests"] < 1:
+                continue
             tokens = steps[k]["ctx_tokens"] + steps[k]["gen_tokens"]
             if tokens >= 64:
                 ratios.append((t1 - t0) * 1e3 / interpolate(table, tokens))
     return (statistics.median(ratios) if ratios else None), len(ratios)
 
 
+def bench_against_fixed(paths, table):
+    """The `--bench` report: each server's bench-run level over its fixed-shape level."""
+    rows = []
+    for path in paths:
+        run = read_run(path)
+        if "--enforce-eager" in (run.get("serve_args") or []) or graph_mode(run) != "full-decode-only":
+            continue
+        fixed, n_fixed = level(run, table, "fixed-shape", beside_decodes=True)
+        bench, n_bench = level(run, table, "bench-serve", beside_decodes=True)
+        if n_fixed >= 5 and n_bench >= 5:
+            rows.append((bench / fixed, fixed, n_fixed, bench, n_bench, run.get("label", path)))
+    if len(rows) < 3:
+        fail(f"{len(rows)} FULL_DECODE_ONLY servers with five or more stamped prefill steps beside "
+             "decodes in both their fixed shapes and their calibration bench runs: a median needs three")
+    for ratio, fixed, n_fixed, bench, n_bench, label in sorted(rows, key=lambda r: r[-1]):
+        print("fixed shapes %5.3f (%3d steps)  bench runs %5.3f (%3d steps)  ratio %5.3f  %s"
+              % (fixed, n_fixed, bench, n_bench, ratio, label))
+    ratios = [r[0] for r in rows]
+    print("bench over fixed: median %.3f, from %.3f to %.3f (%d servers)"
+          % (statistics.median(ratios), min(ratios), max(ratios), len(rows)))
+
+
 def main():
     args = sys.argv[1:]
+    bench = "--bench" in args
+    args = [a for a in args if a != "--bench"]
     if len(args) < 2 or any(a.startswith("-") for a in args):
         usage(__doc__)
     profile = read_json(args[0])
@@ -55,6 +92,9 @@ def main():
         fail(f"{args[0]}: no full-decode-only mode with a non-uniform table")
     if not table:
         fail(f"{args[0]}: the full-decode-only non-uniform table is empty")
+    if bench:
+        bench_against_fixed(args[1:], table)
+        return
     rows = []
     for path in args[1:]:
         run = read_run(path)
