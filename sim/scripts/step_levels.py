@@ -18,7 +18,8 @@ With `--bench`, instead: does `vllm bench serve`'s client slow a step without gr
 eager decode step (docs/fidelity.md)? For every stamped FULL_DECODE_ONLY server with calibration
 bench runs, the level of its prefill steps beside at least one decode in those runs beside the level
 of the same kind of step in its fixed shapes (the probe's own client), at least five steps of each,
-and their ratio; the median ratio over servers. No host reading is needed.
+and their ratio (and each calibration bench run's own, indented); the median ratio over servers. No
+host reading is needed.
 
 usage: step_levels.py [--bench] PROFILE RUN.json.xz...
   PROFILE   an engine profile (`afd-sim engine-profile`'s output, e.g.
@@ -33,15 +34,17 @@ from stamped_steps import correlation, fail, prefill_periods, read_json, read_ru
 MIN_STEPS = 10
 
 
-def level(run, table, kind="fixed-shape", beside_decodes=False):
+def level(run, table, kind="fixed-shape", beside_decodes=False, name=None):
     """(median period / table, steps counted) over the run's stamped prefill steps of one kind of
-    record (`fixed-shape`, or `bench-serve` for its calibration bench runs); with `beside_decodes`
-    only the steps that decoded too."""
+    record (`fixed-shape`, or `bench-serve` for its calibration bench runs; `name`: that workload
+    only); with `beside_decodes` only the steps that decoded too."""
     ratios = []
     for r in run.get("records", []):
         steps = r.get("steps") or []
         workload = r.get("workload", {})
         if r.get("failure") or workload.get("kind") != kind:
+            continue
+        if name is not None and workload.get("name") != name:
             continue
         if kind == "bench-serve" and not workload.get("calibration"):
             continue
@@ -66,13 +69,22 @@ def bench_against_fixed(paths, table):
         fixed, n_fixed = level(run, table, "fixed-shape", beside_decodes=True)
         bench, n_bench = level(run, table, "bench-serve", beside_decodes=True)
         if n_fixed >= 5 and n_bench >= 5:
-            rows.append((bench / fixed, fixed, n_fixed, bench, n_bench, run.get("label", path)))
+            each = []
+            for r in run.get("records", []):
+                w = r.get("workload", {})
+                if w.get("kind") == "bench-serve" and w.get("calibration"):
+                    value, n = level(run, table, "bench-serve", beside_decodes=True, name=w.get("name"))
+                    if n >= 5:
+                        each.append((w.get("name"), value / fixed, n))
+            rows.append((bench / fixed, fixed, n_fixed, bench, n_bench, run.get("label", path), each))
     if len(rows) < 3:
         fail(f"{len(rows)} FULL_DECODE_ONLY servers with five or more stamped prefill steps beside "
              "decodes in both their fixed shapes and their calibration bench runs: a median needs three")
-    for ratio, fixed, n_fixed, bench, n_bench, label in sorted(rows, key=lambda r: r[-1]):
+    for ratio, fixed, n_fixed, bench, n_bench, label, each in sorted(rows, key=lambda r: r[5]):
         print("fixed shapes %5.3f (%3d steps)  bench runs %5.3f (%3d steps)  ratio %5.3f  %s"
               % (fixed, n_fixed, bench, n_bench, ratio, label))
+        for name, workload_ratio, n in each:
+            print("    %-28s ratio %5.3f (%3d steps)" % (name, workload_ratio, n))
     ratios = [r[0] for r in rows]
     print("bench over fixed: median %.3f, from %.3f to %.3f (%d servers)"
           % (statistics.median(ratios), min(ratios), max(ratios), len(rows)))
