@@ -1290,6 +1290,31 @@ fn stem(path: &Path) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_run_file_is_named_json_plain_xz_or_gz_and_its_stem_drops_the_suffix() {
+        for (name, stem_of) in [
+            (
+                "h200-dsv2l-cal17-graph-256-8192.json.xz",
+                "h200-dsv2l-cal17-graph-256-8192",
+            ),
+            ("run.json.gz", "run"),
+            ("run.json", "run"),
+        ] {
+            assert!(is_run_file_name(Path::new(name)), "{name}");
+            assert_eq!(stem(Path::new(&format!("dir/{name}"))), stem_of);
+        }
+        // The logs and readings stored beside a run file are not run files.
+        for name in [
+            "h200-dsv2l-cal20-graph-64-64.server.log.xz",
+            "h200-dsv2l-cal20-graph-64-64.proc.log.xz",
+            "h200-dsv2l-cal20-graph-64-64.gpu.csv.xz",
+            "run.json.zst",
+            "PROVENANCE.md",
+        ] {
+            assert!(!is_run_file_name(Path::new(name)), "{name}");
+        }
+    }
+
     fn case(run: &str, num_prompts: u32, cached: usize, tpot: f64) -> CaseRows {
         CaseRows {
             case_run: run.to_owned(),
