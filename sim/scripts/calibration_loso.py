@@ -28,8 +28,11 @@ usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--lease-gap HOUR
 Prints, per calibration bench run, the error of output throughput, mean TPOT and mean TTFT, then the
 median, mean and count within 25 % of their magnitudes. Exit 2 on bad arguments or a failed fold.
 """
-import argparse, datetime, gzip, json, lzma, pathlib, statistics, subprocess, sys, tempfile
+import argparse, datetime, json, lzma, pathlib, statistics, subprocess, sys, tempfile
+
 from concurrent.futures import ThreadPoolExecutor
+
+from stamped_steps import opener
 
 METRICS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms")
 
@@ -42,8 +45,7 @@ def fail(message):
 def read_run(path):
     """An `afd-vllm-run` file (plain, xz or gzipped JSON), or None for any other file."""
     try:
-        opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
-        with opener(path, "rt") as text:
+        with opener(path)(path, "rt") as text:
             run = json.load(text)
     except (OSError, EOFError, lzma.LZMAError, ValueError, UnicodeDecodeError):
         return None
