@@ -1662,8 +1662,8 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 pub struct EngineModel {
     profile: VllmEngineProfile,
     /// What a trained model's replayed decode step adds over the dummy model's measured one, by
-    /// batch (`trained.rs`); empty where the profile's decode steps are the deployment's own (both dummy weights, or
-    /// both loaded).
+    /// batch (`trained.rs`); empty where the profile's decode steps are the deployment's own (both
+    /// dummy weights, or both loaded).
     trained_growth: Vec<(u32, u64)>,
 }
 
