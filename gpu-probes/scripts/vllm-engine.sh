@@ -38,7 +38,9 @@
 #        cal28-graph-64-64: 128-token prompts chunked beside 1-56 decodes at the 64-token budget (PROCS=0.2);
 #        cal27-graph-256-2048-r2 cal28-graph-64-64-r2: the same plans, prompts and seeds on a fresh server;
 #        cal29-graph-256-2048 cal30-graph-256-8192: the judged plans' six bench shapes in the judged
-#        order, twice, as calibration runs on seeds of their own (PROCS=0.2))
+#        order, twice, as calibration runs on seeds of their own (PROCS=0.2);
+#        cal31-graph-256-2048: cal29's plan with vLLM logging every Triton JIT compile during inference
+#        (--jit-monitor-verbose: which shapes compile, when, and what the step around it cost))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -59,6 +61,8 @@ graph='{"cudagraph_mode": "FULL_DECODE_ONLY"}'
 # (Triton fused MoE, FLASH_ATTN_MLA): switched off, and recorded in every run's serve words.
 kernel='{"enable_flashinfer_autotune": false}'
 labels=("$@")
+# The card the device lent (an H100 may come where an H200 was asked for), into every run's notes.
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo unknown)
 for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
@@ -79,6 +83,7 @@ for i in "${!labels[@]}"; do
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
+    cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal28-graph-64-64-r2) plan=cal28-graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
@@ -112,7 +117,7 @@ for i in "${!labels[@]}"; do
   fi
   timeout "${LIMIT_S:-560}" "$PROBE" vllm --plan "$here/../plans/engine-dsv2l-$plan.json" \
     --out "/root/runs/$label" --label "$label" --vllm 'python3 -m vllm.entrypoints.cli.main' \
-    --note gpu_machine=nvidia-h200 --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
+    --note gpu_machine="$gpu" --note bundle="../shared/vllm (vLLM 0.26.0 wheel, stripped of FA2 and sm_100)" \
     "${notes[@]}" "${hook[@]}" -- "$MODEL" --load-format dummy --kernel-config "$kernel" "${flags[@]}" || echo "probe for $label ended with $?"
   if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; fi
   for p in "${procs[@]}"; do kill "$p" 2>/dev/null || true; done
