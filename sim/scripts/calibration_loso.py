@@ -16,8 +16,10 @@ With --lease-gap HOURS a fold leaves out, with the server, every server started 
 the machine: servers whose start times (the provenance's `date_utc`) follow each other within HOURS
 are one lease (one host, one phase of its cores), a stricter check than one server at a time.
 
-usage: calibration_loso.py [--sim BIN] [--data DIR] [--judged] [--lease-gap HOURS] [--json] [--keep DIR]
+usage: calibration_loso.py [--sim BIN] [--data DIR] [--gpu NAME] [--judged] [--lease-gap HOURS] [--json] [--keep DIR]
   --sim BIN   the afd-sim binary (default: target/release/afd-sim)
+  --gpu NAME  only the run files measured on this GPU, as their provenance names it (default: NVIDIA H200;
+              traces/data/vllm/h100/ holds H100 servers, which no H200 profile may mix in)
   --data DIR  the run files, searched below DIR: `afd-probe vllm`'s run.json, *.json.xz, *.json.gz
               (default: traces/data/vllm)
   --judged    leave out each server with judged bench runs and price those runs instead
@@ -52,7 +54,7 @@ def read_run(path):
     return run if isinstance(run, dict) and run.get("format") == "afd-vllm-run" else None
 
 
-def run_files(folder, judged=False):
+def run_files(folder, judged=False, gpu="NVIDIA H200"):
     """Every run file under `folder` (`afd-probe vllm`'s `run.json`, the committed `*.json.xz`, or `*.json.gz`) whose
     server priced its steps (not one that returned routed experts), each
     with whether it holds a calibration bench run, or with `judged` a judged one (such a server is a
@@ -62,6 +64,9 @@ def run_files(folder, judged=False):
         if not path.name.endswith((".json", ".json.xz", ".json.gz")):
             continue
         run = read_run(path)
+        gpus = (run or {}).get("provenance", {}).get("gpus") or [""]
+        if run is not None and not gpus[0].startswith(gpu + ","):
+            continue
         # A server that returned each token's routed experts copied them to the host every step:
         # engine-profile refuses its file (it counts experts, it prices no step; routing/).
         if run is not None and "--enable-return-routed-experts" not in run.get("serve_args", []):
@@ -130,6 +135,7 @@ def main():
     parser = argparse.ArgumentParser(add_help=True, description=__doc__.split("\n\n")[0])
     parser.add_argument("--sim", default="target/release/afd-sim")
     parser.add_argument("--data", default="traces/data/vllm")
+    parser.add_argument("--gpu", default="NVIDIA H200")
     parser.add_argument("--judged", action="store_true")
     parser.add_argument("--lease-gap", type=float, metavar="HOURS")
     parser.add_argument("--json", action="store_true")
@@ -139,7 +145,7 @@ def main():
         fail(f"--lease-gap {args.lease_gap}: give a positive number of hours")
     if not pathlib.Path(args.sim).is_file():
         fail(f"--sim {args.sim}: no such binary (cargo build --release -p afd-sim-cli)")
-    found = run_files(pathlib.Path(args.data), args.judged)
+    found = run_files(pathlib.Path(args.data), args.judged, args.gpu)
     files = [f for f, _, _ in found]
     servers = [f for f, calibration, _ in found if calibration]
     lease = leases(found, args.lease_gap)

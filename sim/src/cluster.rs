@@ -296,6 +296,32 @@ impl Cluster {
         }
     }
 
+    /// A step that first needs a fused-MoE kernel specialization waits for vLLM to compile it (the
+    /// engine profile's `jit_compile_ns`), held on the host: added after the step memo, as it
+    /// depends on what ran before the step.
+    fn first_use_stall(&mut self) {
+        let compile_ns = self.cost.engine().map_or(0, |e| e.profile().jit_compile_ns);
+        if compile_ns > 0
+            && let Some(colocated) = &mut self.colocated
+        {
+            let stall = colocated.jit_stall(&self.shape, compile_ns);
+            self.timing.end += stall;
+            self.timing.host += stall;
+        }
+    }
+
+    /// Marks the fused-MoE kernels of steps of these token counts compiled on every engine of a
+    /// plain server (`RunOptions::compiled_kernel_tokens`), or with `warm` every one
+    /// (`RunOptions::kernels_warm`).
+    pub fn mark_compiled(&mut self, kernel_tokens: &[u32], warm: bool) {
+        if let Some(colocated) = &mut self.colocated {
+            colocated.compiled(kernel_tokens);
+            if warm {
+                colocated.warm_kernels();
+            }
+        }
+    }
+
     /// Continues from `memo`, a memo of an earlier run, when it was made for the same pipeline
     /// (else it is dropped). Call before the first step.
     pub fn adopt_step_memo(&mut self, memo: StepMemo) {
@@ -522,6 +548,7 @@ impl Cluster {
             }
             accounted
         };
+        self.first_use_stall();
         self.in_step = true;
         self.step_start = start_ns;
         self.account(&accounted);

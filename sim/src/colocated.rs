@@ -24,6 +24,7 @@
 
 use crate::model::arch::ModelArch;
 use crate::model::cost::{CostModel, PriceBook};
+use crate::model::engine::JitCache;
 use crate::model::routing::RoutingPools;
 use crate::pipeline::{HostCosts, StepTiming, run_compute};
 use crate::pricing::{
@@ -66,6 +67,9 @@ pub struct ColocatedModel {
     prices: Prices,
     lanes: Lanes,
     graph: crate::serving::GraphMode,
+    /// The fused-MoE kernel specializations each engine process has compiled (a step that needs
+    /// a new one waits for its Triton JIT compile, where the engine profile prices it).
+    jit: Vec<JitCache>,
 }
 
 /// Device and host costs of the step being run, nanoseconds; `[stage][engine]` unless noted.
@@ -121,7 +125,50 @@ impl ColocatedModel {
             prices: Prices::default(),
             lanes: Lanes::default(),
             graph: config.graph.clone(),
+            jit: vec![
+                JitCache::at_start(
+                    &config.graph,
+                    config.max_num_seqs,
+                    config.max_num_batched_tokens,
+                    model.routed_experts(),
+                    model.experts_per_token(),
+                );
+                dp
+            ],
         }
+    }
+
+    /// Marks the fused-MoE kernels of steps of these kernel token counts compiled on every engine:
+    /// what the server ran before this run (its warm-ups and earlier runs), [`JitCache`].
+    pub fn compiled(&mut self, kernel_tokens: &[u32]) {
+        for cache in &mut self.jit {
+            for &m in kernel_tokens {
+                cache.record(m);
+            }
+        }
+    }
+
+    /// Takes every fused-MoE kernel specialization as compiled on every engine.
+    pub fn warm_kernels(&mut self) {
+        for cache in &mut self.jit {
+            cache.warm();
+        }
+    }
+
+    /// What `shape` waits for its engines' first-use Triton compiles, nanoseconds: `compile_ns`
+    /// when an engine's step needs a fused-MoE kernel specialization its process has not compiled
+    /// (the engines compile side by side), else 0. The specializations are recorded as compiled.
+    pub fn jit_stall(&mut self, shape: &StepShape, compile_ns: u64) -> u64 {
+        let mut stall = 0;
+        for (e, cache) in self.jit.iter_mut().enumerate() {
+            let tokens = shape.tokens.get(e).copied().unwrap_or(0).max(1);
+            if let Some(m) = JitCache::kernel_tokens(&self.graph, shape.graph, tokens)
+                && cache.record(m)
+            {
+                stall = compile_ns;
+            }
+        }
+        stall
     }
 
     /// Prices and runs one global step of `shape` starting at `start` (ns), writing its timing:

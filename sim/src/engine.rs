@@ -60,6 +60,13 @@ pub struct RunOptions {
     /// What the first step after the engine sat idle costs beyond its period (an engine profile's
     /// `idle_start_ns`): it delays that step and everything after it. Zero by default.
     pub idle_start: SimDuration,
+    /// The fused-MoE kernels' token counts of the steps the server ran before this run (its
+    /// warm-ups and earlier runs; `model::engine::kernel_history`): their kernels are compiled. A
+    /// fresh server (empty, the default) has compiled only what its start-up ran.
+    pub compiled_kernel_tokens: Vec<u32>,
+    /// Every fused-MoE kernel specialization is compiled: a server past its first uses (the
+    /// steady state; `predict --warm-kernels`). Off by default.
+    pub kernels_warm: bool,
 }
 
 impl RunOptions {
@@ -77,6 +84,8 @@ impl RunOptions {
             frontend_latency: SimDuration::ZERO,
             async_scheduling: false,
             idle_start: SimDuration::ZERO,
+            compiled_kernel_tokens: Vec::new(),
+            kernels_warm: false,
         }
     }
 }
@@ -249,6 +258,7 @@ fn run_inner(
 ) -> Result<RunResult, ClusterError> {
     let host_issue = options.async_scheduling && cost.engine().is_some();
     let mut cluster = Cluster::new(config, cost, options.model, options.seed, shared.loads)?;
+    cluster.mark_compiled(&options.compiled_kernel_tokens, options.kernels_warm);
     if let Some(memo) = shared.memo {
         cluster.adopt_step_memo(memo);
     }

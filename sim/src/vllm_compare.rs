@@ -354,6 +354,9 @@ pub struct FrontEnd<'a> {
     pub cached: &'a [u32],
     /// The engine core schedules one step ahead ([`async_scheduling`]).
     pub async_scheduling: bool,
+    /// The fused-MoE kernels' token counts of the steps the server ran before the run
+    /// (`model::engine::kernel_history`; empty: a fresh server).
+    pub compiled: &'a [u32],
 }
 
 impl<'a> FrontEnd<'a> {
@@ -374,6 +377,7 @@ impl<'a> FrontEnd<'a> {
             stream_token_ns: profile.stream_token_ns,
             cached,
             async_scheduling,
+            compiled: &[],
         }
     }
 
@@ -387,6 +391,7 @@ impl<'a> FrontEnd<'a> {
         options.frontend_latency = SimDuration::from_ns(self.latency_ns);
         options.async_scheduling = self.async_scheduling;
         options.idle_start = SimDuration::from_ns(self.idle_start_ns);
+        options.compiled_kernel_tokens = self.compiled.to_vec();
     }
 }
 

@@ -325,6 +325,65 @@ pub struct EngineStep {
     pub logged_s: Option<f64>,
 }
 
+/// Every iteration line of a `vllm serve` log, in order.
+pub fn engine_steps(text: &str) -> Vec<EngineStep> {
+    text.lines().filter_map(EngineStep::from_log_line).collect()
+}
+
+impl EngineStep {
+    /// One `Iteration(N): a context requests, b context tokens, c generation requests, d generation
+    /// tokens, iteration elapsed time: x ms, GPU KV cache usage: y%` line (vllm/v1/metrics/loggers.py,
+    /// `_log_iteration_details`); dummy DP iterations are skipped.
+    pub fn from_log_line(line: &str) -> Option<EngineStep> {
+        let at = line.find("Iteration(")?;
+        let rest = &line[at + "Iteration(".len()..];
+        if rest.contains("(dummy)") {
+            return None;
+        }
+        // The probe's stamp: the first word before the level that reads as Unix seconds with a fraction
+        // (vLLM's own `12-01 21:00:00` stamp and the `(APIServer pid=7)` tag never do).
+        let logged_s = line[..at]
+            .split_whitespace()
+            .take_while(|w| !matches!(*w, "DEBUG" | "INFO" | "WARNING" | "ERROR"))
+            .find_map(|w| {
+                let (whole, frac) = w.split_once('.')?;
+                (whole.len() >= 9
+                    && whole.bytes().all(|b| b.is_ascii_digit())
+                    && !frac.is_empty()
+                    && frac.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| w.parse::<f64>().ok())?
+            });
+        let (iteration, rest) = rest.split_once("):")?;
+        let numbers: Vec<f64> = rest
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|s| !s.is_empty() && s != &".")
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let [
+            ctx_requests,
+            ctx_tokens,
+            gen_requests,
+            gen_tokens,
+            elapsed_ms,
+            kv_usage_pct,
+            ..,
+        ] = numbers[..]
+        else {
+            return None;
+        };
+        Some(EngineStep {
+            iteration: iteration.trim().parse().ok()?,
+            ctx_requests: ctx_requests as u32,
+            ctx_tokens: ctx_tokens as u32,
+            gen_requests: gen_requests as u32,
+            gen_tokens: gen_tokens as u32,
+            elapsed_ms,
+            kv_usage_pct,
+            logged_s,
+        })
+    }
+}
+
 /// Schema version of an engine profile.
 pub const VLLM_ENGINE_SCHEMA_VERSION: u32 = 1;
 /// The `format` tag of an engine profile.
@@ -381,6 +440,15 @@ pub struct VllmEngineProfile {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "is_false")]
     pub dummy_weights: bool,
+    /// What a step costs beyond its period the first time it needs a fused-MoE Triton kernel
+    /// specialization its server has not compiled (vLLM JIT-compiles the gate-up and the down GEMM
+    /// kernels before the step runs), nanoseconds: each stamped server's first-use steps in its
+    /// warm-ups and fixed-shape records, each step's period less the median period of the same
+    /// server's other steps of half to twice its tokens, the median over servers of each server's
+    /// median. Zero when not measured (no server log beside the runs), and in profiles written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jit_compile_ns: u64,
 }
 
 fn is_false(v: &bool) -> bool {

@@ -51,61 +51,14 @@ const BACKEND_MARKERS: &[(&str, &[&str])] = &[
 /// Unix seconds with microseconds, then a space.
 pub const STAMP_PREFIX: &str = "%(created).6f ";
 
-/// Every iteration line in `text`, in order.
+/// Every iteration line in `text`, in order ([`EngineStep::from_log_line`]).
 pub fn steps(text: &str) -> Vec<EngineStep> {
-    text.lines().filter_map(step).collect()
+    afd_traces::vllm_run::engine_steps(text)
 }
 
-/// One `Iteration(N): a context requests, b context tokens, c generation requests, d generation
-/// tokens, iteration elapsed time: x ms, GPU KV cache usage: y%` line (vllm/v1/metrics/loggers.py,
-/// `_log_iteration_details`); dummy DP iterations are skipped.
+/// One `Iteration(N): ...` line, or `None` for any other ([`EngineStep::from_log_line`]).
 pub fn step(line: &str) -> Option<EngineStep> {
-    let at = line.find("Iteration(")?;
-    let rest = &line[at + "Iteration(".len()..];
-    if rest.contains("(dummy)") {
-        return None;
-    }
-    // The probe's stamp: the first word before the level that reads as Unix seconds with a fraction
-    // (vLLM's own `12-01 21:00:00` stamp and the `(APIServer pid=7)` tag never do).
-    let logged_s = line[..at]
-        .split_whitespace()
-        .take_while(|w| !matches!(*w, "DEBUG" | "INFO" | "WARNING" | "ERROR"))
-        .find_map(|w| {
-            let (whole, frac) = w.split_once('.')?;
-            (whole.len() >= 9
-                && whole.bytes().all(|b| b.is_ascii_digit())
-                && !frac.is_empty()
-                && frac.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| w.parse::<f64>().ok())?
-        });
-    let (iteration, rest) = rest.split_once("):")?;
-    let numbers: Vec<f64> = rest
-        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .filter(|s| !s.is_empty() && s != &".")
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    let [
-        ctx_requests,
-        ctx_tokens,
-        gen_requests,
-        gen_tokens,
-        elapsed_ms,
-        kv_usage_pct,
-        ..,
-    ] = numbers[..]
-    else {
-        return None;
-    };
-    Some(EngineStep {
-        iteration: iteration.trim().parse().ok()?,
-        ctx_requests: ctx_requests as u32,
-        ctx_tokens: ctx_tokens as u32,
-        gen_requests: gen_requests as u32,
-        gen_tokens: gen_tokens as u32,
-        elapsed_ms,
-        kv_usage_pct,
-        logged_s,
-    })
+    EngineStep::from_log_line(line)
 }
 
 /// The first line for each backend marker found in `text`, without the logger's level and time prefix.

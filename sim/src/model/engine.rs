@@ -32,8 +32,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use afd_traces::vllm_run::{
-    EngineModeCosts, FixedShapeRequest, PromptForm, VLLM_ENGINE_FORMAT, VLLM_ENGINE_SCHEMA_VERSION,
-    VllmEngineProfile, VllmRun, WorkloadRecord,
+    EngineModeCosts, EngineStep, FixedShapeRequest, PromptForm, VLLM_ENGINE_FORMAT,
+    VLLM_ENGINE_SCHEMA_VERSION, VllmEngineProfile, VllmRun, WorkloadKind, WorkloadRecord,
 };
 
 use crate::deployment::{CudaGraphMode, GpuClass, RoleConfig};
@@ -152,8 +152,29 @@ pub fn run_mode(run: &VllmRun) -> Result<&'static str, String> {
     }
 }
 
-/// Derives the engine profile from runs (`names[i]` names `runs[i]` in the evidence).
+/// Derives the engine profile from runs (`names[i]` names `runs[i]` in the evidence), without
+/// their server logs (no first-use compile is priced).
 pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, EngineProfileError> {
+    derive_with_logs(runs, names, &[], None)
+}
+
+/// The routed experts and experts per token of the model the runs served (the fused-MoE kernel's
+/// specializations depend on them, [`JitCache`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeShape {
+    pub experts: u32,
+    pub top_k: u32,
+}
+
+/// [`derive`], with `logs[i]` the steps of `runs[i]`'s server log (every line, start-up and warm-ups
+/// included; empty when none was kept): with `moe`, the first-use compile is priced from them
+/// ([`VllmEngineProfile::jit_compile_ns`]).
+pub fn derive_with_logs(
+    runs: &[VllmRun],
+    names: &[String],
+    logs: &[Vec<EngineStep>],
+    moe: Option<MoeShape>,
+) -> Result<VllmEngineProfile, EngineProfileError> {
     let mut by_mode: BTreeMap<&'static str, Vec<(&str, &VllmRun)>> = BTreeMap::new();
     for (run, name) in runs.iter().zip(names) {
         if serve_role(run).is_ok_and(|role| role.returns_routed_experts()) {
@@ -241,7 +262,122 @@ pub fn derive(runs: &[VllmRun], names: &[String]) -> Result<VllmEngineProfile, E
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
         dummy_weights: first.is_some_and(dummy_weights),
+        jit_compile_ns: moe
+            .and_then(|moe| jit_compile_s(runs, logs, moe))
+            .map_or(0, |s| (s * 1e9).round() as u64),
     })
+}
+
+/// The graph mode a run's server ran, with its capture sizes ([`JitCache::at_start`]).
+fn run_graph(run: &VllmRun) -> Option<(GraphMode, u32, u32)> {
+    let role = serve_role(run).ok()?;
+    let (seqs, budget) = limits_of(run, &role)?;
+    let sizes = role.capture_sizes_at(seqs, budget);
+    let graph = match run_mode(run).ok()? {
+        EAGER => GraphMode::Eager,
+        FULL_DECODE_ONLY => GraphMode::FullDecodeOnly {
+            capture_sizes: sizes,
+        },
+        _ => GraphMode::FullAndPiecewise {
+            piecewise_sizes: sizes.clone(),
+            capture_sizes: sizes,
+        },
+    };
+    Some((graph, seqs, budget))
+}
+
+/// The fused-MoE kernels' token counts of every step `run`'s server ran before its record
+/// `record` (start-up aside): from its server log's steps `log` (warm-ups included) where kept, else
+/// from the run file's earlier records. What a comparison of that record starts with compiled
+/// ([`JitCache`]); empty where the run's serve words do not give its mode.
+pub fn kernel_history(run: &VllmRun, log: &[EngineStep], record: usize) -> Vec<u32> {
+    let Some((graph, ..)) = run_graph(run) else {
+        return Vec::new();
+    };
+    let earlier = || run.records[..record.min(run.records.len())].iter();
+    let before: Vec<&EngineStep> = if log.is_empty() {
+        earlier().flat_map(|r| &r.steps).collect()
+    } else {
+        let first = run.records.get(record).and_then(|r| r.steps.first());
+        let last_earlier = earlier().flat_map(|r| r.steps.last()).last();
+        match (first, last_earlier) {
+            (Some(first), _) => log
+                .iter()
+                .filter(|s| s.iteration < first.iteration)
+                .collect(),
+            (None, Some(last)) => log
+                .iter()
+                .filter(|s| s.iteration <= last.iteration)
+                .collect(),
+            (None, None) => Vec::new(),
+        }
+    };
+    before
+        .into_iter()
+        .filter_map(|s| logged_kernel_tokens(&graph, s))
+        .collect()
+}
+
+/// The fused-MoE kernels' token count of a logged step on a server of `graph` mode: `None` where
+/// it replays a full decode graph (a uniform decode batch within the largest capture size).
+fn logged_kernel_tokens(graph: &GraphMode, step: &EngineStep) -> Option<u32> {
+    let tokens = step.ctx_tokens + step.gen_tokens;
+    let replayed = !matches!(graph, GraphMode::Eager | GraphMode::Compiled)
+        && step.ctx_requests == 0
+        && graph.padded_size(tokens).is_some();
+    JitCache::kernel_tokens(graph, replayed, tokens)
+}
+
+/// [`VllmEngineProfile::jit_compile_ns`], seconds: each server's log walked from its start, the
+/// specializations it compiled tracked as vLLM's rules give them ([`JitCache`]); a step that first
+/// needs one, in a warm-up or a fixed-shape record (never a bench run), on a running engine whose
+/// lines are stamped, against the median period of the server's other steps without a full graph of
+/// half to twice its kernel tokens. The median over servers of each server's median.
+fn jit_compile_s(runs: &[VllmRun], logs: &[Vec<EngineStep>], moe: MoeShape) -> Option<f64> {
+    let per_server = runs.iter().zip(logs).filter_map(|(run, steps)| {
+        let (graph, seqs, budget) = run_graph(run)?;
+        let bench: BTreeSet<u64> = run
+            .records
+            .iter()
+            .filter(|r| r.workload.kind == WorkloadKind::BenchServe)
+            .flat_map(|r| r.steps.iter().map(|s| s.iteration))
+            .collect();
+        let mut cache = JitCache::at_start(&graph, seqs, budget, moe.experts, moe.top_k);
+        // (kernel tokens, period s, a first use, outside a bench run)
+        let mut seen: Vec<(u32, f64, bool, bool)> = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            let Some(m) = logged_kernel_tokens(&graph, step) else {
+                continue;
+            };
+            let first = cache.record(m);
+            let period = (i >= 2).then(|| {
+                let (a, b) = (&steps[i - 2], &steps[i - 1]);
+                let running = a.gen_requests + b.gen_requests > 0;
+                let consecutive = a.iteration + 2 == step.iteration;
+                match (a.logged_s, b.logged_s) {
+                    (Some(t0), Some(t1)) if running && consecutive => Some(t1 - t0),
+                    _ => None,
+                }
+            });
+            if let Some(Some(p)) = period {
+                seen.push((m, p, first, !bench.contains(&step.iteration)));
+            }
+        }
+        let excess: Vec<f64> = seen
+            .iter()
+            .filter(|&&(_, _, first, counted)| first && counted)
+            .filter_map(|&(m, p, _, _)| {
+                let like: Vec<f64> = seen
+                    .iter()
+                    .filter(|&&(n, _, first, _)| !first && 2 * n >= m && n <= 2 * m)
+                    .map(|&(_, q, _, _)| q)
+                    .collect();
+                Some(p - median(like)?)
+            })
+            .collect();
+        median(excess)
+    });
+    median(per_server.collect())
 }
 
 /// A uniform decode batch replays the same FULL CUDA graph under `FULL_DECODE_ONLY` and
@@ -1955,6 +2091,9 @@ fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
 }
 
 mod idle;
+mod jit;
 #[cfg(test)]
 pub(crate) mod tests;
 mod trained;
+
+pub use jit::{JitCache, MoeKernelKey, moe_kernel_key};

@@ -128,6 +128,13 @@ pub(crate) struct PredictArgs {
         help_heading = "Deployment"
     )]
     pub(crate) engine: Option<PathBuf>,
+    /// With --real-engine, price a server past its first uses of the fused-MoE Triton kernel's
+    /// specializations (the steady state of a server that has served traffic like this before).
+    /// Without it the server is freshly started: the first step that needs each specialization
+    /// start-up did not compile waits for vLLM to compile it (about a second; docs/fidelity.md,
+    /// "The twenty-sixth batch"), as vLLM's own JIT monitor warns.
+    #[arg(long, requires = "real_engine", help_heading = "Deployment")]
+    pub(crate) warm_kernels: bool,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) ubatch_size: Option<u32>,
@@ -365,6 +372,7 @@ impl Inputs {
                 dummy_weights,
                 async_scheduling,
                 popularity,
+                warm_kernels: args.warm_kernels,
             };
             let profile = engine_profile(args.engine.as_deref(), config.gpu)?;
             cost = with_real_engine(cost, server, profile, &model, &workload, &mut options)?;
@@ -419,6 +427,7 @@ fn with_real_engine(
         dummy_weights,
         async_scheduling,
         popularity,
+        warm_kernels,
     } = server;
     let Some(EngineProfile { profile, source }) = profile else {
         return Ok(cost);
@@ -451,6 +460,7 @@ fn with_real_engine(
         / workload.requests.len().max(1) as f64;
     afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], async_scheduling)
         .apply(options, prompt_tokens);
+    options.kernels_warm = warm_kernels;
     if placement != Placement::Plain {
         eprintln!(
             "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}); an AFD role's steps were never measured and keep the kernel model",
@@ -462,6 +472,12 @@ fn with_real_engine(
         "note: priced as real vLLM {} runs it ({named})",
         profile.vllm_version
     );
+    if profile.jit_compile_ns > 0 && !warm_kernels {
+        eprintln!(
+            "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them)",
+            profile.jit_compile_ns as f64 / 1e6
+        );
+    }
     if let Some(caveat) = afd_sim::vllm_compare::engine_layout_caveat(config) {
         eprintln!("{caveat}");
     }
@@ -587,6 +603,8 @@ struct Server<'a> {
     async_scheduling: bool,
     /// How a trained model's tokens pick experts (`--routing`).
     popularity: afd_sim::model::workload::ExpertPopularity,
+    /// Past its first uses of the fused-MoE kernel's specializations (`--warm-kernels`).
+    warm_kernels: bool,
 }
 
 /// Where the servers run, as far as the A↔F link goes.

@@ -61,7 +61,10 @@ gives way to their paths). Bench runs that are not marked calibration are what t
 by and are never read here. The profile records whether its runs served --load-format dummy (whose
 decode tokens reach few experts; compare and predict --real-engine then price a server that loads
 its weights with a trained router's experts); runs of dummy and loaded weights are not mixed in one
-profile.")]
+profile. Where a run's server log lies beside it (NAME.server.log[.xz|.gz], or server.log beside
+run.json), its stamped steps price the first use of a fused-MoE kernel specialization: vLLM's Triton
+JIT compile of the step's kernels, each first use in a warm-up or fixed-shape record against the
+same server's steps of half to twice its tokens (jit_compile_ns; docs/fidelity.md).")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json[.xz|.gz]", required = true)]
@@ -69,6 +72,14 @@ pub(crate) struct EngineProfileArgs {
     /// Write the profile here (atomically); stdout when absent.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Model architecture the runs served (a shipped name or a Hugging Face config.json): its
+    /// routed experts and experts per token decide which steps compile a fused-MoE kernel.
+    #[arg(
+        long,
+        default_value = "deepseek-v2-lite",
+        value_name = "NAME_OR_CONFIG"
+    )]
+    model: String,
 }
 
 #[derive(Args, Debug)]
@@ -208,11 +219,25 @@ fn run_names(paths: &[PathBuf]) -> Vec<String> {
 }
 
 pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCode> {
+    let model = read_model(&args.model)?;
     let mut runs = Vec::new();
+    let mut logs = Vec::new();
     for path in &args.runs {
         runs.push(read_run(path)?);
+        logs.push(match server_log_beside(path) {
+            Some(log) => afd_traces::vllm_run::engine_steps(&afd_traces::input::read_text(
+                &log,
+                afd_traces::input::InputKind::SERVER_LOG,
+            )?),
+            None => Vec::new(),
+        });
     }
-    let profile = engine::derive(&runs, &run_names(&args.runs))?;
+    let moe = engine::MoeShape {
+        experts: model.routed_experts(),
+        top_k: model.experts_per_token(),
+    };
+    let moe = (moe.experts > 0 && moe.top_k > 0).then_some(moe);
+    let profile = engine::derive_with_logs(&runs, &run_names(&args.runs), &logs, moe)?;
     let text = profile.to_json();
     match &args.out {
         Some(path) => {
@@ -302,6 +327,8 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             async_scheduling: launch.async_scheduling(),
             dummy_weights: launch.dummy_weights(),
             host: None,
+            // A plain bench result says nothing of what its server ran before: a fresh server.
+            compiled: Vec::new(),
         }];
         (setup, cases)
     };
@@ -431,6 +458,9 @@ struct Case {
     dummy_weights: bool,
     /// The probe's /proc readings around the workload, when it took them.
     host: Option<HostShare>,
+    /// The fused-MoE kernels' token counts of the steps the server ran before the record
+    /// (`engine::kernel_history`), where the engine profile prices first-use compiles.
+    compiled: Vec<u32>,
 }
 
 struct CaseRows {
@@ -654,8 +684,9 @@ impl Setup {
                             async_scheduling: case.async_scheduling,
                             ..Default::default()
                         },
-                        |e| {
-                            vllm_compare::FrontEnd::of_engine(
+                        |e| vllm_compare::FrontEnd {
+                            compiled: &case.compiled,
+                            ..vllm_compare::FrontEnd::of_engine(
                                 e,
                                 &case.config.graph,
                                 &cached,
@@ -727,6 +758,19 @@ fn cases_of(
         }
     }
     let config = server.config;
+    // What the server compiled before each record: its log's steps (warm-ups included) where kept
+    // beside the run file, else its earlier records' (read only where the profile prices it).
+    let prices_compiles = setup
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.profile().jit_compile_ns > 0);
+    let log = match server_log_beside(path).filter(|_| prices_compiles) {
+        Some(log) => afd_traces::vllm_run::engine_steps(&afd_traces::input::read_text(
+            &log,
+            afd_traces::input::InputKind::SERVER_LOG,
+        )?),
+        None => Vec::new(),
+    };
     for r in run.records.iter().filter(|r| {
         r.workload.kind == afd_traces::vllm_run::WorkloadKind::BenchServe
             && r.workload.calibration == calibration
@@ -743,9 +787,10 @@ fn cases_of(
     }
     run.records
         .iter()
-        .filter(|r| r.failure.is_none() && r.workload.calibration == calibration)
-        .filter_map(|r| Some((r, r.bench_result.as_ref()?)))
-        .map(|(r, result)| {
+        .enumerate()
+        .filter(|(_, r)| r.failure.is_none() && r.workload.calibration == calibration)
+        .filter_map(|(i, r)| Some((i, r, r.bench_result.as_ref()?)))
+        .map(|(index, r, result)| {
             // `np.random.seed` takes 0..=2**32 - 1; the bench would have refused another.
             let bench_seed = u32::try_from(r.workload.seed).map_err(|_| {
                 anyhow::anyhow!(
@@ -768,6 +813,11 @@ fn cases_of(
                 computed_prompt_tokens: (!r.steps.is_empty())
                     .then(|| r.steps.iter().map(|s| u64::from(s.ctx_tokens)).sum()),
                 host: r.host.clone(),
+                compiled: if prices_compiles {
+                    engine::kernel_history(run, &log, index)
+                } else {
+                    Vec::new()
+                },
             })
         })
         .collect()
@@ -1240,6 +1290,23 @@ impl Verdict {
         });
         text
     }
+}
+
+/// The server log `afd-probe vllm` kept beside a run file: `NAME.server.log[.xz|.gz]` beside
+/// `NAME.json[.xz|.gz]` (as committed), or `server.log` beside `run.json` (as the probe writes them).
+fn server_log_beside(run: &Path) -> Option<PathBuf> {
+    let name = run.file_name()?.to_str()?;
+    let stem = [".json.xz", ".json.gz", ".json"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))?;
+    let stem = if stem == "run" { "server" } else { stem };
+    ["server.log.xz", "server.log.gz", "server.log"]
+        .iter()
+        .map(|tail| match stem {
+            "server" => run.with_file_name(tail),
+            _ => run.with_file_name(format!("{stem}.{tail}")),
+        })
+        .find(|p| p.is_file())
 }
 
 fn read_run(path: &Path) -> anyhow::Result<VllmRun> {

@@ -66,9 +66,15 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.46 %, worst 89.2 % (graph 256/2048 e2e-pre-r4 mean TPOT: its
-    // prefill steps took about 180 ms on the repeat server where the table prices 87 ms, and the
-    // two real runs are 67 % apart); 215 of 252 values within 25 %; 9 of 43 ratios within 10 %.
+    // own send times"): median 10.21 %, worst 87.1 % (graph 256/2048 e2e-pre-r4 mean TPOT on the
+    // first server, which met four new fused-MoE kernel specializations in that run where the
+    // simulation meets two); 218 of 252 values within 25 %; 10 of 43 ratios within 10 %.
+    // The twenty-sixth batch (cal29, cal31 on an H100: the judged order, every JIT compile logged)
+    // found the stalls behind the worst values: a step that first needs a fused_moe_kernel
+    // specialization waits for Triton to compile two kernels. Pricing it (jit_compile_ns, 863 ms,
+    // from the stamped calibration servers' warm-ups and fixed shapes; each record starting with
+    // what its server ran before it) moved them from 10.46 %, 89.2 %, 215 and 9 (the repeat's
+    // e2e-pre-r4 TPOT -66.9 -> +0.2 %, graph 64/64 w3 e2e-dec-r2 -40.7 -> -23.3 %).
     // The twenty-fifth batch (cal27, cal28 and their repeats, calibration only: small prefills
     // beside 1-64 decodes and 64-token chunks beside 1-56, flat in the decodes, on fast hosts)
     // moved them from 10.56 %, 88.9 %, 212 and 11 (the model on repeats 14.0 -> 12.7 %): the
@@ -123,8 +129,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.105, "median |error| {median}");
-    assert!(worst <= 0.892, "worst |error| {worst}");
+    assert!(median <= 0.1025, "median |error| {median}");
+    assert!(worst <= 0.871, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -136,7 +142,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 215, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 218, "{within_25} of 252 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -157,9 +163,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 9 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 10 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 9,
+        within >= 10,
         "graph/eager TPOT ratios within 10 %: {within} of 43"
     );
 }
@@ -199,8 +205,9 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
 
 /// Two servers' files under one name (`afd-probe vllm --out DIR` writes every run as
 /// `DIR/run.json`) stay two servers: `cal17` and `cal2-graph` copied to `a/run.json.xz` and
-/// `b/run.json.xz` give the shipped profile's every figure, where one name would have paired their
-/// injections and counted them as one server.
+/// `b/run.json.xz`, each with its server log as `server.log.xz` beside it (as the probe keeps it),
+/// give the shipped profile's every figure, where one name would have paired their injections and
+/// counted them as one server.
 #[test]
 fn two_run_files_of_one_name_are_two_servers() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,6 +228,8 @@ fn two_run_files_of_one_name_are_two_servers() {
                 let to = dir.path().join(folder).join("run.json.xz");
                 std::fs::create_dir_all(to.parent().unwrap()).unwrap();
                 std::fs::copy(&path, &to).unwrap();
+                let log = path.with_file_name(name.replace(".json.xz", ".server.log.xz"));
+                std::fs::copy(&log, to.with_file_name("server.log.xz")).unwrap();
                 args.push(to.to_str().unwrap().to_owned());
             }
             None => args.push(path.to_str().unwrap().to_owned()),
@@ -373,9 +382,15 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     };
     // The engine's eager decode step is host-bound at about 77 ms (the built-in profile); the
     // kernels alone are a few ms.
-    let (engine, note) = tpot(&["--real-engine"]);
+    let (engine, note) = tpot(&["--real-engine", "--warm-kernels"]);
     assert!((60.0..100.0).contains(&engine), "{engine}");
     assert!(note.contains("priced as real vLLM 0.26.0"), "{note}");
+    assert!(!note.contains("freshly started"), "{note}");
+    // Freshly started, the eager server compiles the fused-MoE kernel at its first prompt's and
+    // first decode's token counts: about a second each, over 31 tokens a request.
+    let (fresh, said) = tpot(&["--real-engine"]);
+    assert!(fresh > engine + 20.0, "{fresh} against {engine}");
+    assert!(said.contains("freshly started"), "{said}");
     let (kernels, quiet) = tpot(&[]);
     assert!(kernels < 30.0, "{kernels}");
     assert!(!quiet.contains("priced as real vLLM"), "{quiet}");
@@ -420,8 +435,11 @@ fn predict_prices_with_an_engine_profile_of_your_own() {
     let line = "vllm serve deepseek-ai/DeepSeek-V2-Lite --load-format dummy --enforce-eager";
     let shipped = data("engine/h200-dsv2l-vllm-engine.json");
     let shipped = shipped.to_str().expect("a UTF-8 path");
-    let (builtin, _) = predict_sixteen(line, &["--real-engine"]);
-    let (own, note) = predict_sixteen(line, &["--real-engine", "--engine", shipped]);
+    let (builtin, _) = predict_sixteen(line, &["--real-engine", "--warm-kernels"]);
+    let (own, note) = predict_sixteen(
+        line,
+        &["--real-engine", "--warm-kernels", "--engine", shipped],
+    );
     assert_eq!(builtin["mean_tpot_ms"], own["mean_tpot_ms"]);
     assert_eq!(builtin["mean_ttft_ms"], own["mean_ttft_ms"]);
     assert!(note.contains("(the engine profile "), "{note}");
@@ -443,7 +461,12 @@ fn predict_prices_with_an_engine_profile_of_your_own() {
     std::fs::write(&slow, profile.to_string()).expect("written");
     let (slower, _) = predict_sixteen(
         line,
-        &["--real-engine", "--engine", slow.to_str().expect("UTF-8")],
+        &[
+            "--real-engine",
+            "--warm-kernels",
+            "--engine",
+            slow.to_str().expect("UTF-8"),
+        ],
     );
     let ratio = slower["mean_tpot_ms"].as_f64().expect("TPOT")
         / builtin["mean_tpot_ms"].as_f64().expect("TPOT");
@@ -706,6 +729,7 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
             "--serve-args",
             &line,
             "--real-engine",
+            "--warm-kernels",
             "--input-len",
             "16",
             "--output-len",
@@ -1169,4 +1193,98 @@ fn compare_of_predicts_own_result_is_exact_for_a_server_and_a_pair() {
             assert!(error.abs() < 1e-9, "{name}: {m}");
         }
     }
+}
+
+/// Without the server logs beside the run files the profile prices no first-use compile and every
+/// other figure is the shipped one's: the logs price `jit_compile_ns` alone.
+#[test]
+fn the_server_logs_price_the_first_use_compile_alone() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let mut args: Vec<String> = vec!["engine-profile".into()];
+    let mut names: Vec<String> = std::fs::read_dir(data("vllm"))
+        .expect("the committed runs")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_str()?.to_owned();
+            name.ends_with(".json.xz").then_some(name)
+        })
+        .collect();
+    names.sort();
+    for name in &names {
+        let to = dir.path().join(name);
+        std::fs::copy(data("vllm").join(name), &to).expect("the run copies");
+        args.push(to.to_str().expect("a UTF-8 path").to_owned());
+    }
+    let (derived, _) = afd_sim_json(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json"))
+            .expect("the shipped profile"),
+    )
+    .expect("the shipped profile parses");
+    let compile_ns = shipped["jit_compile_ns"]
+        .as_u64()
+        .expect("the shipped profile prices a first-use compile");
+    // The stamped calibration servers' first uses took 0.6-1.6 s where their other steps took
+    // 50-100 ms (sim/scripts/jit_first_use.py).
+    assert!(
+        (500_000_000..1_500_000_000).contains(&compile_ns),
+        "{compile_ns}"
+    );
+    assert!(derived.get("jit_compile_ns").is_none(), "{derived}");
+    let figures = |profile: &serde_json::Value| {
+        let mut p = profile.clone();
+        let map = p.as_object_mut().expect("a profile is an object");
+        map.remove("sources");
+        map.remove("jit_compile_ns");
+        p
+    };
+    assert_eq!(figures(&derived), figures(&shipped));
+}
+
+/// The judged FULL_DECODE_ONLY 256/2048 repeat's `e2e-pre-r4` (23.1 ms mean TPOT where its
+/// steps alone give about 7.7): its server met two fused-MoE kernel specializations in that run,
+/// each a Triton compile of about a second. Priced from what the server ran before it (its log
+/// beside the run file), the prediction meets it within 10 %; with no compile priced it is 60 % low.
+#[test]
+fn a_first_use_compile_stalls_the_run_that_meets_it() {
+    let run = data("vllm/h200-dsv2l-graph-256-2048-r2.json.xz");
+    let tpot = |extra: &[&str]| {
+        let (json, _) = afd_sim_json(&["compare", run.to_str().expect("UTF-8"), "--json"], extra);
+        let case = json
+            .as_array()
+            .expect("an array of records")
+            .iter()
+            .find(|c| c["workload"] == "e2e-pre-r4")
+            .expect("the record")
+            .clone();
+        let row = case["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["metric"] == "mean_tpot_ms")
+            .expect("mean TPOT")
+            .clone();
+        (
+            row["real"].as_f64().expect("real"),
+            row["predicted"].as_f64().expect("predicted"),
+        )
+    };
+    let (real, priced) = tpot(&[]);
+    assert!(
+        (priced / real - 1.0).abs() < 0.10,
+        "{priced} against {real}"
+    );
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let mut profile: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json"))
+            .expect("the shipped profile"),
+    )
+    .expect("parses");
+    profile
+        .as_object_mut()
+        .expect("an object")
+        .remove("jit_compile_ns");
+    let path = dir.path().join("no-jit.json");
+    std::fs::write(&path, profile.to_string()).expect("writes");
+    let (_, unpriced) = tpot(&["--engine", path.to_str().expect("UTF-8")]);
+    assert!(unpriced < 0.4 * real, "{unpriced} against {real}");
 }

@@ -52,6 +52,7 @@ pub(crate) fn profile_of(modes: Vec<EngineModeCosts>, frontend_ns: u64) -> VllmE
         text_token_ns: 0.0,
         modes,
         dummy_weights: false,
+        jit_compile_ns: 0,
     }
 }
 
@@ -1620,4 +1621,47 @@ fn a_profile_says_whether_its_runs_served_dummy_weights_and_never_mixes_them() {
         matches!(err, EngineProfileError::Mixed { .. }) && err.to_string().contains("weights"),
         "{err}"
     );
+}
+
+/// cal31 (`traces/data/vllm/h100/`, vLLM's JIT monitor verbose): the history before its
+/// `dec-r16-a` holds the warm-ups' 385- and 1,921-token steps, whose compiles it logged, and not
+/// the 105-token step that compiled inside `dec-r16-a`; a server started with that history meets
+/// 105 as new, 385 as compiled.
+#[test]
+fn a_records_history_is_what_its_server_log_ran_before_it() {
+    use afd_traces::input::{InputKind, read_text};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/data/vllm/h100");
+    let run = VllmRun::from_json(
+        &read_text(
+            &dir.join("h100-dsv2l-cal31-graph-256-2048.json.xz"),
+            InputKind::VLLM_RUN,
+        )
+        .expect("the committed run reads"),
+    )
+    .expect("the committed run parses");
+    let log = afd_traces::vllm_run::engine_steps(
+        &read_text(
+            &dir.join("h100-dsv2l-cal31-graph-256-2048.server.log.xz"),
+            InputKind::SERVER_LOG,
+        )
+        .expect("the committed log reads"),
+    );
+    let index = run
+        .records
+        .iter()
+        .position(|r| r.workload.name == "cal-bench-dec-r16-a")
+        .expect("the run holds dec-r16-a");
+    let history = kernel_history(&run, &log, index);
+    assert!(history.contains(&385) && history.contains(&1921));
+    assert!(!history.contains(&105));
+    let (graph, seqs, budget) = run_graph(&run).expect("the run's mode");
+    let mut cache = JitCache::at_start(&graph, seqs, budget, 64, 6);
+    for &m in &history {
+        cache.record(m);
+    }
+    assert!(cache.record(105));
+    assert!(!cache.record(385));
+    // Without the log, the run file's earlier records are the history: no warm-up in it.
+    let from_records = kernel_history(&run, &[], index);
+    assert!(!from_records.contains(&1921) && from_records.len() < history.len());
 }
