@@ -298,7 +298,7 @@ fn run_workload(
         wall_s,
         bench_result,
         fixed,
-        steps: log::steps(&new_text),
+        steps: afd_traces::vllm_run::engine_steps(&new_text),
         metrics_after,
         host,
     }
@@ -706,7 +706,7 @@ fn run_hook(
 /// second it was written, to the microsecond (`VLLM_LOGGING_PREFIX` is put in front of vLLM's log
 /// format, vllm/logger.py, so a `%(created)` field there is a logging field), unless the caller set a
 /// prefix of their own. The per-step lines then say when the front end learned of each step's end,
-/// where vLLM's own stamp has whole seconds ([`log::step`] reads it into `EngineStep::logged_s`).
+/// where vLLM's own stamp has whole seconds ([`afd_traces::vllm_run::EngineStep::from_log_line`] reads it into `logged_s`).
 fn server_env() -> Vec<(&'static str, String)> {
     if std::env::var_os(LOG_PREFIX_VAR).is_some() {
         return Vec::new();

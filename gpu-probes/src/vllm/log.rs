@@ -1,9 +1,8 @@
-//! Reading a `vllm serve` log: the per-step lines of `--enable-logging-iteration-details` and the lines
-//! that say which backends the engine chose. Pure text in, records out.
+//! Reading a `vllm serve` log: the lines that say which backends the engine chose, the engine core's
+//! pid and the log's tail (the per-step lines of `--enable-logging-iteration-details` are
+//! `afd_traces::vllm_run::engine_steps`'s). Pure text in, records out.
 
 use std::collections::BTreeMap;
-
-use afd_traces::vllm_run::EngineStep;
 
 /// Facts worth keeping from start-up, each as the first log line containing any of its markers.
 const BACKEND_MARKERS: &[(&str, &[&str])] = &[
@@ -50,16 +49,6 @@ const BACKEND_MARKERS: &[(&str, &[&str])] = &[
 /// The log prefix the probe gives the server (`VLLM_LOGGING_PREFIX`): each line's creation time in
 /// Unix seconds with microseconds, then a space.
 pub const STAMP_PREFIX: &str = "%(created).6f ";
-
-/// Every iteration line in `text`, in order ([`EngineStep::from_log_line`]).
-pub fn steps(text: &str) -> Vec<EngineStep> {
-    afd_traces::vllm_run::engine_steps(text)
-}
-
-/// One `Iteration(N): ...` line, or `None` for any other ([`EngineStep::from_log_line`]).
-pub fn step(line: &str) -> Option<EngineStep> {
-    EngineStep::from_log_line(line)
-}
 
 /// The first line for each backend marker found in `text`, without the logger's level and time prefix.
 pub fn backends(text: &str) -> BTreeMap<String, String> {
@@ -109,55 +98,6 @@ pub fn tail(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const LINE: &str = "(APIServer pid=7) INFO 12-01 21:00:00 [loggers.py:193] Engine 000: Iteration(41): \
-        1 context requests, 64 context tokens, 0 generation requests, 0 generation tokens, iteration elapsed \
-        time: 12.34 ms, GPU KV cache usage: 0.5%";
-
-    #[test]
-    fn an_iteration_line_reads_every_number() {
-        let s = step(LINE).unwrap();
-        assert_eq!(
-            (
-                s.iteration,
-                s.ctx_requests,
-                s.ctx_tokens,
-                s.gen_requests,
-                s.gen_tokens
-            ),
-            (41, 1, 64, 0, 0)
-        );
-        assert_eq!((s.elapsed_ms, s.kv_usage_pct), (12.34, 0.5));
-    }
-
-    #[test]
-    fn the_probes_stamp_gives_the_line_its_microsecond() {
-        assert_eq!(step(LINE).unwrap().logged_s, None);
-        let stamped = LINE.replace(") INFO", ") 1796193253.123456 INFO");
-        let s = step(&stamped).unwrap();
-        assert_eq!(s.logged_s, Some(1_796_193_253.123_456));
-        assert_eq!((s.iteration, s.ctx_tokens, s.elapsed_ms), (41, 64, 12.34));
-        // A number that is not a Unix second, or one after the level, is no stamp.
-        assert_eq!(
-            step(&LINE.replace(") INFO", ") 12.5 INFO"))
-                .unwrap()
-                .logged_s,
-            None
-        );
-        assert_eq!(
-            step(&LINE.replace("INFO ", "INFO 1796193253.1 "))
-                .unwrap()
-                .logged_s,
-            None
-        );
-    }
-
-    #[test]
-    fn dummy_and_unrelated_lines_are_not_steps() {
-        assert!(step(&LINE.replace(" ms,", " ms (dummy),")).is_none());
-        assert!(step("INFO [api_server.py:1] Started server process").is_none());
-        assert_eq!(steps(&format!("x\n{LINE}\ny\n{LINE}")).len(), 2);
-    }
 
     #[test]
     fn backends_keep_the_first_line_of_each_marker_without_the_prefix() {

@@ -345,3 +345,53 @@ fn sampling_temperature_and_kept_text_are_for_fixed_shapes() {
         "{err}"
     );
 }
+
+/// A `vllm serve` log's per-step line.
+const LINE: &str = "(APIServer pid=7) INFO 12-01 21:00:00 [loggers.py:193] Engine 000: Iteration(41): \
+    1 context requests, 64 context tokens, 0 generation requests, 0 generation tokens, iteration elapsed \
+    time: 12.34 ms, GPU KV cache usage: 0.5%";
+
+#[test]
+fn an_iteration_line_reads_every_number() {
+    let s = EngineStep::from_log_line(LINE).unwrap();
+    assert_eq!(
+        (
+            s.iteration,
+            s.ctx_requests,
+            s.ctx_tokens,
+            s.gen_requests,
+            s.gen_tokens
+        ),
+        (41, 1, 64, 0, 0)
+    );
+    assert_eq!((s.elapsed_ms, s.kv_usage_pct), (12.34, 0.5));
+}
+
+#[test]
+fn the_probes_stamp_gives_the_line_its_microsecond() {
+    assert_eq!(EngineStep::from_log_line(LINE).unwrap().logged_s, None);
+    let stamped = LINE.replace(") INFO", ") 1796193253.123456 INFO");
+    let s = EngineStep::from_log_line(&stamped).unwrap();
+    assert_eq!(s.logged_s, Some(1_796_193_253.123_456));
+    assert_eq!((s.iteration, s.ctx_tokens, s.elapsed_ms), (41, 64, 12.34));
+    // A number that is not a Unix second, or one after the level, is no stamp.
+    assert_eq!(
+        EngineStep::from_log_line(&LINE.replace(") INFO", ") 12.5 INFO"))
+            .unwrap()
+            .logged_s,
+        None
+    );
+    assert_eq!(
+        EngineStep::from_log_line(&LINE.replace("INFO ", "INFO 1796193253.1 "))
+            .unwrap()
+            .logged_s,
+        None
+    );
+}
+
+#[test]
+fn dummy_and_unrelated_lines_are_not_steps() {
+    assert!(EngineStep::from_log_line(&LINE.replace(" ms,", " ms (dummy),")).is_none());
+    assert!(EngineStep::from_log_line("INFO [api_server.py:1] Started server process").is_none());
+    assert_eq!(engine_steps(&format!("x\n{LINE}\ny\n{LINE}")).len(), 2);
+}
