@@ -286,10 +286,10 @@ fn run_graph(run: &VllmRun) -> Option<(GraphMode, u32, u32)> {
     Some((graph, seqs, budget))
 }
 
-/// The fused-MoE kernels' token counts of every step `run`'s server ran before its record
-/// `record` (start-up aside): from its server log's steps `log` (warm-ups included) where kept, else
-/// from the run file's earlier records. What a comparison of that record starts with compiled
-/// ([`JitCache`]); empty where the run's serve words do not give its mode.
+/// The distinct fused-MoE kernel token counts of the steps `run`'s server ran before its record
+/// `record` (start-up aside), ascending: from its server log's steps `log` (warm-ups included) where
+/// kept, else from the run file's earlier records. What a comparison of that record starts with
+/// compiled ([`JitCache`]); empty where the run's serve words do not give its mode.
 pub fn kernel_history(run: &VllmRun, log: &[EngineStep], record: usize) -> Vec<u32> {
     let Some((graph, ..)) = run_graph(run) else {
         return Vec::new();
@@ -312,10 +312,12 @@ pub fn kernel_history(run: &VllmRun, log: &[EngineStep], record: usize) -> Vec<u
             (None, None) => Vec::new(),
         }
     };
-    before
+    // Thousands of steps share a few hundred token counts; a count compiles its kernels once.
+    let distinct: BTreeSet<u32> = before
         .into_iter()
         .filter_map(|s| logged_kernel_tokens(&graph, s))
-        .collect()
+        .collect();
+    distinct.into_iter().collect()
 }
 
 /// The fused-MoE kernels' token count of a logged step on a server of `graph` mode: `None` where

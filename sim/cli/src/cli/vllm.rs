@@ -224,13 +224,7 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
     let mut logs = Vec::new();
     for path in &args.runs {
         runs.push(read_run(path)?);
-        logs.push(match server_log_beside(path) {
-            Some(log) => afd_traces::vllm_run::engine_steps(&afd_traces::input::read_text(
-                &log,
-                afd_traces::input::InputKind::SERVER_LOG,
-            )?),
-            None => Vec::new(),
-        });
+        logs.push(server_log_steps(path)?);
     }
     let moe = engine::MoeShape {
         experts: model.routed_experts(),
@@ -764,12 +758,10 @@ fn cases_of(
         .engine
         .as_ref()
         .is_some_and(|e| e.profile().jit_compile_ns > 0);
-    let log = match server_log_beside(path).filter(|_| prices_compiles) {
-        Some(log) => afd_traces::vllm_run::engine_steps(&afd_traces::input::read_text(
-            &log,
-            afd_traces::input::InputKind::SERVER_LOG,
-        )?),
-        None => Vec::new(),
+    let log = if prices_compiles {
+        server_log_steps(path)?
+    } else {
+        Vec::new()
     };
     for r in run.records.iter().filter(|r| {
         r.workload.kind == afd_traces::vllm_run::WorkloadKind::BenchServe
@@ -1307,6 +1299,18 @@ fn server_log_beside(run: &Path) -> Option<PathBuf> {
             _ => run.with_file_name(format!("{stem}.{tail}")),
         })
         .find(|p| p.is_file())
+}
+
+/// The engine's steps from the server log beside `run` ([`server_log_beside`]), every line from
+/// start-up on; none when no log was kept. A log that cannot be read is an error naming it.
+fn server_log_steps(run: &Path) -> anyhow::Result<Vec<afd_traces::vllm_run::EngineStep>> {
+    Ok(match server_log_beside(run) {
+        Some(log) => afd_traces::vllm_run::engine_steps(&afd_traces::input::read_text(
+            &log,
+            afd_traces::input::InputKind::SERVER_LOG,
+        )?),
+        None => Vec::new(),
+    })
 }
 
 fn read_run(path: &Path) -> anyhow::Result<VllmRun> {
