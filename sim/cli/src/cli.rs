@@ -15,6 +15,7 @@ mod save_result;
 mod sweep;
 mod topology;
 mod vllm;
+mod warm_up;
 
 use std::process::ExitCode;
 
@@ -65,6 +66,8 @@ enum Command {
     Compare(vllm::CompareArgs),
     /// `compare` every bench record of the afd-probe vllm runs in a folder, against the bars.
     ReplayVllm(vllm::ReplayVllmArgs),
+    /// List the lone prompts that spare a fresh vLLM server its first-use Triton compiles.
+    WarmUp(warm_up::WarmUpArgs),
 }
 
 /// Parses `v0.26` / `latest` for `--rules`.
@@ -86,6 +89,7 @@ pub(crate) fn run() -> ExitCode {
         Some(Command::EngineProfile(args)) => vllm::engine_profile(&args),
         Some(Command::Compare(args)) => vllm::compare(&args),
         Some(Command::ReplayVllm(args)) => vllm::replay(&args),
+        Some(Command::WarmUp(args)) => warm_up::run(&args),
         None => match Cli::parse_from(["afd-sim", "predict"]).command {
             Some(Command::Predict(args)) => predict::run(&args),
             _ => unreachable!("`afd-sim predict` parses as the predict subcommand"),

@@ -15,3 +15,4 @@ mod support;
 mod sweep_cli;
 mod topology_cli;
 mod vllm_fidelity;
+mod warm_up_cli;

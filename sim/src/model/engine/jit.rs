@@ -140,6 +140,48 @@ impl JitCache {
         self.warm = true;
     }
 
+    /// The lone prompt lengths that, sent one at a time to a server holding this cache, leave no
+    /// specialization uncompiled that a step of up to `max_num_batched_tokens` tokens can need: for
+    /// each one missing, the shortest prompt whose prefill step needs it, ascending. A prompt's
+    /// prefill is one step of its length (it fits the budget); its decodes are steps of one token,
+    /// replayed from a full graph where `graph` captured one, else run at one token. The cache
+    /// records what the prompts compile.
+    pub fn covering_prompts(&mut self, graph: &GraphMode, max_num_batched_tokens: u32) -> Vec<u32> {
+        let decode = Self::kernel_tokens(graph, full_decode_graph(graph, 1), 1);
+        let mut prompts = Vec::new();
+        for length in 1..=max_num_batched_tokens.max(1) {
+            let Some(m) = Self::kernel_tokens(graph, false, length) else {
+                continue;
+            };
+            if self.record(m) {
+                prompts.push(length);
+                if let Some(d) = decode {
+                    self.record(d);
+                }
+            }
+        }
+        prompts
+    }
+
+    /// The specializations steps of up to `max_num_batched_tokens` tokens can need on a server of
+    /// `graph` mode, whether compiled or not.
+    pub fn reachable(
+        graph: &GraphMode,
+        max_num_batched_tokens: u32,
+        experts: u32,
+        top_k: u32,
+    ) -> BTreeSet<MoeKernelKey> {
+        (1..=max_num_batched_tokens.max(1))
+            .filter_map(|t| Self::kernel_tokens(graph, false, t))
+            .map(|m| moe_kernel_key(m, experts, top_k))
+            .collect()
+    }
+
+    /// Whether `key` is compiled.
+    pub fn holds(&self, key: &MoeKernelKey) -> bool {
+        self.warm || self.compiled.contains(key)
+    }
+
     /// How many specializations are compiled.
     pub fn len(&self) -> usize {
         self.compiled.len()
@@ -148,6 +190,12 @@ impl JitCache {
     pub fn is_empty(&self) -> bool {
         self.compiled.is_empty()
     }
+}
+
+/// Whether a uniform decode batch of `batch` requests replays a full graph on a server of `graph`
+/// mode (within its largest capture size, under `FULL_DECODE_ONLY` or `FULL_AND_PIECEWISE`).
+pub(super) fn full_decode_graph(graph: &GraphMode, batch: u32) -> bool {
+    !matches!(graph, GraphMode::Eager | GraphMode::Compiled) && graph.padded_size(batch).is_some()
 }
 
 #[cfg(test)]
@@ -222,5 +270,27 @@ mod tests {
         assert_eq!(JitCache::kernel_tokens(&graph, false, 40), Some(40));
         let mut cache = JitCache::at_start(&graph, 64, 64, 64, 6);
         assert!(!cache.record(16));
+    }
+
+    /// One unaligned token count in each of the six tile classes for FULL_DECODE_ONLY at 256/2048
+    /// (its capture sizes compiled every aligned one); an eager server also needs the aligned ones
+    /// and the naive one-token decode. After them no step up to the budget compiles.
+    #[test]
+    fn covering_prompts_leave_nothing_to_compile() {
+        let graph = fdo_256_2048();
+        let mut cache = JitCache::at_start(&graph, 256, 2048, 64, 6);
+        assert_eq!(
+            cache.covering_prompts(&graph, 2048),
+            [11, 33, 65, 97, 129, 513]
+        );
+        for m in 1..=2048 {
+            assert!(!cache.record(m), "{m} tokens compile after the warm-up");
+        }
+        let mut eager = JitCache::at_start(&GraphMode::Eager, 256, 2048, 64, 6);
+        let prompts = eager.covering_prompts(&GraphMode::Eager, 2048);
+        assert_eq!(prompts, [1, 3, 8, 11, 33, 40, 65, 72, 97, 104, 129, 513]);
+        let reachable = JitCache::reachable(&GraphMode::Eager, 2048, 64, 6);
+        assert!(reachable.iter().all(|k| eager.holds(k)));
+        assert_eq!(reachable.len(), eager.len());
     }
 }
