@@ -129,6 +129,18 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # bench shapes in the judged order, twice, on seeds of their own (cal29, cal30).
     "cal29-graph-256-2048": (256, 2048),
     "cal30-graph-256-8192": (256, 8192),
+    # Twenty-first session: limits no earlier server ran (128 seqs, 4,096 tokens), FULL_DECODE_ONLY
+    # and eager, judged workloads predicted before they ran (traces/data/vllm/blind/), after a
+    # warm-up that `afd-sim warm-up` says leaves no fused-MoE kernel to compile on first use; the
+    # servers log every Triton compile after start-up (--jit-monitor-verbose), which checks it.
+    "graph-128-4096-w4": (128, 4096), "eager-128-4096-w4": (128, 4096),
+}
+
+# `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
+# (the JIT rule of sim/src/model/engine/jit.rs; a test in sim/cli holds these lists to it).
+JIT_PROMPTS = {
+    "graph-128-4096-w4": (11, 33, 65, 97, 129, 136, 513),
+    "eager-128-4096-w4": (1, 3, 8, 11, 33, 40, 65, 72, 97, 129, 136, 513),
 }
 
 def plan_document(warm, work):
@@ -299,6 +311,26 @@ def w3_plan(label):
             bench(label, "e2e-chat-r1", 512, 256, 16, 150, rate=1.0),
             bench(label, "e2e-dec-c32", 256, 64, 96, 150, conc=32),
             bench(label, "e2e-long-r0p5", 2048, 16, 8, 150, rate=0.5)]
+    return plan_document(warm, work)
+
+def w4_plan(label):
+    """Judged `vllm bench serve` runs at limits no earlier server ran (128 seqs, 4,096 tokens a step),
+    shapes and rates no earlier run used, on a fresh server. The warm-ups are the judged plans' and one
+    lone prompt of each length `afd-sim warm-up` lists (`warm-jit-N`), then a prompt of twice the
+    budget (its second chunk runs MLA's chunked-context path, whose mask kernel also compiles on first
+    use): by the rule, no bench run meets a first-use compile."""
+    seqs, budget = LIMITS[label]
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 4, 16, 64, 128)]
+    warm += [fx(label, f"warm-jit-{n}", n, 2, 1) for n in JIT_PROMPTS[label]]
+    warm.append(fx(label, f"warm-chunk-p{2 * budget}", 2 * budget, 2, 1, 90))
+    work = [bench(label, "e2e-dec-r6", 384, 128, 60, 150, rate=6.0),
+            bench(label, "e2e-dec-sat", 192, 192, seqs, 150),
+            bench(label, "e2e-pre-r3", 1536, 24, 24, 150, rate=3.0),
+            bench(label, "e2e-pre-sat", 3072, 24, 48, 150),
+            bench(label, "e2e-mix-c32", 768, 96, 96, 150, conc=32),
+            bench(label, "e2e-dec-r12", 96, 192, 120, 150, rate=12.0)]
     return plan_document(warm, work)
 
 def cal5_plan(label):
@@ -854,6 +886,8 @@ def plan(label):
         return w2_plan(label)
     if label.endswith("-w3"):
         return w3_plan(label)
+    if label.endswith("-w4"):
+        return w4_plan(label)
     seqs, budget = LIMITS[label]
     small = budget <= 64
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
