@@ -59,16 +59,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let records = value["records"].as_array().unwrap();
     assert_eq!(
         records.len(),
-        84,
+        96,
         "every judged bench record of the committed runs"
     );
     let median = value["median_abs_error"].as_f64().unwrap();
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.21 %, worst 87.1 % (graph 256/2048 e2e-pre-r4 mean TPOT on the
-    // first server, which met four new fused-MoE kernel specializations in that run where the
-    // simulation meets two); 218 of 252 values within 25 %; 10 of 43 ratios within 10 %.
+    // own send times"): median 10.28 %, worst 87.1 % (graph 256/8192 e2e-pre-r4 mean TTFT on the
+    // first server, where the simulation meets a fused-MoE kernel specialization that server had
+    // met before); 247 of 288 values within 25 %; 12 of 49 ratios within 10 %.
+    // The twenty-seventh batch's 12 runs (graph and eager at 128/4096, limits and workloads no
+    // earlier run used, after the warm-up `afd-sim warm-up` lists) were predicted before they ran
+    // (traces/data/vllm/blind/): median 10.6 %, worst 57.2 % (graph e2e-pre-sat throughput), 29 of
+    // 36 values within 25 %; their servers logged no fused_moe_kernel compile in a bench run. Before
+    // them the 84 earlier runs gave 10.21 %, 87.1 %, 218 of 252 and 10 of 43 ratios.
     // The twenty-sixth batch (cal29, cal31 on an H100: the judged order, every JIT compile logged)
     // found the stalls behind the worst values: a step that first needs a fused_moe_kernel
     // specialization waits for Triton to compile two kernels. Pricing it (jit_compile_ns, 863 ms,
@@ -129,7 +134,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.1025, "median |error| {median}");
+    assert!(median <= 0.1030, "median |error| {median}");
     assert!(worst <= 0.871, "worst |error| {worst}");
     let within_25 = records
         .iter()
@@ -142,7 +147,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 218, "{within_25} of 252 values within 25 %");
+    assert!(within_25 >= 247, "{within_25} of 288 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -158,15 +163,15 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.07..0.085).contains(&floor), "{floor}");
     assert!(on_repeats >= floor && on_repeats <= 0.128, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
-    assert_eq!(ratios.len(), 43);
+    assert_eq!(ratios.len(), 49);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 10 of 43: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 12 of 49: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 10,
-        "graph/eager TPOT ratios within 10 %: {within} of 43"
+        within >= 12,
+        "graph/eager TPOT ratios within 10 %: {within} of 49"
     );
 }
 
@@ -185,7 +190,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 49, "{runs:?}");
+    assert_eq!(runs.len(), 51, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
