@@ -134,6 +134,11 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # warm-up that `afd-sim warm-up` says leaves no fused-MoE kernel to compile on first use; the
     # servers log every Triton compile after start-up (--jit-monitor-verbose), which checks it.
     "graph-128-4096-w4": (128, 4096), "eager-128-4096-w4": (128, 4096),
+    # graph-128-4096-w4's `pre-sat` stepped about 125 ms a 4,096-token step where its eager twin took
+    # about 80 and its own warm-up bursts of fresh 128-token prompts 76-86: every step of that run
+    # prefilled a chunk with computed context (3,072-token prompts at a 4,096 budget). Bursts of the
+    # same tokens a step with and without such chunks, interleaved on one FULL_DECODE_ONLY server.
+    "cal32-graph-128-4096": (128, 4096),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -331,6 +336,24 @@ def w4_plan(label):
             bench(label, "e2e-pre-sat", 3072, 24, 48, 150),
             bench(label, "e2e-mix-c32", 768, 96, 96, 150, conc=32),
             bench(label, "e2e-dec-r12", 96, 192, 120, 150, rate=12.0)]
+    return plan_document(warm, work)
+
+def cal32_plan(label):
+    """FULL_DECODE_ONLY at 128/4096: prompts sent at once and answered with one token (no decode
+    follows a prefill), so every step is a full-budget prefill. Aligned bursts (24 prompts of 4,096
+    tokens: one whole prompt a step; 48 of 2,048: two) against split ones of the same tokens a step
+    (32 of 3,072, 64 of 1,536: nearly every step continues a chunk whose earlier tokens are computed
+    context, beside a fresh prompt), three rounds interleaved, after the warm-up `afd-sim warm-up`
+    lists and one split burst (MLA's chunked-context mask kernel compiles on its first use)."""
+    seqs, budget = LIMITS[label]
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (4, 32, 128)]
+    warm += [fx(label, f"warm-jit-{n}", n, 2, 1) for n in JIT_PROMPTS["graph-128-4096-w4"]]
+    warm.append(fx(label, "warm-split-3072-n8", 3072, 1, 8, 90))
+    work = []
+    for rep in "abc":
+        for kind, length, n in (("al", 4096, 24), ("sp", 3072, 32), ("al", 2048, 48), ("sp", 1536, 64)):
+            work.append(fx(label, f"fx-{kind}-p{length}-n{n}-{rep}", length, 1, n, 90, stream=False))
     return plan_document(warm, work)
 
 def cal5_plan(label):
@@ -878,7 +901,8 @@ def plan(label):
                ("cal22-", cal22_plan), ("cal23-", cal23_plan), ("cal24-", cal24_plan),
                ("cal25-", cal25_plan), ("cal26-", cal26_plan),
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
-               ("cal29-", judged_order_plan), ("cal30-", judged_order_plan)]
+               ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
+               ("cal32-", cal32_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -42,7 +42,8 @@
 #        cal31-graph-256-2048: cal29's plan with vLLM logging every Triton JIT compile during inference
 #        (--jit-monitor-verbose: which shapes compile, when, and what the step around it cost);
 #        graph-128-4096-w4 eager-128-4096-w4: limits no earlier server ran, judged workloads predicted
-#        before they ran, after the warm-up `afd-sim warm-up` lists, every Triton compile logged)
+#        before they ran, after the warm-up `afd-sim warm-up` lists, every Triton compile logged;
+#        cal32-graph-128-4096: full-budget prefill steps with and without chunks that continue a prompt)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -86,6 +87,7 @@ for i in "${!labels[@]}"; do
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     graph-128-4096-w4) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
+    cal32-graph-128-4096) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     eager-128-4096-w4) plan=$label; flags=(--enforce-eager --max-num-seqs 128 --max-num-batched-tokens 4096 --jit-monitor-verbose) ;;
     cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
