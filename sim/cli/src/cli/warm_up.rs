@@ -13,11 +13,12 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::cli::inputs::{parse_gpu, read_model};
+use crate::cli::output::emit;
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  afd-sim warm-up --serve-args 'vllm serve /models/dsv2l --max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config {\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'
+  afd-sim warm-up --serve-args 'vllm serve /models/dsv2l --max-num-seqs 256 --max-num-batched-tokens 2048 -cc.cudagraph_mode=FULL_DECODE_ONLY'
   afd-sim warm-up --serve-args 'vllm serve /models/dsv2l --enforce-eager' --json
   afd-sim warm-up                                  vLLM's own defaults on an H200
 
@@ -33,6 +34,10 @@ specialization start-up leaves out. Send each as a lone request (any output leng
 waiting for its answer, after the server is up and before the traffic you measure; after them no
 step of up to --max-num-batched-tokens tokens compiles. Prefix caching must not shorten them: use
 prompts that share no leading tokens with each other or with earlier traffic.
+Checked on two fresh H200 servers at 128/4096 (docs/fidelity.md, \"The twenty-seventh batch\"): after
+the listed prompts, no fused-MoE compile fell in a bench run. The list covers the fused-MoE kernel
+only: MLA's mask_empty_context_kernel still compiled (0.1-0.6 s) at the first step that continued a
+chunked prompt beside a fresh one.
 The rule holds where vLLM has no tuned config for the experts' shape and GPU (the server logs
 \"Using default MoE config\", as DeepSeek-V2-Lite's does on H100 and H200); another model is listed
 by the same rule with a note.
@@ -131,11 +136,12 @@ pub(crate) fn run(args: &WarmUpArgs) -> anyhow::Result<ExitCode> {
         compile_ms,
         notes,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {
-        print_text(&report);
-    }
+        render_text(&report)
+    };
+    emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,9 +154,12 @@ fn mode_name(graph: &GraphMode) -> &'static str {
     }
 }
 
-fn print_text(r: &WarmUpReport) {
-    println!("{}", r.serve_args);
-    println!(
+fn render_text(r: &WarmUpReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", r.serve_args);
+    let _ = writeln!(
+        out,
         "  {} on {}: {}, {} seqs, {} tokens a step{}",
         r.model,
         r.gpu,
@@ -163,12 +172,14 @@ fn print_text(r: &WarmUpReport) {
             String::new()
         }
     );
-    println!(
+    let _ = writeln!(
+        out,
         "  start-up compiles {} of the {} fused-MoE kernel specializations its steps can need",
         r.compiled_at_start, r.specializations
     );
     if r.prompts.is_empty() {
-        println!(
+        let _ = writeln!(
+            out,
             "  nothing to warm: no step of up to {} tokens meets a new one",
             r.max_num_batched_tokens
         );
@@ -179,17 +190,20 @@ fn print_text(r: &WarmUpReport) {
                 format!(", each about {ms:.0} ms (the built-in engine profile's jit_compile_ns)")
             })
             .unwrap_or_default();
-        println!(
-            "  without a warm-up, the first step that needs each of the other {} waits for its compile{cost}",
+        let _ = writeln!(
+            out,
+            "  {} more can be needed; without a warm-up, the first step that needs one waits for its compile{cost}",
             r.specializations - r.compiled_at_start
         );
-        println!(
+        let _ = writeln!(
+            out,
             "Send one lone prompt of each length (tokens), waiting for each answer, before the traffic you measure:"
         );
         let lengths: Vec<String> = r.prompts.iter().map(u32::to_string).collect();
-        println!("  {}", lengths.join(" "));
+        let _ = writeln!(out, "  {}", lengths.join(" "));
     }
     for note in &r.notes {
-        println!("note: {note}");
+        let _ = writeln!(out, "note: {note}");
     }
+    out
 }
