@@ -343,15 +343,14 @@ def cal32_plan(label):
     follows a prefill), so every step is a full-budget prefill. Aligned bursts (24 prompts of 4,096
     tokens: one whole prompt a step; 48 of 2,048: two) against split ones of the same tokens a step
     (32 of 3,072, 64 of 1,536: nearly every step continues a chunk whose earlier tokens are computed
-    context, beside a fresh prompt), three rounds interleaved, after the warm-up `afd-sim warm-up`
-    lists and one split burst (MLA's chunked-context mask kernel compiles on its first use)."""
-    seqs, budget = LIMITS[label]
-    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p2048", 2048, 2, 1, 90)]
-    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (4, 32, 128)]
+    context, beside a fresh prompt), two rounds interleaved, after the warm-up `afd-sim warm-up`
+    lists and one split burst (MLA's chunked-context mask kernel compiles on its first use). Sized to
+    fit what is left of a session's device time after a fresh server's start."""
+    warm = [fx(label, "warm-p16", 16, 4, 1)]
     warm += [fx(label, f"warm-jit-{n}", n, 2, 1) for n in JIT_PROMPTS["graph-128-4096-w4"]]
     warm.append(fx(label, "warm-split-3072-n8", 3072, 1, 8, 90))
     work = []
-    for rep in "abc":
+    for rep in "ab":
         for kind, length, n in (("al", 4096, 24), ("sp", 3072, 32), ("al", 2048, 48), ("sp", 1536, 64)):
             work.append(fx(label, f"fx-{kind}-p{length}-n{n}-{rep}", length, 1, n, 90, stream=False))
     return plan_document(warm, work)
