@@ -66,9 +66,10 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.28 %, worst 87.1 % (graph 256/8192 e2e-pre-r4 mean TTFT on the
+    // own send times"): median 10.28 %, worst 85.9 % (graph 256/8192 e2e-pre-r4 mean TTFT on the
     // first server, where the simulation meets a fused-MoE kernel specialization that server had
-    // met before); 247 of 288 values within 25 %; 12 of 49 ratios within 10 %.
+    // met before); 247 of 288 values within 25 %; 12 of 49 ratios within 10 %. cal32's warm-up
+    // first uses joined jit_compile_ns (863 -> 855 ms, the worst value from 87.1 %).
     // The twenty-seventh batch's 12 runs (graph and eager at 128/4096, limits and workloads no
     // earlier run used, after the warm-up `afd-sim warm-up` lists) were predicted before they ran
     // (traces/data/vllm/blind/): median 10.6 %, worst 57.2 % (graph e2e-pre-sat throughput), 29 of
@@ -135,7 +136,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
     assert!(median <= 0.1030, "median |error| {median}");
-    assert!(worst <= 0.871, "worst |error| {worst}");
+    assert!(worst <= 0.86, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -190,7 +191,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         })
         .collect();
     runs.sort();
-    assert_eq!(runs.len(), 51, "{runs:?}");
+    assert_eq!(runs.len(), 52, "{runs:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
