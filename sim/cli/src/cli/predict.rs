@@ -474,7 +474,7 @@ fn with_real_engine(
     );
     if profile.jit_compile_ns > 0 && !warm_kernels {
         eprintln!(
-            "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them)",
+            "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them; `afd-sim warm-up` lists the prompts that take a real one there)",
             profile.jit_compile_ns as f64 / 1e6
         );
     }
