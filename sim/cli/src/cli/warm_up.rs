@@ -201,6 +201,13 @@ fn render_text(r: &WarmUpReport) -> String {
         );
         let lengths: Vec<String> = r.prompts.iter().map(u32::to_string).collect();
         let _ = writeln!(out, "  {}", lengths.join(" "));
+        if r.engines > 1 {
+            let _ = writeln!(
+                out,
+                "  with {} engines each compiles its own: send each length as {} requests at once so that vLLM's DP router can spread them (no DP server has been measured warmed this way)",
+                r.engines, r.engines
+            );
+        }
     }
     for note in &r.notes {
         let _ = writeln!(out, "note: {note}");
