@@ -309,21 +309,48 @@ fn plain_server_from_line(
 /// Prompt tokens each request of the run found in vLLM's prefix cache, when the engine's per-step
 /// log says how many prompt tokens it computed (`computed_prompt_tokens`, the sum of the log's
 /// context tokens). `vllm bench serve`'s random dataset gives request `i` the same leading tokens
-/// for the same seed, whatever the lengths, so a run after another of the same seed finds its first
-/// requests' prompts cached: the tokens not computed go, in request order, to full hits (vLLM
-/// recomputes a fully cached prompt's last block, `floor((L - 1) / block) * block` cached).
-/// Nothing is cached when prefix caching is off or the log shows every token computed.
+/// for the same seed, whatever the lengths and counts, so a run after others of its seed on the
+/// same server (`earlier`: their `(num_prompts, input_len)`) finds request `i`'s first
+/// `min(L, L_earlier)` tokens cached, in whole blocks, where an earlier run had a request `i`; a
+/// prompt cached whole recomputes its last block (`floor((L - 1) / block) * block` cached). That
+/// layout is taken where its total is the log's uncomputed tokens (it was on every committed run
+/// that shared a seed); otherwise, or with no earlier run of the seed, the uncomputed tokens go in
+/// request order to full hits. Nothing is cached when prefix caching is off or the log shows every
+/// token computed.
 pub fn cached_prefixes(
     config: &ServingConfig,
     setting: &BenchSetting,
     computed_prompt_tokens: u64,
+    earlier: &[(u32, u32)],
 ) -> Vec<u32> {
     let nominal = u64::from(setting.num_prompts) * u64::from(setting.input_len);
     let block = config.block_size.max(1);
-    let full_hit = (setting.input_len.saturating_sub(1) / block) * block;
+    let length = setting.input_len;
+    let full_hit = (length.saturating_sub(1) / block) * block;
     let mut left = nominal.saturating_sub(computed_prompt_tokens);
-    if !config.prefix_caching || full_hit == 0 {
+    if !config.prefix_caching || full_hit == 0 || left == 0 {
         return Vec::new();
+    }
+    let mut shared: Vec<u32> = (0..setting.num_prompts)
+        .map(|i| {
+            let common = earlier
+                .iter()
+                .filter(|&&(n, _)| i < n)
+                .map(|&(_, l)| l.min(length))
+                .max()
+                .unwrap_or(0);
+            if common >= length {
+                full_hit
+            } else {
+                (common / block) * block
+            }
+        })
+        .collect();
+    while shared.last() == Some(&0) {
+        shared.pop();
+    }
+    if shared.iter().map(|&c| u64::from(c)).sum::<u64>() == left {
+        return shared;
     }
     let mut cached = Vec::new();
     while left > 0 && cached.len() < setting.num_prompts as usize {

@@ -197,15 +197,45 @@ fn cached_prefixes_give_the_uncomputed_prompt_tokens_to_the_first_requests_as_fu
         max_concurrency: None,
         ramp_up: None,
     };
-    let cached = cached_prefixes(&config, &setting, 108_160);
+    let cached = cached_prefixes(&config, &setting, 108_160, &[]);
     assert_eq!(cached.len(), 48);
     assert_eq!(cached[0], 2032);
     assert_eq!(cached[47], 96_640 - 47 * 2032);
     assert_eq!(cached.iter().map(|&c| u64::from(c)).sum::<u64>(), 96_640);
-    assert!(cached_prefixes(&config, &setting, 204_800).is_empty());
+    assert!(cached_prefixes(&config, &setting, 204_800, &[]).is_empty());
     let mut off = config.clone();
     off.prefix_caching = false;
-    assert!(cached_prefixes(&off, &setting, 0).is_empty());
+    assert!(cached_prefixes(&off, &setting, 0, &[]).is_empty());
+}
+
+/// The first graph 256/8192 server ran every workload on seed 1: its `pre-r4` (40 prompts of 2,048)
+/// followed 80 and 256 prompts of 256 tokens, so each of its requests found its first 256 tokens
+/// cached (10,240 in all, what its step log shows uncomputed), not five prompts cached whole; its
+/// `pre-sat` (100 of 2,048) found `pre-r4`'s 40 cached whole and 256 tokens of the next 60.
+#[test]
+fn cached_prefixes_follow_the_earlier_runs_of_the_seed_where_the_log_agrees() {
+    let config = ServingConfig::seed_recipe();
+    let setting = |num_prompts, input_len| BenchSetting {
+        num_prompts,
+        input_len,
+        output_len: 32,
+        request_rate: None,
+        burstiness: 1.0,
+        max_concurrency: None,
+        ramp_up: None,
+    };
+    let earlier = [(80, 256), (256, 256)];
+    let cached = cached_prefixes(&config, &setting(40, 2048), 71_680, &earlier);
+    assert_eq!(cached, vec![256; 40]);
+    let earlier = [(80, 256), (256, 256), (40, 2048)];
+    let cached = cached_prefixes(&config, &setting(100, 2048), 108_160, &earlier);
+    assert_eq!(cached.len(), 100);
+    assert!(cached[..40].iter().all(|&c| c == 2032));
+    assert!(cached[40..].iter().all(|&c| c == 256));
+    // A log that disagrees with the layout (the cache evicted, or another client's prompts): the
+    // uncomputed tokens go to full hits as before.
+    let cached = cached_prefixes(&config, &setting(40, 2048), 81_920 - 4064, &[(80, 256)]);
+    assert_eq!(cached, vec![2032, 2032]);
 }
 
 #[test]

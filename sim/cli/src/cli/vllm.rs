@@ -323,6 +323,7 @@ pub(crate) fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             host: None,
             // A plain bench result says nothing of what its server ran before: a fresh server.
             compiled: Vec::new(),
+            same_seed_before: Vec::new(),
         }];
         (setup, cases)
     };
@@ -455,6 +456,9 @@ struct Case {
     /// The fused-MoE kernels' token counts of the steps the server ran before the record
     /// (`engine::kernel_history`), where the engine profile prices first-use compiles.
     compiled: Vec<u32>,
+    /// `(num_prompts, input_len)` of the server's earlier bench runs on the record's seed, whose
+    /// prompts its requests share (`vllm_compare::cached_prefixes`).
+    same_seed_before: Vec<(u32, u32)>,
 }
 
 struct CaseRows {
@@ -657,7 +661,12 @@ impl Setup {
                 let cached = case
                     .computed_prompt_tokens
                     .map_or_else(Vec::new, |computed| {
-                        vllm_compare::cached_prefixes(&case.config, &setting, computed)
+                        vllm_compare::cached_prefixes(
+                            &case.config,
+                            &setting,
+                            computed,
+                            &case.same_seed_before,
+                        )
                     });
                 let send = match self.draws {
                     Some(draws) => vllm_compare::SendTimes::Simulator { draws },
@@ -810,6 +819,15 @@ fn cases_of(
                 } else {
                     Vec::new()
                 },
+                same_seed_before: run.records[..index]
+                    .iter()
+                    .filter(|e| {
+                        e.bench_result.is_some()
+                            && e.failure.is_none()
+                            && e.workload.seed == r.workload.seed
+                    })
+                    .map(|e| (e.workload.num_prompts, e.workload.input_len))
+                    .collect(),
             })
         })
         .collect()

@@ -66,10 +66,14 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.28 %, worst 85.9 % (graph 256/8192 e2e-pre-r4 mean TTFT on the
-    // first server, where the simulation meets a fused-MoE kernel specialization that server had
-    // met before); 247 of 288 values within 25 %; 12 of 49 ratios within 10 %. cal32's warm-up
-    // first uses joined jit_compile_ns (863 -> 855 ms, the worst value from 87.1 %).
+    // own send times"): median 10.44 %, worst 74.4 % (graph 256/8192 e2e-pre-sat output throughput
+    // on the first server); 248 of 288 values within 25 %; 12 of 49 ratios within 10 %.
+    // Each request's prefix-cache hit laid out as the random dataset shares prompts across runs of
+    // one seed (request i's first min(L, L_earlier) tokens; the logs' uncomputed totals agree on
+    // every such run) instead of as full hits in request order moved them from 10.28 %, 85.9 %, 247:
+    // the first graph 256/8192 server's e2e-pre-r4 TTFT +85.9 -> -12.3 % (its simulated fully
+    // cached prompts made 17-token steps that met a new kernel specialization). cal32's warm-up
+    // first uses had moved jit_compile_ns 863 -> 855 ms and the worst value from 87.1 %.
     // The twenty-seventh batch's 12 runs (graph and eager at 128/4096, limits and workloads no
     // earlier run used, after the warm-up `afd-sim warm-up` lists) were predicted before they ran
     // (traces/data/vllm/blind/): median 10.6 %, worst 57.2 % (graph e2e-pre-sat throughput), 29 of
@@ -135,8 +139,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.1030, "median |error| {median}");
-    assert!(worst <= 0.86, "worst |error| {worst}");
+    assert!(median <= 0.1045, "median |error| {median}");
+    assert!(worst <= 0.745, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -148,7 +152,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 247, "{within_25} of 288 values within 25 %");
+    assert!(within_25 >= 248, "{within_25} of 288 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
