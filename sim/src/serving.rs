@@ -72,6 +72,33 @@ pub enum GraphMode {
 }
 
 impl GraphMode {
+    /// The graphs a server of cudagraph `mode` captures from its resolved capture `sizes`: full
+    /// decode graphs only up to `max_num_seqs` (a uniform decode batch holds no more requests),
+    /// piecewise graphs at every size; eager when it captures none.
+    pub fn resolve(mode: CudaGraphMode, sizes: Vec<u32>, max_num_seqs: u32) -> GraphMode {
+        let decode: Vec<u32> = sizes
+            .iter()
+            .copied()
+            .filter(|&s| s <= max_num_seqs)
+            .collect();
+        match mode {
+            CudaGraphMode::FullDecodeOnly if !decode.is_empty() => GraphMode::FullDecodeOnly {
+                capture_sizes: decode,
+            },
+            CudaGraphMode::FullAndPiecewise | CudaGraphMode::Piecewise if !sizes.is_empty() => {
+                GraphMode::FullAndPiecewise {
+                    capture_sizes: if mode == CudaGraphMode::Piecewise {
+                        Vec::new()
+                    } else {
+                        decode
+                    },
+                    piecewise_sizes: sizes,
+                }
+            }
+            _ => GraphMode::Eager,
+        }
+    }
+
     /// The smallest full decode graph size ≥ `tokens`, if any.
     pub fn padded_size(&self, tokens: u32) -> Option<u32> {
         match self {
@@ -297,28 +324,7 @@ impl ServingConfig {
             return Err(ServingConfigError::ChunkedPrefillOff);
         }
         let max_num_seqs = server.max_num_seqs();
-        let sizes = server.capture_sizes();
-        let decode: Vec<u32> = sizes
-            .iter()
-            .copied()
-            .filter(|&s| s <= max_num_seqs)
-            .collect();
-        let graph = match mode {
-            CudaGraphMode::FullDecodeOnly if !decode.is_empty() => GraphMode::FullDecodeOnly {
-                capture_sizes: decode,
-            },
-            CudaGraphMode::FullAndPiecewise | CudaGraphMode::Piecewise if !sizes.is_empty() => {
-                GraphMode::FullAndPiecewise {
-                    capture_sizes: if mode == CudaGraphMode::Piecewise {
-                        Vec::new()
-                    } else {
-                        decode
-                    },
-                    piecewise_sizes: sizes,
-                }
-            }
-            _ => GraphMode::Eager,
-        };
+        let graph = GraphMode::resolve(mode, server.capture_sizes(), max_num_seqs);
         Ok(ServingConfig {
             placement: Placement::Disaggregated,
             attention: layout(server),

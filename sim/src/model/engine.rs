@@ -272,17 +272,12 @@ pub fn derive_with_logs(
 fn run_graph(run: &VllmRun) -> Option<(GraphMode, u32, u32)> {
     let role = serve_role(run).ok()?;
     let (seqs, budget) = limits_of(run, &role)?;
-    let sizes = role.capture_sizes_at(seqs, budget);
-    let graph = match run_mode(run).ok()? {
-        EAGER => GraphMode::Eager,
-        FULL_DECODE_ONLY => GraphMode::FullDecodeOnly {
-            capture_sizes: sizes,
-        },
-        _ => GraphMode::FullAndPiecewise {
-            piecewise_sizes: sizes.clone(),
-            capture_sizes: sizes,
-        },
+    let mode = match run_mode(run).ok()? {
+        EAGER => CudaGraphMode::None,
+        FULL_DECODE_ONLY => CudaGraphMode::FullDecodeOnly,
+        _ => CudaGraphMode::FullAndPiecewise,
     };
+    let graph = GraphMode::resolve(mode, role.capture_sizes_at(seqs, budget), seqs);
     Some((graph, seqs, budget))
 }
 

@@ -73,7 +73,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // every such run) instead of as full hits in request order moved them from 10.28 %, 85.9 %, 247:
     // the first graph 256/8192 server's e2e-pre-r4 TTFT +85.9 -> -12.3 % (its simulated fully
     // cached prompts made 17-token steps that met a new kernel specialization). cal32's warm-up
-    // first uses had moved jit_compile_ns 863 -> 855 ms and the worst value from 87.1 %.
+    // first uses moved jit_compile_ns 863 -> 855 ms and the worst value from 87.1 %; the derivation's
+    // graph modes resolved as the simulator's (FULL_DECODE_ONLY captured up to max-num-seqs) took it
+    // back to 863 ms.
     // The twenty-seventh batch's 12 runs (graph and eager at 128/4096, limits and workloads no
     // earlier run used, after the warm-up `afd-sim warm-up` lists) were predicted before they ran
     // (traces/data/vllm/blind/): median 10.6 %, worst 57.2 % (graph e2e-pre-sat throughput), 29 of
