@@ -494,14 +494,14 @@ fn with_real_engine(
 }
 
 /// An engine profile `--real-engine` prices with, and the file it came from (`None`: built in).
-struct EngineProfile {
-    profile: afd_traces::vllm_run::VllmEngineProfile,
+pub(crate) struct EngineProfile {
+    pub(crate) profile: afd_traces::vllm_run::VllmEngineProfile,
     source: Option<PathBuf>,
 }
 
 /// `--engine FILE`, else the GPU's built-in engine profile (`None` when it has none). A file that
 /// measured another GPU kind than the deployment's is an error: its steps are that GPU's.
-fn engine_profile(
+pub(crate) fn engine_profile(
     file: Option<&std::path::Path>,
     gpu: afd_sim::model::hardware::GpuKind,
 ) -> anyhow::Result<Option<EngineProfile>> {

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 use afd_sim::launch::{Launch, serving_config_from_command_lines};
 use afd_sim::model::engine::JitCache;
 use afd_sim::model::hardware::GpuKind;
-use afd_sim::serving::GraphMode;
 use afd_sim::topology::RuleSet;
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use serde::Serialize;
 
@@ -109,11 +108,8 @@ pub(crate) fn run(args: &WarmUpArgs) -> anyhow::Result<ExitCode> {
     let reachable = JitCache::reachable(&config.graph, budget, experts, top_k);
     let compiled_at_start = reachable.iter().filter(|k| start.holds(k)).count();
     let prompts = start.clone().covering_prompts(&config.graph, budget);
-    let compile_ms = afd_traces::vllm_run::builtin_engine_profile(args.gpu.as_str())
-        .map(afd_traces::vllm_run::VllmEngineProfile::from_json)
-        .transpose()
-        .context("the built-in engine profile")?
-        .map(|p| p.jit_compile_ns as f64 / 1e6)
+    let compile_ms = crate::cli::predict::engine_profile(None, args.gpu)?
+        .map(|p| p.profile.jit_compile_ns as f64 / 1e6)
         .filter(|&ms| ms > 0.0);
     let mut notes = Vec::new();
     if model.name != "deepseek-v2-lite" {
@@ -126,7 +122,7 @@ pub(crate) fn run(args: &WarmUpArgs) -> anyhow::Result<ExitCode> {
         serve_args: line,
         gpu: args.gpu.as_str(),
         model: model.name.clone(),
-        graph_mode: mode_name(&config.graph),
+        graph_mode: config.graph.name(),
         max_num_seqs: config.max_num_seqs,
         max_num_batched_tokens: budget,
         engines: config.attention.dp,
@@ -143,15 +139,6 @@ pub(crate) fn run(args: &WarmUpArgs) -> anyhow::Result<ExitCode> {
     };
     emit(&text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn mode_name(graph: &GraphMode) -> &'static str {
-    match graph {
-        GraphMode::Eager => "eager",
-        GraphMode::Compiled => "NONE (compiled, no graphs)",
-        GraphMode::FullDecodeOnly { .. } => "FULL_DECODE_ONLY",
-        GraphMode::FullAndPiecewise { .. } => "FULL_AND_PIECEWISE",
-    }
 }
 
 fn render_text(r: &WarmUpReport) -> String {
