@@ -319,7 +319,8 @@ pub fn kernel_history(run: &VllmRun, log: &[EngineStep], record: usize) -> Vec<u
 /// it replays a full decode graph (a uniform decode batch within the largest capture size).
 fn logged_kernel_tokens(graph: &GraphMode, step: &EngineStep) -> Option<u32> {
     let tokens = step.ctx_tokens + step.gen_tokens;
-    let replayed = step.ctx_requests == 0 && jit::full_decode_graph(graph, tokens);
+    // `padded_size` is None without full decode graphs (eager, the compiled model alone).
+    let replayed = step.ctx_requests == 0 && graph.padded_size(tokens).is_some();
     JitCache::kernel_tokens(graph, replayed, tokens)
 }
 

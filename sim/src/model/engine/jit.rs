@@ -147,7 +147,7 @@ impl JitCache {
     /// replayed from a full graph where `graph` captured one, else run at one token. The cache
     /// records what the prompts compile.
     pub fn covering_prompts(&mut self, graph: &GraphMode, max_num_batched_tokens: u32) -> Vec<u32> {
-        let decode = Self::kernel_tokens(graph, full_decode_graph(graph, 1), 1);
+        let decode = Self::kernel_tokens(graph, graph.padded_size(1).is_some(), 1);
         let mut prompts = Vec::new();
         for length in 1..=max_num_batched_tokens.max(1) {
             let Some(m) = Self::kernel_tokens(graph, false, length) else {
@@ -190,12 +190,6 @@ impl JitCache {
     pub fn is_empty(&self) -> bool {
         self.compiled.is_empty()
     }
-}
-
-/// Whether a uniform decode batch of `batch` requests replays a full graph on a server of `graph`
-/// mode (within its largest capture size, under `FULL_DECODE_ONLY` or `FULL_AND_PIECEWISE`).
-pub(super) fn full_decode_graph(graph: &GraphMode, batch: u32) -> bool {
-    !matches!(graph, GraphMode::Eager | GraphMode::Compiled) && graph.padded_size(batch).is_some()
 }
 
 #[cfg(test)]
