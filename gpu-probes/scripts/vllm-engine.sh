@@ -43,7 +43,10 @@
 #        (--jit-monitor-verbose: which shapes compile, when, and what the step around it cost);
 #        graph-128-4096-w4 eager-128-4096-w4: limits no earlier server ran, judged workloads predicted
 #        before they ran, after the warm-up `afd-sim warm-up` lists, every Triton compile logged;
-#        cal32-graph-128-4096: full-budget prefill steps with and without chunks that continue a prompt)
+#        cal32-graph-128-4096: full-budget prefill steps with and without chunks that continue a prompt;
+#        cal32-graph-128-4096-r2: the same plan on a fresh server (another loan's host);
+#        cal33-eager-256-2048 cal34-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
+#        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -88,6 +91,8 @@ for i in "${!labels[@]}"; do
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     graph-128-4096-w4) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal32-graph-128-4096) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
+    cal32-graph-128-4096-r2) plan=cal32-graph-128-4096; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
+    cal33-eager-256-2048|cal34-eager-256-2048) plan=cal33-eager-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     eager-128-4096-w4) plan=$label; flags=(--enforce-eager --max-num-seqs 128 --max-num-batched-tokens 4096 --jit-monitor-verbose) ;;
     cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
