@@ -714,15 +714,20 @@ fn isolated_prefill_steps(
     prefills.into_iter().map(|p| p.1).collect()
 }
 
+/// Each uniform decode burst's median gap between streamed tokens, with the server it ran on, by
+/// batch.
+type BurstGaps<'a> = BTreeMap<u32, Vec<(f64, &'a str)>>;
+
 /// Uniform decode: the median gap between streamed tokens of each burst of B short prompts (no
-/// injected requests), by B, with the mean context of each burst's sequences.
-fn decode_bursts(
-    runs: &[(&str, &VllmRun)],
-    fixed: &[Fixed<'_>],
+/// injected requests), by B, with the server it ran on, and the mean context of each burst's
+/// sequences.
+fn decode_bursts<'a>(
+    runs: &[(&'a str, &VllmRun)],
+    fixed: &[Fixed<'a>],
     graphless: bool,
     evidence: &mut BTreeMap<String, String>,
-) -> (BTreeMap<u32, Vec<f64>>, Vec<f64>) {
-    let mut decode: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+) -> (BurstGaps<'a>, Vec<f64>) {
+    let mut decode = BurstGaps::new();
     let mut table_contexts: Vec<f64> = Vec::new();
     let key = evidence_prefix(graphless);
     for (name, record, requests) in fixed {
@@ -742,7 +747,7 @@ fn decode_bursts(
             && few_prefill_steps(run, w)
             && let Some(m) = median_gap(requests)
         {
-            decode.entry(w.num_prompts).or_default().push(m);
+            decode.entry(w.num_prompts).or_default().push((m, *name));
             table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
             evidence.insert(
                 format!("{key}{}", w.num_prompts),
@@ -806,10 +811,13 @@ fn graphless_decode_s(
 /// The uniform decode period by batch: the probe's streamed bursts (or, where the same batch's
 /// unstreamed pairs show the engine well faster than the stream, theirs: the stream was the front
 /// end's pace), then `vllm bench serve`'s own calibration runs where they are engine-bound
-/// ([`bench_decode_s`]), made non-decreasing in the batch.
+/// ([`bench_decode_s`]), made non-decreasing in the batch, each batch weighted by its servers.
+/// Bursts and bench runs pool as the step tables do, every server once ([`median_over_servers`]):
+/// an eager decode step is its host's, and one server's two rounds of bursts are one draw of its
+/// loan's level, not two (docs/fidelity.md, "The twenty-ninth batch").
 fn decode_table(
     runs: &[(&str, &VllmRun)],
-    decode: BTreeMap<u32, Vec<f64>>,
+    decode: BurstGaps<'_>,
     (host_bound, graphless): (bool, bool),
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<(u32, u64)> {
@@ -818,8 +826,9 @@ fn decode_table(
     let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
         .into_iter()
         .filter_map(|(b, gaps)| {
-            let weight = gaps.len() as f64;
-            let streamed = median(gaps)?;
+            let weight = gaps.iter().map(|g| g.1).collect::<BTreeSet<_>>().len() as f64;
+            let streamed =
+                median_over_servers(gaps.into_iter().map(|(gap, server)| (server, gap)))?;
             let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
                 Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
                     evidence.insert(format!("{key}{b}_unstreamed"), "unstreamed pairs".into());
@@ -846,7 +855,7 @@ fn decode_table(
         .map(|(&b, &(p, _))| (b, (p * 1e9).round() as u64))
         .collect();
     for (b, seen) in bench_decode_s(runs, graphless) {
-        let Some(bench) = median(seen.iter().map(|s| s.0).collect()) else {
+        let Some(bench) = median_over_servers(seen.iter().map(|s| (server_of(&s.1), s.0))) else {
             continue;
         };
         // Above the probe's figure by more than the ratio, the front end set the bench run's pace
@@ -860,7 +869,8 @@ fn decode_table(
         }
         let names: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
         evidence.insert(format!("{key}{b}_bench"), names.join(", "));
-        let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + seen.len() as f64;
+        let servers: BTreeSet<&str> = seen.iter().map(|s| server_of(&s.1)).collect();
+        let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + servers.len() as f64;
         by_batch.insert(b, (bench, weight));
     }
     // A larger batch never steps faster: measurements that say so are noise (the eager host path

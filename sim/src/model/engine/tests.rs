@@ -1453,6 +1453,34 @@ fn a_table_entry_counts_every_server_once() {
     assert_eq!(server_of("runs/a:b/run.json:fx-d64"), "runs/a:b/run.json");
 }
 
+#[test]
+fn the_decode_table_counts_every_server_once() {
+    // One fast server measured the 16-request decode in three rounds, two slower ones once each:
+    // by burst the fast server's 4 ms would win (median of 4, 4, 4, 6, 7); by server the median is
+    // of 4, 6 and 7 ms.
+    let fast = run(
+        &DECODE_ONLY_8192,
+        (0..3)
+            .map(|k| burst(&format!("fx-d16-{k}"), 16, 128, 0.004, 0.0))
+            .collect(),
+    );
+    let slow = |gap_s| {
+        run(
+            &DECODE_ONLY_8192,
+            vec![burst("fx-d16", 16, 128, gap_s, 0.0)],
+        )
+    };
+    let runs = [fast, slow(0.006), slow(0.007)];
+    let names = ["fast.json", "slow-a.json", "slow-b.json"].map(String::from);
+    let refs: Vec<(&str, &VllmRun)> = names.iter().map(String::as_str).zip(&runs).collect();
+    let fixed = fixed_records(&refs);
+    let mut evidence = BTreeMap::new();
+    let (decode, _) = decode_bursts(&refs, &fixed, false, &mut evidence);
+    assert_eq!(decode[&16].len(), 5);
+    let table = decode_table(&refs, decode, (false, false), &mut evidence);
+    assert_eq!(table, [(16, 6_000_000)]);
+}
+
 /// A run's mode and limits are read as vLLM reads its serve words, whatever the spelling: dotted
 /// JSON keys, `-O<n>`, underscores, the capture-size flag or key; words vLLM would refuse say so.
 #[test]
