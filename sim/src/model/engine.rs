@@ -749,10 +749,14 @@ fn decode_bursts<'a>(
         {
             decode.entry(w.num_prompts).or_default().push((m, *name));
             table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
-            evidence.insert(
-                format!("{key}{}", w.num_prompts),
-                format!("{name}:{}", w.name),
-            );
+            // Every burst a batch's entry pools is named, not only the last one read.
+            let named = evidence
+                .entry(format!("{key}{}", w.num_prompts))
+                .or_default();
+            if !named.is_empty() {
+                named.push_str(", ");
+            }
+            named.push_str(&format!("{name}:{}", w.name));
         }
     }
     (decode, table_contexts)

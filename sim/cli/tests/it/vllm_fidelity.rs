@@ -72,8 +72,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // with the twenty-ninth batch: median 17.3 -> 16.6 %, mean 28.3 -> 27.1 %, 100 -> 105 of 147
     // within 25 %), moved them from 11.74 %, 244 and 12 (the model on repeats 14.1 -> 12.8 %).
     // The batch's eager calibration server (cal33, a fast loan: decode steps of 41-48 ms where the
-    // earlier eager loans stepped at 61-87) had moved the median from 10.44 % (eager TPOT +7.9 ->
-    // -6.2 % signed at the median with both, TTFT -1.5 -> -13.6 %).
+    // earlier eager calibration servers' bench runs stepped at 61-87) had moved the median from
+    // 10.44 % (eager TPOT +7.9 -> -6.2 % signed at the median with both, TTFT -1.5 -> -13.6 %).
     // Each request's prefix-cache hit laid out as the random dataset shares prompts across runs of
     // one seed (request i's first min(L, L_earlier) tokens; the logs' uncomputed totals agree on
     // every such run) instead of as full hits in request order moved them from 10.28 %, 85.9 %, 247:

@@ -1477,6 +1477,8 @@ fn the_decode_table_counts_every_server_once() {
     let mut evidence = BTreeMap::new();
     let (decode, _) = decode_bursts(&refs, &fixed, false, &mut evidence);
     assert_eq!(decode[&16].len(), 5);
+    // The evidence names every burst the entry pools.
+    assert_eq!(evidence["decode_b16"].matches(".json:fx-d16").count(), 5);
     let table = decode_table(&refs, decode, (false, false), &mut evidence);
     assert_eq!(table, [(16, 6_000_000)]);
 }
