@@ -601,7 +601,7 @@ fn mode_costs(
     };
     let fixed = fixed_records(runs);
     let mut evidence = BTreeMap::new();
-    let (decode, table_contexts) = decode_bursts(runs, &fixed, false, &mut evidence);
+    let (decode, table_contexts) = decode_bursts(runs, &fixed, false);
     let decode_period_ns = decode_table(runs, decode, (mode == EAGER, false), &mut evidence);
     if decode_period_ns.is_empty() {
         return Err(missing(
@@ -714,22 +714,19 @@ fn isolated_prefill_steps(
     prefills.into_iter().map(|p| p.1).collect()
 }
 
-/// Each uniform decode burst's median gap between streamed tokens, with the server it ran on, by
-/// batch.
-type BurstGaps<'a> = BTreeMap<u32, Vec<(f64, &'a str)>>;
+/// Seconds by decode batch, each with the record it was read from (`file:workload`).
+type ByBatch = BTreeMap<u32, Vec<(f64, String)>>;
 
 /// Uniform decode: the median gap between streamed tokens of each burst of B short prompts (no
-/// injected requests), by B, with the server it ran on, and the mean context of each burst's
+/// injected requests), by B, with the burst it came from, and the mean context of each burst's
 /// sequences.
-fn decode_bursts<'a>(
-    runs: &[(&'a str, &VllmRun)],
-    fixed: &[Fixed<'a>],
+fn decode_bursts(
+    runs: &[(&str, &VllmRun)],
+    fixed: &[Fixed<'_>],
     graphless: bool,
-    evidence: &mut BTreeMap<String, String>,
-) -> (BurstGaps<'a>, Vec<f64>) {
-    let mut decode = BurstGaps::new();
+) -> (ByBatch, Vec<f64>) {
+    let mut decode = ByBatch::new();
     let mut table_contexts: Vec<f64> = Vec::new();
-    let key = evidence_prefix(graphless);
     for (name, record, requests) in fixed {
         let w = &record.workload;
         let (_, run) = runs
@@ -747,16 +744,11 @@ fn decode_bursts<'a>(
             && few_prefill_steps(run, w)
             && let Some(m) = median_gap(requests)
         {
-            decode.entry(w.num_prompts).or_default().push((m, *name));
+            decode
+                .entry(w.num_prompts)
+                .or_default()
+                .push((m, format!("{name}:{}", w.name)));
             table_contexts.push(f64::from(w.input_len) + f64::from(w.output_len) / 2.0);
-            // Every burst a batch's entry pools is named, not only the last one read.
-            let named = evidence
-                .entry(format!("{key}{}", w.num_prompts))
-                .or_default();
-            if !named.is_empty() {
-                named.push_str(", ");
-            }
-            named.push_str(&format!("{name}:{}", w.name));
         }
     }
     (decode, table_contexts)
@@ -801,7 +793,7 @@ fn graphless_decode_s(
     if nonuniform.is_empty() {
         return 0.0;
     }
-    let (decode, _) = decode_bursts(runs, fixed, true, evidence);
+    let (decode, _) = decode_bursts(runs, fixed, true);
     let points = decode_table(runs, decode, (false, true), evidence);
     let per_request = points
         .iter()
@@ -821,18 +813,19 @@ fn graphless_decode_s(
 /// loan's level, not two (docs/fidelity.md, "The twenty-ninth batch").
 fn decode_table(
     runs: &[(&str, &VllmRun)],
-    decode: BurstGaps<'_>,
+    decode: ByBatch,
     (host_bound, graphless): (bool, bool),
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<(u32, u64)> {
     let key = evidence_prefix(graphless);
     let unstreamed = unstreamed_period_s(runs, graphless);
+    for (b, gaps) in &decode {
+        evidence.insert(format!("{key}{b}"), evidence_list(gaps));
+    }
     let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
         .into_iter()
         .filter_map(|(b, gaps)| {
-            let weight = gaps.iter().map(|g| g.1).collect::<BTreeSet<_>>().len() as f64;
-            let streamed =
-                median_over_servers(gaps.into_iter().map(|(gap, server)| (server, gap)))?;
+            let (streamed, weight) = pooled(&gaps)?;
             let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
                 Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
                     evidence.insert(format!("{key}{b}_unstreamed"), "unstreamed pairs".into());
@@ -859,7 +852,7 @@ fn decode_table(
         .map(|(&b, &(p, _))| (b, (p * 1e9).round() as u64))
         .collect();
     for (b, seen) in bench_decode_s(runs, graphless) {
-        let Some(bench) = median_over_servers(seen.iter().map(|s| (server_of(&s.1), s.0))) else {
+        let Some((bench, servers)) = pooled(&seen) else {
             continue;
         };
         // Above the probe's figure by more than the ratio, the front end set the bench run's pace
@@ -871,10 +864,8 @@ fn decode_table(
         {
             continue;
         }
-        let names: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
-        evidence.insert(format!("{key}{b}_bench"), names.join(", "));
-        let servers: BTreeSet<&str> = seen.iter().map(|s| server_of(&s.1)).collect();
-        let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + servers.len() as f64;
+        evidence.insert(format!("{key}{b}_bench"), evidence_list(&seen));
+        let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + servers;
         by_batch.insert(b, (bench, weight));
     }
     // A larger batch never steps faster: measurements that say so are noise (the eager host path
@@ -898,8 +889,8 @@ fn decode_table(
 /// and on the lent H200 a host-bound step ran slower beside it than beside the probe's (eager, one
 /// server, interleaved: 14 % and 34 % at 64 streams, cal2-eager), a difference no fixed burst of the
 /// probe's own can see.
-fn bench_decode_s(runs: &[(&str, &VllmRun)], graphless: bool) -> BTreeMap<u32, Vec<(f64, String)>> {
-    let mut out: BTreeMap<u32, Vec<(f64, String)>> = BTreeMap::new();
+fn bench_decode_s(runs: &[(&str, &VllmRun)], graphless: bool) -> ByBatch {
+    let mut out = ByBatch::new();
     for (name, run) in runs {
         for r in &run.records {
             let w = &r.workload;
@@ -1713,8 +1704,11 @@ fn grouped_table(
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        let servers: BTreeSet<&str> = priced.iter().map(|p| server_of(&p.2)).collect();
-        groups.push((tokens, period, servers.len() as f64));
+        groups.push((
+            tokens,
+            period,
+            server_count(priced.iter().map(|p| p.2.as_str())),
+        ));
         i = j;
     }
     // Pool adjacent violators: a step with more tokens never costs less.
@@ -1744,6 +1738,30 @@ fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> 
         by_server.entry(server).or_default().push(value);
     }
     median(by_server.into_values().filter_map(median).collect())
+}
+
+/// Values with their evidence (`file:workload`) pooled as the tables pool them: the median over
+/// servers ([`median_over_servers`]), and how many servers gave them (the value's weight).
+fn pooled(seen: &[(f64, String)]) -> Option<(f64, f64)> {
+    let period = median_over_servers(seen.iter().map(|s| (server_of(&s.1), s.0)))?;
+    Some((period, server_count(seen.iter().map(|s| s.1.as_str()))))
+}
+
+/// How many run files a list of evidence (`file:workload[…]`) names.
+fn server_count<'a>(evidence: impl IntoIterator<Item = &'a str>) -> f64 {
+    evidence
+        .into_iter()
+        .map(server_of)
+        .collect::<BTreeSet<_>>()
+        .len() as f64
+}
+
+/// Every record a figure pooled, as its evidence entry lists them.
+fn evidence_list(seen: &[(f64, String)]) -> String {
+    seen.iter()
+        .map(|s| s.1.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The run file a table point's evidence (`file:workload[…]`) names (a workload's name has no

@@ -1475,12 +1475,12 @@ fn the_decode_table_counts_every_server_once() {
     let refs: Vec<(&str, &VllmRun)> = names.iter().map(String::as_str).zip(&runs).collect();
     let fixed = fixed_records(&refs);
     let mut evidence = BTreeMap::new();
-    let (decode, _) = decode_bursts(&refs, &fixed, false, &mut evidence);
+    let (decode, _) = decode_bursts(&refs, &fixed, false);
     assert_eq!(decode[&16].len(), 5);
-    // The evidence names every burst the entry pools.
-    assert_eq!(evidence["decode_b16"].matches(".json:fx-d16").count(), 5);
     let table = decode_table(&refs, decode, (false, false), &mut evidence);
     assert_eq!(table, [(16, 6_000_000)]);
+    // The evidence names every burst the entry pools.
+    assert_eq!(evidence["decode_b16"].matches(".json:fx-d16").count(), 5);
 }
 
 /// A run's mode and limits are read as vLLM reads its serve words, whatever the spelling: dotted
