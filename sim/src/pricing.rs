@@ -158,6 +158,53 @@ pub fn price_step(
     costs.control = cost.transfer_bytes(book, 8).total().as_ns()
         + cost.transfer_bytes(book, json).total().as_ns();
     costs.host = host_costs(cost, book, scope);
+    if let Some(vllm) = cost.vllm_host() {
+        costs.host = vllm_host_costs(costs.host, vllm, cost.model().layers(), shape);
+    }
+}
+
+/// An AFD step's host costs at real vLLM's pace ([`CostModel::with_vllm_host`]).
+///
+/// Real vLLM issues a step without graphs from Python, and its host, not its kernels, sets the
+/// step's length: a plain eager decode step of DeepSeek-V2-Lite on H200 takes 49-75 ms where the
+/// operations' measured lean issue costs (`derived.host_us`) add up to a few. The engine profile
+/// measured what the whole plain step of a shape costs (`EngineModel::step_cost`'s host share);
+/// the lean costs say how a plain step's issue divides over its parts: the scheduler
+/// (`host.step`), an attention block per layer and for the LM head, an FFN block per layer, as
+/// `ColocatedModel::sweep` issues them. Each role's parts are scaled by the measured step over
+/// that lean sum, the Attention role's by its own mode's step (the `torch.compile`d model without
+/// graphs under `FULL_DECODE_ONLY`, op by op under `--enforce-eager`), the FFN role's by the eager
+/// step (it runs `compute_ffn_output` outside the compiled forward whenever it replays no graph,
+/// afd-spec §5.3), so the two roles' parts of one layer sum to the plain layer's measured issue.
+/// A role that replays a graph keeps its costs; so do the hand-offs, the collectives and the FFN
+/// loop, which no plain step measured. Never below the lean costs.
+pub fn vllm_host_costs(
+    host: HostCosts,
+    vllm: &crate::model::cost::VllmHost,
+    layers: u32,
+    shape: &StepShape,
+) -> HostCosts {
+    let layers = u64::from(layers);
+    let lean = host.step + (layers + 1) * host.attention_compute + layers * host.ffn_compute;
+    if lean == 0 {
+        return host;
+    }
+    let factor = |mode: &crate::serving::GraphMode| {
+        vllm.engine
+            .step_cost_without_graphs(mode, shape)
+            .map_or(1.0, |c| (c.host_ns as f64 / lean as f64).max(1.0))
+    };
+    let scale = |ns: u64, f: f64| (ns as f64 * f).round() as u64;
+    let mut scaled = host;
+    if !shape.graph {
+        let f = factor(&vllm.attention_mode);
+        scaled.step = scale(host.step, f);
+        scaled.attention_compute = scale(host.attention_compute, f);
+    }
+    if !shape.ffn_graph {
+        scaled.ffn_compute = scale(host.ffn_compute, factor(&crate::serving::GraphMode::Eager));
+    }
+    scaled
 }
 
 /// The Attention side of `step` and its hand-offs: each engine's attention block and TP

@@ -229,6 +229,9 @@ pub struct CostModel {
     calibration: Option<Calibrated>,
     /// The real engine's step floors (`model/engine.rs`), when an engine profile was given.
     engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
+    /// Real vLLM's host path for the steps an AFD pair's roles issue op by op, when an engine
+    /// profile was given for a pair (`with_vllm_host`).
+    vllm_host: Option<VllmHost>,
     /// The link A↔F hand-offs take when it is not the GPUs' own (another host, or `--link`).
     afd_link: Option<AfdLink>,
 }
@@ -239,6 +242,16 @@ const _: () = {
     const fn shareable<T: Send + Sync>() {}
     shareable::<CostModel>();
 };
+
+/// Real vLLM's host path for an AFD pair ([`CostModel::with_vllm_host`]): the engine profile that
+/// measured plain vLLM's steps, and the Attention role's graph mode (its steps without graphs run
+/// the `torch.compile`d model, or op by op under `--enforce-eager`; the FFN role's run op by op in
+/// either, afd-spec §5.3).
+#[derive(Clone, Debug)]
+pub struct VllmHost {
+    pub engine: std::sync::Arc<crate::model::engine::EngineModel>,
+    pub attention_mode: crate::serving::GraphMode,
+}
 
 /// The link between the Attention and FFN ranks and how many ranks of one host share it.
 #[derive(Clone, Debug, PartialEq)]
@@ -259,6 +272,7 @@ impl CostModel {
             kernels: KernelCounts::defaults(),
             calibration: None,
             engine: None,
+            vllm_host: None,
             afd_link: None,
         }
     }
@@ -289,6 +303,19 @@ impl CostModel {
     /// The engine model, when one was given.
     pub fn engine(&self) -> Option<&crate::model::engine::EngineModel> {
         self.engine.as_deref()
+    }
+
+    /// The same model, with an AFD pair's steps issued at real vLLM's host pace: where a role runs
+    /// a step without graphs, its eager issue costs are scaled to what the engine profile measured
+    /// a plain vLLM step of the same shape spending on its host (`pricing::vllm_host_costs`).
+    pub fn with_vllm_host(mut self, host: VllmHost) -> CostModel {
+        self.vllm_host = Some(host);
+        self
+    }
+
+    /// Real vLLM's host path for an AFD pair's steps, when one was given.
+    pub fn vllm_host(&self) -> Option<&VllmHost> {
+        self.vllm_host.as_ref()
     }
 
     /// A cost model that prices from `profile` wherever it has a table for this model, else from the

@@ -1921,10 +1921,30 @@ impl EngineModel {
     /// What a planned step costs the engine, or `None` when the profile has no costs for the
     /// deployment's mode. Every engine of the step is priced and the slowest counts.
     pub fn step_cost(&self, graph: &GraphMode, shape: &StepShape) -> Option<EngineStepCost> {
+        self.cost_of(graph, shape, shape.graph)
+    }
+
+    /// What the step of `shape` costs the engine run without graphs in mode `graph` (a uniform
+    /// decode batch as one past the largest capture size), or `None` as [`Self::step_cost`].
+    pub fn step_cost_without_graphs(
+        &self,
+        graph: &GraphMode,
+        shape: &StepShape,
+    ) -> Option<EngineStepCost> {
+        self.cost_of(graph, shape, false)
+    }
+
+    fn cost_of(
+        &self,
+        graph: &GraphMode,
+        shape: &StepShape,
+        replays: bool,
+    ) -> Option<EngineStepCost> {
         let costs = self.mode(graph)?;
         let mut cost = EngineStepCost::default();
         for e in 0..shape.tokens.len() {
-            let (period, host) = engine_cost(costs, &self.trained_growth, graph, shape, e);
+            let (period, host) =
+                engine_cost(costs, &self.trained_growth, (graph, replays), shape, e);
             cost.period_ns = cost.period_ns.max(period);
             cost.host_ns = cost.host_ns.max(host);
         }
@@ -1933,12 +1953,14 @@ impl EngineModel {
     }
 }
 
-/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds; with a
-/// `trained` growth (empty: none), a replayed decode step is a trained model's (`trained.rs`).
+/// What engine `e` of a planned step costs in mode `costs`: `(period, host)`, nanoseconds; a
+/// uniform decode step replays its graph where `replays` (the step's own `graph` flag, or false to
+/// price it without graphs); with a `trained` growth (empty: none), a replayed decode step is a
+/// trained model's (`trained.rs`).
 fn engine_cost(
     costs: &EngineModeCosts,
     trained: &[(u32, u64)],
-    graph: &GraphMode,
+    (graph, replays): (&GraphMode, bool),
     shape: &StepShape,
     e: usize,
 ) -> (u64, u64) {
@@ -1969,7 +1991,7 @@ fn engine_cost(
     // op by op is the host's for as long as its dispatch takes.
     match graph {
         GraphMode::FullDecodeOnly { .. } | GraphMode::FullAndPiecewise { .. }
-            if uniform && shape.graph =>
+            if uniform && replays =>
         {
             let batch = shape.padded.get(e).copied().unwrap_or(tokens).max(decodes);
             let period = trained_decode(costs, trained, batch) + attend;

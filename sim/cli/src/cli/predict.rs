@@ -111,8 +111,10 @@ pub(crate) struct PredictArgs {
     /// the compiled model by FULL_DECODE_ONLY's steps without graphs) as real vLLM 0.26.0 runs it: the engine's measured step
     /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. An AFD pair
     /// takes the profile's front end and asynchronous scheduling for its Attention server (vLLM's
-    /// own API server and engine core) and keeps the kernel model for its steps, which were never
-    /// measured. The profile's runs served --load-format dummy, whose decode tokens route to few
+    /// own API server and engine core), and real vLLM's host pace for every step a role runs
+    /// without graphs: each role issues its part of a plain vLLM step of the same shape (the
+    /// Attention role's in its own mode, the FFN role's op by op); the pair's kernels, never
+    /// measured on real vLLM, keep the kernel model. The profile's runs served --load-format dummy, whose decode tokens route to few
     /// experts: a server that loads its weights replays dearer decode graphs, every expert even
     /// routing picks read. Off by default, so a plain server and the AFD pairs a sweep sets beside
     /// it are priced alike.
@@ -407,10 +409,10 @@ impl Inputs {
 /// A plain server the built-in engine profile measured is priced as real vLLM 0.26.0 runs it: the
 /// profile's step periods, its front end (text prompts, as `vllm bench serve` sends them) and
 /// asynchronous scheduling, as `afd-sim compare` prices it (docs/fidelity.md). An AFD pair takes
-/// the front end and asynchronous scheduling alone: its Attention server's API server and engine
-/// core are vLLM's own (the plugin keeps the batch queue, `afd_plugin/compat/patches/
-/// engine_core.py:151-179`), but no step of an AFD role was measured, so its steps keep the kernel
-/// model. Any other deployment keeps the kernel model, and says so. A server that loads its weights
+/// the front end and asynchronous scheduling (its Attention server's API server and engine core are
+/// vLLM's own; the plugin keeps the batch queue, `afd_plugin/compat/patches/engine_core.py:151-179`)
+/// and vLLM's host pace for what its roles issue op by op (`CostModel::with_vllm_host`); no step
+/// of an AFD role was measured, so its kernels keep the kernel model. Any other deployment keeps the kernel model, and says so. A server that loads its weights
 /// replays the decode graphs of a trained model's routing, not the profile's dummy weights'
 /// (`EngineModel::serving`).
 fn with_real_engine(
@@ -463,10 +465,18 @@ fn with_real_engine(
     options.kernels_warm = warm_kernels;
     if placement != Placement::Plain {
         eprintln!(
-            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}); an AFD role's steps were never measured and keep the kernel model",
+            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}), and each role's host issue of a step without graphs as its share of a plain vLLM step of the same shape; an AFD role's steps were never measured, so their kernels keep the kernel model",
             profile.vllm_version
         );
-        return Ok(cost);
+        if !engine.prices(&afd_sim::serving::GraphMode::Eager) {
+            eprintln!(
+                "note: the engine profile has no eager steps: the FFN role's issue of a step without graphs keeps the kernel model"
+            );
+        }
+        return Ok(cost.with_vllm_host(afd_sim::model::cost::VllmHost {
+            engine: std::sync::Arc::new(engine),
+            attention_mode: config.graph.clone(),
+        }));
     }
     eprintln!(
         "note: priced as real vLLM {} runs it ({named})",

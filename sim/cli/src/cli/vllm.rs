@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use afd_sim::launch::Launch;
 use afd_sim::model::arch::ModelArch;
+use afd_sim::model::cost::VllmHost;
 use afd_sim::model::engine::{self, EngineModel};
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::profiles::default_cost_model;
@@ -94,8 +95,9 @@ Examples:
 RESULT.json is an afd-probe vllm run file (its serve words give the deployment) or a plain `vllm
 bench serve --save-result` JSON with the deployment that ran it: --serve-args for one server, or
 an AFD pair's recipe or --attention-args and --ffn-args (judged as `check` judges them; a pair's
-steps are priced by the kernel model, its Attention server's front end and asynchronous
-scheduling by the engine profile, as `predict --real-engine` prices a pair). The workload is
+kernels are priced by the kernel model; the engine profile prices its Attention server's front end
+and asynchronous scheduling, and each role's host issue of a step without graphs as its part of a
+plain vLLM step of the same shape, as `predict --real-engine` prices a pair). The workload is
 read from the result (num_prompts, request_rate, burstiness, ramp_up_strategy and its rates,
 max_concurrency, token totals: the random dataset at fixed lengths; a --save-detailed result's
 input_lens and output_lens give each request its own, for the sharegpt dataset or random
@@ -608,7 +610,7 @@ impl Setup {
         if self.engine.is_some() {
             if pair {
                 caveats.push(
-                    "note: an AFD pair's steps were never measured on real vLLM: they are priced by the kernel model, with the engine profile's front end and asynchronous scheduling for the Attention server (as `predict --real-engine` prices a pair)"
+                    "note: an AFD pair's steps were never measured on real vLLM: the kernel model prices their kernels, and the engine profile their host issue (each role's share of a plain vLLM step of the same shape), the Attention server's front end and asynchronous scheduling (as `predict --real-engine` prices a pair)"
                         .to_owned(),
                 );
             } else {
@@ -642,8 +644,13 @@ impl Setup {
                     let cost = default_cost_model(&self.model, self.gpu, case.config.cost_layout())
                         .map_err(|e| format!("{e:#}"))?;
                     Ok(match &self.engine {
-                        // An AFD role's steps were never measured: the kernel model prices them.
-                        _ if pair => cost,
+                        // An AFD role's steps were never measured: the kernel model prices
+                        // their kernels, real vLLM's host path their issue (`with_vllm_host`).
+                        Some(engine) if pair => cost.with_vllm_host(VllmHost {
+                            engine: engine.clone(),
+                            attention_mode: case.config.graph.clone(),
+                        }),
+                        None if pair => cost,
                         // A server that loads trained weights, priced by a profile of dummy ones,
                         // replays dearer decode steps (`EngineModel::serving`).
                         Some(engine) if engine.measured_dummy_for(case.dummy_weights) => {
