@@ -139,6 +139,11 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # prefilled a chunk with computed context (3,072-token prompts at a 4,096 budget). Bursts of the
     # same tokens a step with and without such chunks, interleaved on one FULL_DECODE_ONLY server.
     "cal32-graph-128-4096": (128, 4096),
+    # An AFD pair issues its steps without graphs at vLLM's pace, each role its part of a plain step
+    # (docs/fidelity.md, "AFD roles at vLLM's host pace"); the part is the lean costs' until measured.
+    # An eager server with vLLM's torch profiler on: the plan's fixed shapes unprofiled, then
+    # profile-modules.py (the label's hook) profiles the same shapes and divides each step by module.
+    "cal35-eager-profile-256-2048": (256, 2048),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -887,6 +892,19 @@ def judged_order_plan(label):
             work.append(w)
     return plan_document(warm, work)
 
+def cal35_plan(label):
+    """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
+    the warm-ups every eager plan runs, then the hook's four shapes unprofiled, twice, so the
+    profiled steps' overhead over the same server's own is on record beside them."""
+    warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
+            fx(label, "warm-p2048", 2048, 2, 1, 90)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 4, 16, 64, 256)]
+    work = []
+    for rep in "ab":
+        work += [fx(label, f"fx-d16-c128-o8-{rep}", 128, 8, 16), fx(label, f"fx-d64-c128-o8-{rep}", 128, 8, 64),
+                 fx(label, f"fx-p512-o2-{rep}", 512, 2, 1), fx(label, f"fx-p2048-o2-{rep}", 2048, 2, 1, 90)]
+    return plan_document(warm, work)
+
 def plan(label):
     special = [("cal-", calibration_plan), ("cal2-", cal2_plan), ("cal3-", cal3_plan), ("cal4-", cal4_plan),
                ("cal5-", cal5_plan), ("cal6-", cal6_plan), ("cal7-", cal7_plan),
@@ -901,7 +919,7 @@ def plan(label):
                ("cal25-", cal25_plan), ("cal26-", cal26_plan),
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
-               ("cal32-", cal32_plan)]
+               ("cal32-", cal32_plan), ("cal35-", cal35_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

@@ -46,7 +46,10 @@
 #        cal32-graph-128-4096: full-budget prefill steps with and without chunks that continue a prompt;
 #        cal32-graph-128-4096-r2: the same plan on a fresh server (another loan's host);
 #        cal33-eager-256-2048 cal34-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
-#        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level))
+#        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level);
+#        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
+#        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
+#        dividing each step's host time by module (the AFD roles' part of a plain step))
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -97,11 +100,17 @@ for i in "${!labels[@]}"; do
     cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal28-graph-64-64-r2) plan=cal28-graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
+    cal35-eager-profile-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048
+      --profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/root/prof/$label\", \"ignore_frontend\": true, \"torch_profiler_with_stack\": true}") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
   hook=()
   if [ -n "${HOOK:-}" ] && [ "$i" -eq $((${#labels[@]} - 1)) ]; then hook=(--hook "$HOOK" --hook-timeout 240); fi
+  case "$label" in
+    cal35-*) rm -rf "/root/prof/$label"
+      hook=(--hook "python3 $here/profile-modules.py --trace-dir /root/prof/$label --out /root/runs/$label/modules" --hook-timeout 330) ;;
+  esac
   rm -rf "/root/runs/$label"
   # The host's eager dispatch speed on the idle GPU, into the run's provenance notes (host-speed.py).
   speed=$(timeout 120 python3 "$here/host-speed.py" 2>/dev/null || echo "host_speed=failed")
