@@ -113,5 +113,6 @@ pub fn sweep_inputs<'a>(
         cross_node_link: None,
         loads: Default::default(),
         capacity: None,
+        engine: None,
     }
 }

@@ -887,9 +887,20 @@ fn memo_context(
     options: ModelOptions,
     model: &ModelArch,
 ) -> u64 {
+    // Real vLLM's engine prices a step by the deployment's graph mode too (an eager and a
+    // graph-less step of one shape cost differently), and by its profile (named by its sources).
+    let engine = match (cost.engine(), cost.vllm_host()) {
+        (None, None) => String::new(),
+        (engine, host) => format!(
+            " {:?} {:?} {:?}",
+            config.graph,
+            engine.map(|e| (&e.profile().sources, e.prices_trained_weights())),
+            host.map(|h| &h.engine.profile().sources)
+        ),
+    };
     xxhash_rust::xxh3::xxh3_64(
         format!(
-            "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}",
+            "{layout:?} {:?} {:?} {:?} {:?} {:?} {:?} {seed:?} {options:?} {} {model:?}{engine}",
             config.placement,
             config.attention,
             config.ffn,

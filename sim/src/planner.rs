@@ -148,6 +148,10 @@ pub fn fingerprint(plan: &Plan, inputs: &Inputs<'_>) -> String {
     if let Some(search) = &inputs.capacity {
         add(&format!("capacity {search:?}"));
     }
+    // Only when priced as real vLLM, so that kernel-model sweeps keep their fingerprints.
+    if let Some(engine) = &inputs.engine {
+        add(&format!("engine {:?}", engine.profile()));
+    }
     format!("{:016x}", hash.digest())
 }
 

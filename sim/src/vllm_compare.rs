@@ -439,6 +439,121 @@ pub fn engine_layout_caveat(config: &ServingConfig) -> Option<String> {
     })
 }
 
+/// A deployment [`price_as_vllm`] prices, as its command lines say.
+#[derive(Clone, Copy, Debug)]
+pub struct RealServer<'a> {
+    pub config: &'a ServingConfig,
+    /// An AFD pair (else one plain `vllm serve` server, of one GPU or more).
+    pub pair: bool,
+    /// It fills its weights at random (`--load-format dummy`).
+    pub dummy_weights: bool,
+    /// Its (Attention) engine core schedules one step ahead (`--no-async-scheduling` turns it off).
+    pub async_scheduling: bool,
+    /// How a trained model's tokens pick experts.
+    pub popularity: crate::model::workload::ExpertPopularity,
+    /// Past its first uses of the fused-MoE kernel's specializations (else freshly started).
+    pub warm_kernels: bool,
+}
+
+/// How [`price_as_vllm`] priced a deployment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VllmPricing {
+    /// A plain server at the engine's measured step periods; `trained_weights` where its replayed
+    /// decode steps swap the profile's dummy routing for a trained model's
+    /// (`EngineModel::serving`).
+    Plain { trained_weights: bool },
+    /// An AFD pair: the kernel model's kernels, each role's issue of a step without graphs at
+    /// vLLM's host pace (`CostModel::with_vllm_host`).
+    Pair,
+    /// The profile has no costs for the deployment's graph mode: the kernel model alone.
+    Unpriced,
+}
+
+/// Prices `server` as real vLLM runs it, with `engine`'s measured terms: the front end, its
+/// intake of text prompts of `prompt_tokens` tokens, asynchronous scheduling and the first-use
+/// compiles on `options`; a plain server's steps at the engine's periods; an AFD pair's host issue
+/// at vLLM's pace, its kernels from the kernel model. A graph mode the profile did not measure is
+/// left to the kernel model, `options` untouched. `predict`, `sweep` and the twin price through
+/// it, so one deployment costs the same in each.
+pub fn price_as_vllm(
+    cost: CostModel,
+    server: RealServer<'_>,
+    engine: &crate::model::engine::EngineModel,
+    prompt_tokens: f64,
+    options: &mut RunOptions,
+) -> (CostModel, VllmPricing) {
+    let graph = &server.config.graph;
+    if !engine.prices(graph) {
+        return (cost, VllmPricing::Unpriced);
+    }
+    FrontEnd::of_engine(engine, graph, &[], server.async_scheduling).apply(options, prompt_tokens);
+    options.kernels_warm = server.warm_kernels;
+    if server.pair {
+        let host = crate::model::cost::VllmHost {
+            engine: std::sync::Arc::new(engine.clone()),
+            attention_mode: graph.clone(),
+        };
+        return (cost.with_vllm_host(host), VllmPricing::Pair);
+    }
+    let served = engine
+        .clone()
+        .serving(server.dummy_weights, &cost, server.popularity);
+    let trained_weights = served.prices_trained_weights();
+    (
+        cost.with_engine(std::sync::Arc::new(served)),
+        VllmPricing::Plain { trained_weights },
+    )
+}
+
+/// Whether `model` is the architecture the built-in engine profiles measured (DeepSeek-V2-Lite, by
+/// its config, whatever its name: a served folder's `config.json` names it after the folder; the
+/// file's format and context length aside, which the Hugging Face and the shipped config spell
+/// differently).
+pub fn is_engine_profiled_model(model: &ModelArch) -> bool {
+    let measured = ModelArch::deepseek_v2_lite().config;
+    let mut config = model.config.clone();
+    config.format = measured.format;
+    config.max_position_embeddings = measured.max_position_embeddings;
+    config == measured
+}
+
+/// The built-in engine profile of `gpu` where it measured `model` (DeepSeek-V2-Lite), what
+/// `afd-sim predict` and `sweep` price with by default; `None` for any other GPU kind or model.
+pub fn builtin_engine(
+    model: &ModelArch,
+    gpu: GpuKind,
+) -> Option<std::sync::Arc<crate::model::engine::EngineModel>> {
+    if !is_engine_profiled_model(model) {
+        return None;
+    }
+    let text = afd_traces::vllm_run::builtin_engine_profile(gpu.as_str())?;
+    // The shipped profile reads (`tests::the_built_in_engine_prices_deepseek_v2_lite_on_h200`).
+    let profile = afd_traces::vllm_run::VllmEngineProfile::from_json(text).ok()?;
+    Some(std::sync::Arc::new(crate::model::engine::EngineModel::new(
+        profile,
+    )))
+}
+
+/// An AFD pair's cost model as `afd-sim predict` prices it by default, for a caller that runs the
+/// pair's steps without `predict`'s front end (afd-twin's live engine, the conformance suite's
+/// prediction of a twin): `cost`, with each role's issue of a step without graphs at real vLLM's
+/// host pace where `engine` prices the pair's graph mode (`CostModel::with_vllm_host`).
+pub fn pair_at_vllm_pace(
+    cost: CostModel,
+    config: &ServingConfig,
+    engine: Option<&std::sync::Arc<crate::model::engine::EngineModel>>,
+) -> CostModel {
+    match engine {
+        Some(engine) if engine.prices(&config.graph) => {
+            cost.with_vllm_host(crate::model::cost::VllmHost {
+                engine: engine.clone(),
+                attention_mode: config.graph.clone(),
+            })
+        }
+        _ => cost,
+    }
+}
+
 /// How `compare` draws an arrival-bound run's send times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendTimes {

@@ -6,8 +6,10 @@
 //! on `/metrics` how ([`TwinTiming`]: priced model, GPU, seed, time scale). The prediction asks
 //! `afd-sim`'s public API what `afd-sim predict --model MODEL --gpu GPU --seed SEED` would: the model the
 //! twin names ([`priced_model`]), the deployment as launched on that GPU
-//! (`ServingConfig::from_deployment`), the default cost model `afd-sim predict` prices with
-//! (`profiles::default_cost_model`), and `afd_sim::engine::run` with the load's requests: their scheduled
+//! (`ServingConfig::from_deployment`), the cost model `afd-sim predict` prices a pair's steps with by
+//! default (`profiles::default_cost_model` at real vLLM's host pace, `vllm_compare::pair_at_vllm_pace`;
+//! `predict`'s model of vLLM's front end is left out, the twin's own HTTP server standing in for it),
+//! and `afd_sim::engine::run` with the load's requests: their scheduled
 //! arrivals, the prompt lengths the server counted, `max_tokens` outputs (`ignore_eos`), the load's
 //! concurrency cap. Nothing here reads the twin's own code. Real time is simulated time times the scale,
 //! so arrivals and measured latencies are divided by it. Means, not percentiles: a short load has too few
@@ -131,7 +133,9 @@ pub fn priced_model(served: &str, named: &str) -> Result<ModelArch, String> {
 }
 
 /// What afd-sim simulates for `deployment` on `gpu` serving `model`: its timing view and the cost model
-/// `afd-sim predict` prices with by default (the GPU's built-in profile, else its datasheet roofline).
+/// `afd-sim predict` prices a pair's steps with by default (the GPU's built-in profile, else its
+/// datasheet roofline, each role's issue of a step without graphs at real vLLM's host pace where the
+/// built-in engine profile measured the model: `vllm_compare::pair_at_vllm_pace`).
 pub fn simulated(
     deployment: &Deployment,
     model: &ModelArch,
@@ -141,6 +145,8 @@ pub fn simulated(
         .map_err(|err| format!("afd-sim cannot model the deployment: {err}"))?;
     let cost = default_cost_model(model, gpu, config.cost_layout())
         .map_err(|err| format!("afd-sim cannot price the deployment: {err}"))?;
+    let engine = afd_sim::vllm_compare::builtin_engine(model, gpu);
+    let cost = afd_sim::vllm_compare::pair_at_vllm_pace(cost, &config, engine.as_ref());
     Ok((config, cost))
 }
 

@@ -272,7 +272,10 @@ async fn a_real_time_twin_meets_the_simulators_prediction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_ffn_step_misses_the_simulators_prediction() {
-    let result = simulator_timing(&["slow-ffn-step=30"], 42).await;
+    // The seed pair's chunk steps run at real vLLM's host pace (about 70 ms), and where a prompt
+    // lands against their edges moves a short load's means by tens of percent: a delay of twice
+    // such a step on every step is beyond the tolerance whatever the arrivals.
+    let result = simulator_timing(&["slow-ffn-step=150"], 42).await;
     assert_eq!(result.outcome.status, Status::Fail, "{:?}", result.outcome);
     assert!(
         result.outcome.message.starts_with("mean TPOT differs")

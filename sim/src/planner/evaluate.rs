@@ -50,6 +50,11 @@ pub struct Inputs<'a> {
     /// Search each candidate's capacity under the SLO (`capacity.rs`) instead of running it once
     /// at the workload's load; `workload` is then the base the probes rescale.
     pub capacity: Option<CapacitySearch>,
+    /// Real vLLM's engine, when the sweep prices its candidates as vLLM runs them
+    /// (`vllm_compare::price_as_vllm`, as `predict` does by default): each candidate a freshly
+    /// loaded server of trained weights, past its first fused-MoE compiles; `None` prices from
+    /// kernels alone.
+    pub engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
 }
 
 /// The link between nodes and how many GPUs of a node share its NICs.
@@ -94,6 +99,40 @@ pub fn candidate_cost_model(candidate: &Candidate, inputs: &Inputs<'_>) -> CostM
         }
         _ => cost,
     }
+}
+
+/// What a candidate's run is priced with: [`candidate_cost_model`] and the sweep's options, both as
+/// real vLLM runs the candidate where the sweep has an engine (`vllm_compare::price_as_vllm`: a
+/// server of trained weights, scheduling asynchronously as vLLM's default does, past its first
+/// fused-MoE compiles, as `predict --warm-kernels` prices it).
+pub fn candidate_pricing(
+    candidate: &Candidate,
+    inputs: &Inputs<'_>,
+    workload: &Workload,
+) -> (CostModel, RunOptions) {
+    let cost = candidate_cost_model(candidate, inputs);
+    let mut options = inputs.options.clone();
+    let Some(engine) = &inputs.engine else {
+        return (cost, options);
+    };
+    let config = &candidate.config;
+    let server = crate::vllm_compare::RealServer {
+        config,
+        pair: config.placement == Placement::Disaggregated,
+        dummy_weights: false,
+        async_scheduling: true,
+        popularity: options.model.popularity,
+        warm_kernels: true,
+    };
+    let prompt_tokens = workload
+        .requests
+        .iter()
+        .map(|r| f64::from(r.input_tokens))
+        .sum::<f64>()
+        / workload.requests.len().max(1) as f64;
+    let (cost, _) =
+        crate::vllm_compare::price_as_vllm(cost, server, engine, prompt_tokens, &mut options);
+    (cost, options)
 }
 
 /// NICs per host a candidate's A↔F hand-offs share when they cross the network: its own count
@@ -214,14 +253,8 @@ pub fn simulate_with(
 ) -> Evaluated {
     let config = &candidate.config;
     let mut row = config_row(candidate, index, candidates, sweep, inputs);
-    let result = match run_sharing_memo(
-        config,
-        candidate_cost_model(candidate, inputs),
-        workload,
-        &inputs.options,
-        memo,
-        &inputs.loads,
-    ) {
+    let (cost, options) = candidate_pricing(candidate, inputs, workload);
+    let result = match run_sharing_memo(config, cost, workload, &options, memo, &inputs.loads) {
         Ok(result) => result,
         Err(err) => {
             row.status = "infeasible".to_owned();

@@ -268,6 +268,7 @@ fn inputs<'a>(model: &'a ModelArch, workload: &'a Workload) -> Inputs<'a> {
         cross_node_link: None,
         loads: Default::default(),
         capacity: None,
+        engine: None,
     }
 }
 

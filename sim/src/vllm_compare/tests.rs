@@ -409,3 +409,23 @@ fn a_detailed_result_is_simulated_request_by_request() {
         assert!(err.contains(what), "{key}: {err}");
     }
 }
+
+#[test]
+fn the_built_in_engine_prices_deepseek_v2_lite_on_h200() {
+    let dsv2l = ModelArch::deepseek_v2_lite();
+    let engine = builtin_engine(&dsv2l, GpuKind::H200).expect("the shipped H200 profile reads");
+    assert!(engine.prices(&crate::serving::GraphMode::Eager));
+    assert!(builtin_engine(&dsv2l, GpuKind::H100).is_none());
+    let qwen = ModelArch::builtin("qwen3-30b-a3b")
+        .expect("shipped")
+        .expect("valid");
+    assert!(builtin_engine(&qwen, GpuKind::H200).is_none());
+    // The Hugging Face config.json the real runs served is the same architecture.
+    let text = include_str!("../../../traces/data/models/deepseek-v2-lite/config.json");
+    let served = ModelArch::from_config(
+        "DeepSeek-V2-Lite",
+        afd_traces::model_config::ModelConfig::from_json(text).expect("reads"),
+    );
+    assert!(is_engine_profiled_model(&served));
+    assert!(!is_engine_profiled_model(&qwen));
+}

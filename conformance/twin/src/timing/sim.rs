@@ -43,6 +43,9 @@ pub struct SimPricing {
     /// How `model` was chosen, for the start-up log.
     pub model_source: ModelSource,
     pub gpu: GpuKind,
+    /// Real vLLM's engine, where the GPU's built-in engine profile measured the model: the pair's
+    /// steps without graphs are issued at its host pace, as `afd-sim predict` prices a pair.
+    pub engine: Option<std::sync::Arc<afd_sim::model::engine::EngineModel>>,
 }
 
 /// Where the priced model came from.
@@ -75,20 +78,30 @@ impl SimPricing {
     /// Prices `model` (the served path or name) on `gpu`: the architecture in `<model>/config.json` when
     /// it is one the simulator models, else the shipped config whose name is the path's last component
     /// (`/models/DeepSeek-V2-Lite` → `deepseek-v2-lite`), else [`DEFAULT_MODEL`]. Costs are the GPU's
-    /// built-in calibration profile, else its datasheet roofline, as `afd-sim predict` prices by default.
+    /// built-in calibration profile, else its datasheet roofline, with each role's issue of a step
+    /// without graphs at real vLLM's host pace where the GPU's built-in engine profile measured the
+    /// model, as `afd-sim predict` prices by default.
     pub fn new(model: &str, gpu: GpuKind) -> SimPricing {
         let (model, model_source) = resolve_model(model);
+        let engine = afd_sim::vllm_compare::builtin_engine(&model, gpu);
         SimPricing {
             model,
             model_source,
             gpu,
+            engine,
         }
     }
 
     /// The cost model for a configuration's layout: the GPU's built-in calibration profile where one
-    /// exists, else its datasheet roofline, exactly as `afd-sim predict` prices without flags.
+    /// exists, else its datasheet roofline, and the engine's host pace
+    /// (`vllm_compare::pair_at_vllm_pace`), exactly as `afd-sim predict` prices a pair without flags.
     pub fn cost(&self, config: &ServingConfig) -> Result<CostModel, ProfileError> {
-        default_cost_model(&self.model, self.gpu, config.cost_layout())
+        let cost = default_cost_model(&self.model, self.gpu, config.cost_layout())?;
+        Ok(afd_sim::vllm_compare::pair_at_vllm_pace(
+            cost,
+            config,
+            self.engine.as_ref(),
+        ))
     }
 
     /// What [`SimPricing::cost`] prices with, for the start-up log: the built-in profile's name and

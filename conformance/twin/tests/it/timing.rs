@@ -14,8 +14,9 @@ use afd_twin::timing::{RequestId, StepSource as _, TimedRequest};
 
 use crate::support::*;
 
-/// Real time: the seed pair's steps last 3–10 ms, so a smaller scale would time the twin's overhead
-/// rather than the simulator (about 40 ms to the first token, 250 ms to the last).
+/// Real time: the seed pair's replayed decode steps last 3–10 ms (its chunk steps about 70 ms at
+/// real vLLM's host pace), so a smaller scale would time the twin's overhead rather than the
+/// simulator (about 290 ms to the first token, 590 ms to the last).
 const SCALE: f64 = 1.0;
 const PROMPT: u32 = 256;
 const OUTPUT: u32 = 64;

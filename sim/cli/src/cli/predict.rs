@@ -23,6 +23,7 @@ use afd_sim::rng::Seed;
 use afd_sim::serving::ServingConfig;
 use afd_sim::time::{SimDuration, SimTime};
 use afd_sim::topology::Role;
+use afd_sim::vllm_compare::{RealServer, VllmPricing, price_as_vllm};
 
 use crate::cli::check::{DeploymentArgs, checked, load};
 use crate::cli::inputs::{
@@ -106,36 +107,42 @@ pub(crate) struct PredictArgs {
     /// Disable dual-batch overlap (removes --enable-dbo and --ubatch-size; the seed recipe has it).
     #[arg(long, help_heading = "Deployment")]
     pub(crate) no_dbo: bool,
-    /// Price a plain vLLM server that the built-in engine profile measured (DeepSeek-V2-Lite on H200,
-    /// --enforce-eager, FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE; cudagraph_mode NONE of
-    /// the compiled model by FULL_DECODE_ONLY's steps without graphs) as real vLLM 0.26.0 runs it: the engine's measured step
-    /// periods, its front end and asynchronous scheduling, as `afd-sim compare` does. An AFD pair
-    /// takes the profile's front end and asynchronous scheduling for its Attention server (vLLM's
-    /// own API server and engine core), and real vLLM's host pace for every step a role runs
-    /// without graphs: each role issues its part of a plain vLLM step of the same shape (the
-    /// Attention role's in its own mode, the FFN role's op by op); the pair's kernels, never
-    /// measured on real vLLM, keep the kernel model. The profile's runs served --load-format dummy, whose decode tokens route to few
-    /// experts: a server that loads its weights replays dearer decode graphs, every expert even
-    /// routing picks read. Off by default, so a plain server and the AFD pairs a sweep sets beside
-    /// it are priced alike.
-    #[arg(long, help_heading = "Deployment")]
+    /// Price the deployment as real vLLM 0.26.0 runs it, where an engine profile measured its GPU
+    /// kind, model and graph mode (the built-in one: DeepSeek-V2-Lite on H200, --enforce-eager,
+    /// FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE; cudagraph_mode NONE of the compiled
+    /// model by FULL_DECODE_ONLY's steps without graphs). The default; the flag says so explicitly.
+    /// A plain server steps at the engine's measured periods, with its front end and asynchronous
+    /// scheduling, as `afd-sim compare` prices it. An AFD pair takes the profile's front end and
+    /// asynchronous scheduling for its Attention server (vLLM's own API server and engine core),
+    /// and real vLLM's host pace for every step a role runs without graphs: each role issues its
+    /// part of a plain vLLM step of the same shape (the Attention role's in its own mode, the FFN
+    /// role's op by op); the pair's kernels, never measured on real vLLM, keep the kernel model.
+    /// The profile's runs served --load-format dummy, whose decode tokens route to few experts: a
+    /// server that loads its weights replays dearer decode graphs, every expert even routing picks
+    /// read. `afd-sim sweep` prices its candidates alike.
+    #[arg(long, conflicts_with = "kernel_model", help_heading = "Deployment")]
     pub(crate) real_engine: bool,
-    /// The engine profile --real-engine prices with: `afd-sim engine-profile` of your own
-    /// `afd-probe vllm` runs (docs/probes.md); default: the GPU's built-in one. It must have measured
-    /// the deployment's GPU kind (--gpu).
+    /// Price from kernels alone: the lean host path and the kernels our own probes measured
+    /// (docs/fidelity.md's pipeline fidelity), without real vLLM's engine. Real vLLM's eager and
+    /// graph-less steps take many times longer than this prices them.
+    #[arg(long, help_heading = "Deployment")]
+    pub(crate) kernel_model: bool,
+    /// The engine profile to price with: `afd-sim engine-profile` of your own `afd-probe vllm`
+    /// runs (docs/probes.md); default: the GPU's built-in one. It must have measured the
+    /// deployment's GPU kind (--gpu).
     #[arg(
         long,
         value_name = "FILE",
-        requires = "real_engine",
+        conflicts_with = "kernel_model",
         help_heading = "Deployment"
     )]
     pub(crate) engine: Option<PathBuf>,
-    /// With --real-engine, price a server past its first uses of the fused-MoE Triton kernel's
-    /// specializations (the steady state of a server that has served traffic like this before).
-    /// Without it the server is freshly started: the first step that needs each specialization
-    /// start-up did not compile waits for vLLM to compile it (about a second; docs/fidelity.md,
-    /// "The twenty-sixth batch"), as vLLM's own JIT monitor warns.
-    #[arg(long, requires = "real_engine", help_heading = "Deployment")]
+    /// Price a plain server past its first uses of the fused-MoE Triton kernel's specializations
+    /// (the steady state of a server that has served traffic like this before, as `sweep` prices
+    /// its candidates). Without it the server is freshly started: the first step that needs each
+    /// specialization start-up did not compile waits for vLLM to compile it (about a second;
+    /// docs/fidelity.md, "The twenty-sixth batch"), as vLLM's own JIT monitor warns.
+    #[arg(long, conflicts_with = "kernel_model", help_heading = "Deployment")]
     pub(crate) warm_kernels: bool,
     /// vLLM's --ubatch-size (2 ubatches whenever DBO is on; without DBO, > 1 turns ubatching on).
     #[arg(long, help_heading = "Deployment")]
@@ -330,7 +337,7 @@ impl Inputs {
         for caveat in &caveats {
             eprintln!("{caveat}");
         }
-        if dummy_weights && (placement != Placement::Plain || !args.real_engine) {
+        if dummy_weights && (placement != Placement::Plain || args.kernel_model) {
             eprintln!(
                 "note: the deployment fills its weights at random (--load-format dummy); such a model's \
                  decode tokens reach few experts, so its decode steps run faster than the kernel model's \
@@ -367,7 +374,7 @@ impl Inputs {
         let seed = Seed(args.seed);
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
-        if args.real_engine {
+        if !args.kernel_model {
             let server = Server {
                 config: &config,
                 placement,
@@ -434,7 +441,7 @@ fn with_real_engine(
     let Some(EngineProfile { profile, source }) = profile else {
         return Ok(cost);
     };
-    if source.is_none() && model.name != ModelArch::deepseek_v2_lite().name {
+    if source.is_none() && !afd_sim::vllm_compare::is_engine_profiled_model(model) {
         eprintln!(
             "note: the built-in {} engine profile measured DeepSeek-V2-Lite; {} is priced from kernels alone",
             profile.gpu, model.name
@@ -446,61 +453,63 @@ fn with_real_engine(
         None => format!("the built-in {} engine profile", profile.gpu),
     };
     let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
-    if !engine.prices(&config.graph) {
-        eprintln!(
-            "note: the engine profile prices {}; this server runs {}, priced from kernels alone",
-            engine.mode_names().join(", "),
-            config.graph.name()
-        );
-        return Ok(cost);
-    }
     let prompt_tokens = workload
         .requests
         .iter()
         .map(|r| f64::from(r.input_tokens))
         .sum::<f64>()
         / workload.requests.len().max(1) as f64;
-    afd_sim::vllm_compare::FrontEnd::of_engine(&engine, &config.graph, &[], async_scheduling)
-        .apply(options, prompt_tokens);
-    options.kernels_warm = warm_kernels;
-    if placement != Placement::Plain {
-        eprintln!(
-            "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}), and each role's host issue of a step without graphs as its share of a plain vLLM step of the same shape; an AFD role's steps were never measured, so their kernels keep the kernel model",
-            profile.vllm_version
-        );
-        if !engine.prices(&afd_sim::serving::GraphMode::Eager) {
+    let real = RealServer {
+        config,
+        pair: placement != Placement::Plain,
+        dummy_weights,
+        async_scheduling,
+        popularity,
+        warm_kernels,
+    };
+    let (cost, priced) = price_as_vllm(cost, real, &engine, prompt_tokens, options);
+    match priced {
+        VllmPricing::Unpriced => eprintln!(
+            "note: the engine profile prices {}; this server runs {}, priced from kernels alone",
+            engine.mode_names().join(", "),
+            config.graph.name()
+        ),
+        VllmPricing::Pair => {
             eprintln!(
-                "note: the engine profile has no eager steps: the FFN role's issue of a step without graphs keeps the kernel model"
+                "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}), and each role's host issue of a step without graphs as its share of a plain vLLM step of the same shape; an AFD role's steps were never measured, so their kernels keep the kernel model (--kernel-model prices the pair from kernels alone)",
+                profile.vllm_version
             );
+            if !engine.prices(&afd_sim::serving::GraphMode::Eager) {
+                eprintln!(
+                    "note: the engine profile has no eager steps: the FFN role's issue of a step without graphs keeps the kernel model"
+                );
+            }
         }
-        return Ok(cost.with_vllm_host(afd_sim::model::cost::VllmHost {
-            engine: std::sync::Arc::new(engine),
-            attention_mode: config.graph.clone(),
-        }));
+        VllmPricing::Plain { trained_weights } => {
+            eprintln!(
+                "note: priced as real vLLM {} runs it ({named}; --kernel-model prices it from kernels alone)",
+                profile.vllm_version
+            );
+            if profile.jit_compile_ns > 0 && !warm_kernels {
+                eprintln!(
+                    "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them; `afd-sim warm-up` lists the prompts that take a real one there)",
+                    profile.jit_compile_ns as f64 / 1e6
+                );
+            }
+            if let Some(caveat) = afd_sim::vllm_compare::engine_layout_caveat(config) {
+                eprintln!("{caveat}");
+            }
+            if trained_weights {
+                eprintln!(
+                    "note: the profile's replayed decode steps served dummy weights, whose router sends every \
+                     token of a layer to the same six experts; this server loads its weights, so each is priced \
+                     with those experts swapped for the ones its routing reads (docs/fidelity.md, \"The \
+                     twenty-fifth batch\"; --load-format dummy prices the dummy model)"
+                );
+            }
+        }
     }
-    eprintln!(
-        "note: priced as real vLLM {} runs it ({named})",
-        profile.vllm_version
-    );
-    if profile.jit_compile_ns > 0 && !warm_kernels {
-        eprintln!(
-            "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them; `afd-sim warm-up` lists the prompts that take a real one there)",
-            profile.jit_compile_ns as f64 / 1e6
-        );
-    }
-    if let Some(caveat) = afd_sim::vllm_compare::engine_layout_caveat(config) {
-        eprintln!("{caveat}");
-    }
-    let engine = engine.serving(dummy_weights, &cost, popularity);
-    if engine.prices_trained_weights() {
-        eprintln!(
-            "note: the profile's replayed decode steps served dummy weights, whose router sends every \
-             token of a layer to the same six experts; this server loads its weights, so each is priced \
-             with those experts swapped for the ones its routing reads (docs/fidelity.md, \"The \
-             twenty-fifth batch\"; --load-format dummy prices the dummy model)"
-        );
-    }
-    Ok(cost.with_engine(std::sync::Arc::new(engine)))
+    Ok(cost)
 }
 
 /// An engine profile `--real-engine` prices with, and the file it came from (`None`: built in).

@@ -17,7 +17,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use afd_sim::engine::RunOptions;
+use afd_sim::model::arch::ModelArch;
 use afd_sim::model::cost::{CostLayout, CostModel};
+use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::link::Link;
 use afd_sim::planner::candidate::Context as PlanContext;
 use afd_sim::planner::capacity::{CapacityBy, CapacitySearch};
@@ -169,6 +171,34 @@ pub(crate) struct SweepArgs {
     /// Stop each simulation at this much simulated time, seconds (outcome horizon).
     #[arg(long, default_value_t = 86_400.0, help_heading = "Run and output")]
     pub(crate) horizon: f64,
+    /// Price every candidate from kernels alone, without real vLLM's engine. By default each is
+    /// priced as real vLLM runs it where the GPU's built-in engine profile measured the model
+    /// (DeepSeek-V2-Lite on H200), as `predict --warm-kernels` prices it: a server of trained
+    /// weights past its first fused-MoE compiles, its front end and asynchronous scheduling, a
+    /// plain server's steps at the engine's periods, an AFD pair's host issue at vLLM's pace.
+    #[arg(long, help_heading = "Costs")]
+    pub(crate) kernel_model: bool,
+}
+
+/// Real vLLM's engine every candidate is priced with (`Inputs::engine`): the GPU's built-in engine
+/// profile where it measured the model, unless `--kernel-model`; `None` otherwise, said on stderr.
+fn sweep_engine(
+    kernel_model: bool,
+    model: &ModelArch,
+    gpu: GpuKind,
+) -> Option<std::sync::Arc<afd_sim::model::engine::EngineModel>> {
+    if kernel_model {
+        return None;
+    }
+    let engine = afd_sim::vllm_compare::builtin_engine(model, gpu);
+    if engine.is_none() {
+        eprintln!(
+            "note: no built-in engine profile measured {} on {}: every candidate is priced from kernels alone",
+            model.name,
+            gpu.as_str()
+        );
+    }
+    engine
 }
 
 /// The most worker threads `--threads` takes (each holds a simulation; more only thrash).
@@ -342,6 +372,7 @@ pub(crate) fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         cross_node_link,
         loads: Default::default(),
         capacity,
+        engine: sweep_engine(args.kernel_model, &model, gpu),
     };
     let mut header = describe(&plan, &context, &inputs, shard);
     if args.dry_run {

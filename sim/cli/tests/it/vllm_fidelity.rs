@@ -409,7 +409,10 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     let (fresh, said) = tpot(&["--real-engine"]);
     assert!(fresh > engine + 20.0, "{fresh} against {engine}");
     assert!(said.contains("freshly started"), "{said}");
-    let (kernels, quiet) = tpot(&[]);
+    // The engine is the default; --kernel-model prices from kernels alone.
+    let (default, _) = tpot(&["--warm-kernels"]);
+    assert_eq!(default, engine);
+    let (kernels, quiet) = tpot(&["--kernel-model"]);
     assert!(kernels < 30.0, "{kernels}");
     assert!(!quiet.contains("priced as real vLLM"), "{quiet}");
     // A model the profile did not measure keeps the kernel model, and says so.
@@ -429,8 +432,8 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
         "1",
         "--json",
     ];
-    let (kernels, quiet) = afd_sim_json(&light, &[]);
-    let (front, note) = afd_sim_json(&light, &["--real-engine"]);
+    let (kernels, quiet) = afd_sim_json(&light, &["--kernel-model"]);
+    let (front, note) = afd_sim_json(&light, &[]);
     assert!(
         note.contains("front end") && note.contains("host issue") && note.contains("kernel model"),
         "{note}"
@@ -512,7 +515,10 @@ fn predict_prices_with_an_engine_profile_of_your_own() {
         ),
         "broken.json",
     );
-    refused(&predict(line, &["--engine", shipped]), "--real-engine");
+    refused(
+        &predict(line, &["--kernel-model", "--engine", shipped]),
+        "--kernel-model",
+    );
     // compare holds a given profile to the runs' GPU kind too.
     let inf = plain_inf(&dir);
     refused(
@@ -769,6 +775,7 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_the_dummy_ru
         "predict",
         "--serve-args",
         &line,
+        "--kernel-model",
         "--num-prompts",
         "4",
         "--json",

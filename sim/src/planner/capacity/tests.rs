@@ -65,6 +65,7 @@ fn inputs<'a>(
         cross_node_link: None,
         loads: Default::default(),
         capacity: Some(CapacitySearch::new(by)),
+        engine: None,
     }
 }
 
