@@ -162,29 +162,21 @@ def summarize(events):
 
 def synthetic():
     """A two-step trace: layers of 30 µs attention, 20 µs MoE, 2 × 5 µs norms; a step's host 200 µs."""
+    def event(cat, name, ts, dur, tid=7):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
     events = []
-    for k, ts in enumerate((1000.0, 2000.0)):
-        events.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_4(4)",
-                       "ts": ts, "dur": 200.0, "pid": 1, "tid": 7})
-        events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: DeepseekV2Model_0",
-                       "ts": ts + 20, "dur": 150.0, "pid": 1, "tid": 7})
+    for ts in (1000.0, 2000.0):
+        events.append(event("user_annotation", "execute_context_0(0)_generation_4(4)", ts, 200.0))
+        events.append(event("python_function", "nn.Module: DeepseekV2Model_0", ts + 20, 150.0))
         for layer in range(2):
             t = ts + 30 + 65 * layer
-            events.append({"ph": "X", "cat": "python_function", "name": f"nn.Module: DeepseekV2DecoderLayer_{layer}",
-                           "ts": t, "dur": 62.0, "pid": 1, "tid": 7})
-            events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: RMSNorm_0",
-                           "ts": t + 1, "dur": 5.0, "pid": 1, "tid": 7})
-            events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: DeepseekV2MLAAttention_0",
-                           "ts": t + 7, "dur": 30.0, "pid": 1, "tid": 7})
-            events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_3",
-                           "ts": t + 8, "dur": 10.0, "pid": 1, "tid": 7})
-            events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: RMSNorm_1",
-                           "ts": t + 38, "dur": 5.0, "pid": 1, "tid": 7})
-            events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: DeepseekV2MoE_0",
-                           "ts": t + 41, "dur": 20.0, "pid": 1, "tid": 7})
+            for name, start, dur in ((f"DeepseekV2DecoderLayer_{layer}", 0, 62.0), ("RMSNorm_0", 1, 5.0),
+                                     ("DeepseekV2MLAAttention_0", 7, 30.0), ("Linear_3", 8, 10.0),
+                                     ("RMSNorm_1", 38, 5.0), ("DeepseekV2MoE_0", 41, 20.0)):
+                events.append(event("python_function", f"nn.Module: {name}", t + start, dur))
         # Another thread's module inside the same span counts for nothing.
-        events.append({"ph": "X", "cat": "python_function", "name": "nn.Module: DeepseekV2MoE_9",
-                       "ts": ts + 40, "dur": 50.0, "pid": 1, "tid": 8})
+        events.append(event("python_function", "nn.Module: DeepseekV2MoE_9", ts + 40, 50.0, tid=8))
     events.append({"ph": "i", "name": "marker", "ts": 5.0})
     return events
 

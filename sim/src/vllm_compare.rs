@@ -470,8 +470,8 @@ pub enum VllmPricing {
 }
 
 /// Prices `server` as real vLLM runs it, with `engine`'s measured terms: the front end, its
-/// intake of text prompts of `prompt_tokens` tokens, asynchronous scheduling and the first-use
-/// compiles on `options`; a plain server's steps at the engine's periods; an AFD pair's host issue
+/// intake of `workload`'s prompts as text (their mean length), asynchronous scheduling and the
+/// first-use compiles on `options`; a plain server's steps at the engine's periods; an AFD pair's host issue
 /// at vLLM's pace, its kernels from the kernel model. A graph mode the profile did not measure is
 /// left to the kernel model, `options` untouched. `predict`, `sweep` and the twin price through
 /// it, so one deployment costs the same in each.
@@ -479,13 +479,19 @@ pub fn price_as_vllm(
     cost: CostModel,
     server: RealServer<'_>,
     engine: &crate::model::engine::EngineModel,
-    prompt_tokens: f64,
+    workload: &crate::model::workload::Workload,
     options: &mut RunOptions,
 ) -> (CostModel, VllmPricing) {
     let graph = &server.config.graph;
     if !engine.prices(graph) {
         return (cost, VllmPricing::Unpriced);
     }
+    let prompt_tokens = workload
+        .requests
+        .iter()
+        .map(|r| f64::from(r.input_tokens))
+        .sum::<f64>()
+        / workload.requests.len().max(1) as f64;
     FrontEnd::of_engine(engine, graph, &[], server.async_scheduling).apply(options, prompt_tokens);
     options.kernels_warm = server.warm_kernels;
     if server.pair {

@@ -124,14 +124,8 @@ pub fn candidate_pricing(
         popularity: options.model.popularity,
         warm_kernels: true,
     };
-    let prompt_tokens = workload
-        .requests
-        .iter()
-        .map(|r| f64::from(r.input_tokens))
-        .sum::<f64>()
-        / workload.requests.len().max(1) as f64;
     let (cost, _) =
-        crate::vllm_compare::price_as_vllm(cost, server, engine, prompt_tokens, &mut options);
+        crate::vllm_compare::price_as_vllm(cost, server, engine, workload, &mut options);
     (cost, options)
 }
 

@@ -453,12 +453,6 @@ fn with_real_engine(
         None => format!("the built-in {} engine profile", profile.gpu),
     };
     let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
-    let prompt_tokens = workload
-        .requests
-        .iter()
-        .map(|r| f64::from(r.input_tokens))
-        .sum::<f64>()
-        / workload.requests.len().max(1) as f64;
     let real = RealServer {
         config,
         pair: placement != Placement::Plain,
@@ -467,7 +461,7 @@ fn with_real_engine(
         popularity,
         warm_kernels,
     };
-    let (cost, priced) = price_as_vllm(cost, real, &engine, prompt_tokens, options);
+    let (cost, priced) = price_as_vllm(cost, real, &engine, workload, options);
     match priced {
         VllmPricing::Unpriced => eprintln!(
             "note: the engine profile prices {}; this server runs {}, priced from kernels alone",
