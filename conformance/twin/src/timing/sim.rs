@@ -105,11 +105,20 @@ impl SimPricing {
     }
 
     /// What [`SimPricing::cost`] prices with, for the start-up log: the built-in profile's name and
-    /// provenance, or `<gpu> roofline`.
+    /// provenance, or `<gpu> roofline`, and real vLLM's host pace where the engine profile prices
+    /// the model.
     pub fn cost_source(&self) -> String {
-        match builtin(self.gpu) {
+        let kernels = match builtin(self.gpu) {
             Ok(Some(loaded)) => loaded.name,
             _ => format!("{} roofline", self.gpu.as_str()),
+        };
+        match &self.engine {
+            Some(engine) => format!(
+                "{kernels}, steps without graphs at real vLLM {}'s host pace (built-in {} engine profile)",
+                engine.profile().vllm_version,
+                engine.profile().gpu
+            ),
+            None => kernels,
         }
     }
 }

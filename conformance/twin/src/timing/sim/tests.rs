@@ -236,6 +236,12 @@ fn the_timing_info_reads_back_as_the_conformance_suite_reads_it() {
 fn the_cost_source_names_the_profile_or_the_roofline() {
     let h200 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H200).cost_source();
     assert!(h200.starts_with("built-in h200 profile "), "{h200}");
+    assert!(
+        h200.ends_with("host pace (built-in NVIDIA H200 engine profile)"),
+        "{h200}"
+    );
+    let qwen = SimPricing::new("/models/Qwen3-30B-A3B", GpuKind::H200).cost_source();
+    assert!(!qwen.contains("host pace"), "{qwen}");
     let h100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H100).cost_source();
     assert_eq!(h100, "h100 roofline");
 }
