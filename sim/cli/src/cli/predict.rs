@@ -419,9 +419,9 @@ impl Inputs {
 /// the front end and asynchronous scheduling (its Attention server's API server and engine core are
 /// vLLM's own; the plugin keeps the batch queue, `afd_plugin/compat/patches/engine_core.py:151-179`)
 /// and vLLM's host pace for what its roles issue op by op (`CostModel::with_vllm_host`); no step
-/// of an AFD role was measured, so its kernels keep the kernel model. Any other deployment keeps the kernel model, and says so. A server that loads its weights
-/// replays the decode graphs of a trained model's routing, not the profile's dummy weights'
-/// (`EngineModel::serving`).
+/// of an AFD role was measured, so its kernels keep the kernel model. Any other deployment keeps
+/// the kernel model, and says so. A server that loads its weights replays the decode graphs of a
+/// trained model's routing, not the profile's dummy weights' (`EngineModel::serving`).
 fn with_real_engine(
     cost: CostModel,
     server: Server<'_>,
