@@ -439,6 +439,10 @@ fn with_real_engine(
         warm_kernels,
     } = server;
     let Some(EngineProfile { profile, source }) = profile else {
+        eprintln!(
+            "note: no engine profile measured {}: priced from kernels alone (an `afd-sim engine-profile` of your own `afd-probe vllm` runs, given as --engine FILE, prices it as real vLLM runs it)",
+            config.gpu.as_str()
+        );
         return Ok(cost);
     };
     if source.is_none() && !afd_sim::vllm_compare::is_engine_profiled_model(model) {

@@ -415,9 +415,14 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     let (kernels, quiet) = tpot(&["--kernel-model"]);
     assert!(kernels < 30.0, "{kernels}");
     assert!(!quiet.contains("priced as real vLLM"), "{quiet}");
-    // A model the profile did not measure keeps the kernel model, and says so.
+    // A model the profile did not measure keeps the kernel model, and says so; so does a GPU no
+    // engine profile measured.
     let (_, other) = tpot(&["--real-engine", "--model", "qwen3-30b-a3b"]);
     assert!(other.contains("measured DeepSeek-V2-Lite"), "{other}");
+    let (h100, said) = tpot(&["--gpu", "h100"]);
+    assert!(said.contains("no engine profile measured h100"), "{said}");
+    let (h100_kernels, _) = tpot(&["--gpu", "h100", "--kernel-model"]);
+    assert_eq!(h100, h100_kernels);
     // An AFD pair (the seed recipe) takes the profile's front end for its Attention server, vLLM's
     // own API server and engine core, and real vLLM's host pace for the steps its roles issue op
     // by op: one 1,024-token prompt at a rate that queues nothing is prefilled in 16 chunks of 64
