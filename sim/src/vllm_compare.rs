@@ -478,7 +478,7 @@ pub enum VllmPricing {
 pub fn price_as_vllm(
     cost: CostModel,
     server: RealServer<'_>,
-    engine: &crate::model::engine::EngineModel,
+    engine: &std::sync::Arc<crate::model::engine::EngineModel>,
     workload: &crate::model::workload::Workload,
     options: &mut RunOptions,
 ) -> (CostModel, VllmPricing) {
@@ -495,13 +495,10 @@ pub fn price_as_vllm(
     FrontEnd::of_engine(engine, graph, &[], server.async_scheduling).apply(options, prompt_tokens);
     options.kernels_warm = server.warm_kernels;
     if server.pair {
-        let host = crate::model::cost::VllmHost {
-            engine: std::sync::Arc::new(engine.clone()),
-            attention_mode: graph.clone(),
-        };
-        return (cost.with_vllm_host(host), VllmPricing::Pair);
+        let cost = pair_at_vllm_pace(cost, server.config, Some(engine));
+        return (cost, VllmPricing::Pair);
     }
-    let served = engine
+    let served = (**engine)
         .clone()
         .serving(server.dummy_weights, &cost, server.popularity);
     let trained_weights = served.prices_trained_weights();

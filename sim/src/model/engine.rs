@@ -820,12 +820,12 @@ fn decode_table(
     let key = evidence_prefix(graphless);
     let unstreamed = unstreamed_period_s(runs, graphless);
     for (b, gaps) in &decode {
-        evidence.insert(format!("{key}{b}"), evidence_list(gaps));
+        evidence.insert(format!("{key}{b}"), evidence_list(records(gaps)));
     }
     let mut by_batch: BTreeMap<u32, (f64, f64)> = decode
         .into_iter()
         .filter_map(|(b, gaps)| {
-            let (streamed, weight) = pooled(&gaps)?;
+            let (streamed, weight) = pooled(records(&gaps))?;
             let period = match unstreamed.get(&b).and_then(|u| median(u.clone())) {
                 Some(engine) if streamed > FRONTEND_BOUND_RATIO * engine => {
                     evidence.insert(format!("{key}{b}_unstreamed"), "unstreamed pairs".into());
@@ -852,7 +852,7 @@ fn decode_table(
         .map(|(&b, &(p, _))| (b, (p * 1e9).round() as u64))
         .collect();
     for (b, seen) in bench_decode_s(runs, graphless) {
-        let Some((bench, servers)) = pooled(&seen) else {
+        let Some((bench, servers)) = pooled(records(&seen)) else {
             continue;
         };
         // Above the probe's figure by more than the ratio, the front end set the bench run's pace
@@ -864,7 +864,7 @@ fn decode_table(
         {
             continue;
         }
-        evidence.insert(format!("{key}{b}_bench"), evidence_list(&seen));
+        evidence.insert(format!("{key}{b}_bench"), evidence_list(records(&seen)));
         let weight = by_batch.get(&b).map_or(0.0, |p| p.1) + servers;
         by_batch.insert(b, (bench, weight));
     }
@@ -1693,22 +1693,16 @@ fn grouped_table(
         let group = &points[i..j];
         let tokens = median(group.iter().map(|p| p.0).collect()).unwrap_or(0.0);
         let direct = group.iter().any(|p| !p.3);
-        let priced: Vec<&TablePoint> = group.iter().filter(|p| !direct || !p.3).collect();
-        let period =
-            median_over_servers(priced.iter().map(|p| (server_of(&p.2), p.1))).unwrap_or(0.0);
+        let priced = group
+            .iter()
+            .filter(|p| !direct || !p.3)
+            .map(|p| (p.1, p.2.as_str()));
+        let (period, servers) = pooled(priced.clone()).unwrap_or((0.0, 0.0));
         evidence.insert(
             format!("{key}{}", tokens.round() as u64),
-            priced
-                .iter()
-                .map(|p| p.2.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            evidence_list(priced),
         );
-        groups.push((
-            tokens,
-            period,
-            server_count(priced.iter().map(|p| p.2.as_str())),
-        ));
+        groups.push((tokens, period, servers));
         i = j;
     }
     // Pool adjacent violators: a step with more tokens never costs less.
@@ -1742,26 +1736,20 @@ fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> 
 
 /// Values with their evidence (`file:workload`) pooled as the tables pool them: the median over
 /// servers ([`median_over_servers`]), and how many servers gave them (the value's weight).
-fn pooled(seen: &[(f64, String)]) -> Option<(f64, f64)> {
-    let period = median_over_servers(seen.iter().map(|s| (server_of(&s.1), s.0)))?;
-    Some((period, server_count(seen.iter().map(|s| s.1.as_str()))))
-}
-
-/// How many run files a list of evidence (`file:workload[…]`) names.
-fn server_count<'a>(evidence: impl IntoIterator<Item = &'a str>) -> f64 {
-    evidence
-        .into_iter()
-        .map(server_of)
-        .collect::<BTreeSet<_>>()
-        .len() as f64
+fn pooled<'a>(seen: impl Iterator<Item = (f64, &'a str)> + Clone) -> Option<(f64, f64)> {
+    let period = median_over_servers(seen.clone().map(|(v, e)| (server_of(e), v)))?;
+    let servers = seen.map(|(_, e)| server_of(e)).collect::<BTreeSet<_>>();
+    Some((period, servers.len() as f64))
 }
 
 /// Every record a figure pooled, as its evidence entry lists them.
-fn evidence_list(seen: &[(f64, String)]) -> String {
-    seen.iter()
-        .map(|s| s.1.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+fn evidence_list<'a>(seen: impl Iterator<Item = (f64, &'a str)>) -> String {
+    seen.map(|(_, e)| e).collect::<Vec<_>>().join(", ")
+}
+
+/// The values of `(seconds, evidence)` pairs as [`pooled`] and [`evidence_list`] read them.
+fn records(seen: &[(f64, String)]) -> impl Iterator<Item = (f64, &str)> + Clone {
+    seen.iter().map(|(v, e)| (*v, e.as_str()))
 }
 
 /// The run file a table point's evidence (`file:workload[…]`) names (a workload's name has no

@@ -375,9 +375,9 @@ impl Inputs {
         let (workload, dataset) = args.workload.workload(seed)?;
         let mut options = RunOptions::new(seed);
         if !args.kernel_model {
-            let server = Server {
+            let server = RealServer {
                 config: &config,
-                placement,
+                pair: placement != Placement::Plain,
                 dummy_weights,
                 async_scheduling,
                 popularity,
@@ -424,20 +424,13 @@ impl Inputs {
 /// trained model's routing, not the profile's dummy weights' (`EngineModel::serving`).
 fn with_real_engine(
     cost: CostModel,
-    server: Server<'_>,
+    server: RealServer<'_>,
     profile: Option<EngineProfile>,
     model: &ModelArch,
     workload: &Workload,
     options: &mut RunOptions,
 ) -> anyhow::Result<CostModel> {
-    let Server {
-        config,
-        placement,
-        dummy_weights,
-        async_scheduling,
-        popularity,
-        warm_kernels,
-    } = server;
+    let config = server.config;
     let Some(EngineProfile { profile, source }) = profile else {
         eprintln!(
             "note: no engine profile measured {}: priced from kernels alone (an `afd-sim engine-profile` of your own `afd-probe vllm` runs, given as --engine FILE, prices it as real vLLM runs it)",
@@ -456,16 +449,8 @@ fn with_real_engine(
         Some(path) => format!("the engine profile {}", path.display()),
         None => format!("the built-in {} engine profile", profile.gpu),
     };
-    let engine = afd_sim::model::engine::EngineModel::new(profile.clone());
-    let real = RealServer {
-        config,
-        pair: placement != Placement::Plain,
-        dummy_weights,
-        async_scheduling,
-        popularity,
-        warm_kernels,
-    };
-    let (cost, priced) = price_as_vllm(cost, real, &engine, workload, options);
+    let engine = std::sync::Arc::new(afd_sim::model::engine::EngineModel::new(profile.clone()));
+    let (cost, priced) = price_as_vllm(cost, server, &engine, workload, options);
     match priced {
         VllmPricing::Unpriced => eprintln!(
             "note: the engine profile prices {}; this server runs {}, priced from kernels alone",
@@ -488,7 +473,7 @@ fn with_real_engine(
                 "note: priced as real vLLM {} runs it ({named}; --kernel-model prices it from kernels alone)",
                 profile.vllm_version
             );
-            if profile.jit_compile_ns > 0 && !warm_kernels {
+            if profile.jit_compile_ns > 0 && !server.warm_kernels {
                 eprintln!(
                     "note: a freshly started server: the first step that needs each fused-MoE kernel specialization start-up did not compile waits {:.0} ms for vLLM's Triton compile (--warm-kernels prices a server past them; `afd-sim warm-up` lists the prompts that take a real one there)",
                     profile.jit_compile_ns as f64 / 1e6
@@ -607,21 +592,6 @@ fn serving_config(args: &PredictArgs, model: &ModelArch) -> anyhow::Result<Resul
         async_scheduling: launch.async_scheduling(),
         caveats: launch.caveats(&report),
     }))
-}
-
-/// The deployment `--real-engine` prices: its numbers, where its servers run, whether it fills its
-/// weights at random (`--load-format dummy`) and how its tokens pick experts.
-#[derive(Clone, Copy)]
-struct Server<'a> {
-    config: &'a ServingConfig,
-    placement: Placement,
-    dummy_weights: bool,
-    /// Whether the server schedules one step ahead (`--no-async-scheduling` turns it off).
-    async_scheduling: bool,
-    /// How a trained model's tokens pick experts (`--routing`).
-    popularity: afd_sim::model::workload::ExpertPopularity,
-    /// Past its first uses of the fused-MoE kernel's specializations (`--warm-kernels`).
-    warm_kernels: bool,
 }
 
 /// Where the servers run, as far as the A↔F link goes.
