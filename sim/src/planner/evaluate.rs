@@ -51,9 +51,8 @@ pub struct Inputs<'a> {
     /// at the workload's load; `workload` is then the base the probes rescale.
     pub capacity: Option<CapacitySearch>,
     /// Real vLLM's engine, when the sweep prices its candidates as vLLM runs them
-    /// (`vllm_compare::price_as_vllm`, as `predict` does by default): each candidate a freshly
-    /// loaded server of trained weights, past its first fused-MoE compiles; `None` prices from
-    /// kernels alone.
+    /// (`vllm_compare::price_as_vllm`, as `predict` does by default): each candidate a server that
+    /// loads trained weights, past its first fused-MoE compiles; `None` prices from kernels alone.
     pub engine: Option<std::sync::Arc<crate::model::engine::EngineModel>>,
 }
 

@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 
 use afd_sim::launch::Launch;
 use afd_sim::model::arch::ModelArch;
-use afd_sim::model::cost::VllmHost;
 use afd_sim::model::engine::{self, EngineModel};
 use afd_sim::model::hardware::GpuKind;
 use afd_sim::model::profiles::default_cost_model;
@@ -646,11 +645,11 @@ impl Setup {
                     Ok(match &self.engine {
                         // An AFD role's steps were never measured: the kernel model prices
                         // their kernels, real vLLM's host path their issue (`with_vllm_host`).
-                        Some(engine) if pair => cost.with_vllm_host(VllmHost {
-                            engine: engine.clone(),
-                            attention_mode: case.config.graph.clone(),
-                        }),
-                        None if pair => cost,
+                        _ if pair => vllm_compare::pair_at_vllm_pace(
+                            cost,
+                            &case.config,
+                            self.engine.as_ref(),
+                        ),
                         // A server that loads trained weights, priced by a profile of dummy ones,
                         // replays dearer decode steps (`EngineModel::serving`).
                         Some(engine) if engine.measured_dummy_for(case.dummy_weights) => {
