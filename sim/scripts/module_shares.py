@@ -29,21 +29,17 @@ usage: module_shares.py TRACE.json[.gz] [--json]
        module_shares.py --self-test
 Exit 2 on an unreadable trace, or one with no annotated step or no decoder layer in it.
 """
-import gzip
 import json
 import re
 import statistics
 import sys
 
+from stamped_steps import fail, read_json
+
 ATTENTION_CLASSES = ("RMSNorm", "LayerNorm")
 FFN_CLASSES = ("DeepseekV2MoE", "DeepseekV2MLP", "FusedMoE", "SharedFusedMoE")
 STEP = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
 MODULE = re.compile(r"^nn\.Module: (.+?)(?:_\d+)?$")
-
-
-def fail(message):
-    print(f"module_shares.py: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def role_of(cls):
@@ -56,12 +52,7 @@ def role_of(cls):
 
 
 def load(path):
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            trace = json.load(f)
-    except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:
-        fail(f"{path}: {e}")
+    trace = read_json(path)
     events = trace.get("traceEvents") if isinstance(trace, dict) else trace
     if not isinstance(events, list):
         fail(f"{path}: no traceEvents list")
