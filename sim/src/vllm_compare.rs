@@ -471,10 +471,11 @@ pub enum VllmPricing {
 
 /// Prices `server` as real vLLM runs it, with `engine`'s measured terms: the front end, its
 /// intake of `workload`'s prompts as text (their mean length), asynchronous scheduling and the
-/// first-use compiles on `options`; a plain server's steps at the engine's periods; an AFD pair's host issue
-/// at vLLM's pace, its kernels from the kernel model. A graph mode the profile did not measure is
-/// left to the kernel model, `options` untouched. `predict`, `sweep` and the twin price through
-/// it, so one deployment costs the same in each.
+/// first-use compiles on `options`; a plain server's steps at the engine's periods; an AFD pair's
+/// host issue at vLLM's pace ([`pair_at_vllm_pace`]), its kernels from the kernel model. A graph
+/// mode the profile did not measure is left to the kernel model, `options` untouched. `predict`
+/// and `sweep` price through it, the twin and `compare`'s pairs through [`pair_at_vllm_pace`], so
+/// one deployment's steps cost the same in each.
 pub fn price_as_vllm(
     cost: CostModel,
     server: RealServer<'_>,
