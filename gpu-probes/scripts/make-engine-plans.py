@@ -902,6 +902,7 @@ def cal35_plan(label):
     work = []
     for rep in "ab":
         work += [fx(label, f"fx-d16-c128-o8-{rep}", 128, 8, 16), fx(label, f"fx-d64-c128-o8-{rep}", 128, 8, 64),
+                 fx(label, f"fx-p64-o4-{rep}", 64, 4, 1),
                  fx(label, f"fx-p512-o2-{rep}", 512, 2, 1), fx(label, f"fx-p2048-o2-{rep}", 2048, 2, 1, 90)]
     return plan_document(warm, work)
 

@@ -5,8 +5,10 @@ divided by module (sim/scripts/module_shares.py), for the AFD roles' share of a 
 Runs against a server started with `--profiler-config '{"profiler": "torch", "torch_profiler_dir":
 DIR, ...}'` (vllm-engine.sh's `cal35-…` label): for each shape, `POST /start_profile`, the shape's
 requests sent together (token-id prompts, `ignore_eos`, greedy), `POST /stop_profile`, then the
-trace file the worker wrote into DIR is read by module_shares.py into `OUT/modules-SHAPE.json`; a
-trace of at most 3 MiB is kept beside it. `OUT/modules.json` lists every shape's wall time, its
+trace file the worker wrote into DIR is read by module_shares.py into `OUT/modules-SHAPE.json`.
+Beside it, always, `OUT/events-SHAPE.json.gz`: the trace's annotations (`user_annotation`), its
+`nn.Module` events and every other Python call of 10 µs or more, so the division can be read again
+(or otherwise) without the whole trace, which is too large to bring back. `OUT/modules.json` lists every shape's wall time, its
 trace's name and size, and what module_shares.py said (or why it could not). The server's own
 log says when each profile started and stopped.
 
@@ -14,11 +16,11 @@ usage: profile-modules.py --trace-dir DIR --out OUT     (env: VLLM_URL, VLLM_MOD
 Exit 2 on bad arguments; a shape that fails is recorded and the next one runs.
 """
 import argparse
+import gzip
 import json
 import os
 import pathlib
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -26,11 +28,12 @@ import time
 import urllib.error
 import urllib.request
 
-# (name, requests sent together, prompt tokens, tokens out): decode steps at two batches, a mixed
-# step's worth of prefill beside nothing, and a large prefill.
-SHAPES = (("decode-b16", 16, 128, 8), ("decode-b64", 64, 128, 8), ("prefill-512", 1, 512, 2),
-          ("prefill-2048", 1, 2048, 2))
-KEEP_BYTES = 3 << 20
+# (name, requests sent together, prompt tokens, tokens out): decode steps at two batches, the seed
+# recipe's 64-token step, a mixed step's worth of prefill beside nothing, and a large prefill.
+SHAPES = (("decode-b16", 16, 128, 8), ("decode-b64", 64, 128, 8), ("prefill-64", 1, 64, 4),
+          ("prefill-512", 1, 512, 2), ("prefill-2048", 1, 2048, 2))
+# A Python call shorter than this is left out of the extract (modules and annotations never are).
+EXTRACT_MIN_US = 10.0
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent.parent / "sim" / "scripts"
 
 
@@ -80,6 +83,25 @@ def new_trace(trace_dir, before, timeout_s=180):
     return None
 
 
+def extract(trace, dest):
+    """The events module_shares.py (and a later reading) needs, gzipped into `dest`; their count."""
+    sys.path.insert(0, str(SCRIPTS))
+    from stamped_steps import read_json
+    data = read_json(str(trace))
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    kept = []
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat", ""), str(e.get("name", ""))
+        if cat == "user_annotation" or name.startswith("nn.Module: ") or (
+                cat == "python_function" and float(e.get("dur", 0.0)) >= EXTRACT_MIN_US):
+            kept.append({k: e[k] for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid") if k in e})
+    with gzip.open(dest, "wt") as f:
+        json.dump({"traceEvents": kept}, f, separators=(",", ":"))
+    return len(kept)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace-dir", required=True)
@@ -121,8 +143,11 @@ def main():
                 record["summary"] = summary.name
             else:
                 record["error"] = f"module_shares.py: {done.stderr.strip()[-500:]}"
-            if record["trace_bytes"] <= KEEP_BYTES:
-                shutil.copy(trace, out / f"trace-{name}{''.join(trace.suffixes[-2:])}")
+            try:
+                record["extract_events"] = extract(trace, out / f"events-{name}.json.gz")
+            except (OSError, ValueError, SystemExit) as e:
+                record["extract_error"] = str(e)[-300:]
+            trace.unlink()  # the next shape's trace is found as the new file; the disk is not unbounded
         results.append(record)
         print(json.dumps(record), flush=True)
     (out / "modules.json").write_text(json.dumps({"shapes": results}, indent=1) + "\n")

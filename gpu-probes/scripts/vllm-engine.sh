@@ -45,11 +45,12 @@
 #        before they ran, after the warm-up `afd-sim warm-up` lists, every Triton compile logged;
 #        cal32-graph-128-4096: full-budget prefill steps with and without chunks that continue a prompt;
 #        cal32-graph-128-4096-r2: the same plan on a fresh server (another loan's host);
-#        cal33-eager-256-2048 cal34-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
+#        cal33-eager-256-2048 cal34-eager-256-2048 cal36-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
 #        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
-#        dividing each step's host time by module (the AFD roles' part of a plain step))
+#        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
+#        written plain (no gzip, no CUDA-time table) so each stop_profile returns in seconds)
 # env:   PROBE (afd-probe binary), MODEL (model folder), TOOLS (../shared/vllm copied into the checkout),
 #        HOOK (optional shell command run against the last server while it is up), LIMIT_S (seconds per label),
 #        SAMPLER (seconds between host-sampler.py's CPU readings, written to $OUT/LABEL-host.log; none when unset),
@@ -95,13 +96,13 @@ for i in "${!labels[@]}"; do
     graph-128-4096-w4) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal32-graph-128-4096) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal32-graph-128-4096-r2) plan=cal32-graph-128-4096; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
-    cal33-eager-256-2048|cal34-eager-256-2048) plan=cal33-eager-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal33-eager-256-2048|cal34-eager-256-2048|cal36-eager-256-2048) plan=cal33-eager-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     eager-128-4096-w4) plan=$label; flags=(--enforce-eager --max-num-seqs 128 --max-num-batched-tokens 4096 --jit-monitor-verbose) ;;
     cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal28-graph-64-64-r2) plan=cal28-graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     cal35-eager-profile-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048
-      --profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/root/prof/$label\", \"ignore_frontend\": true, \"torch_profiler_with_stack\": true}") ;;
+      --profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/root/prof/$label\", \"ignore_frontend\": true, \"torch_profiler_with_stack\": true, \"torch_profiler_use_gzip\": false, \"torch_profiler_dump_cuda_time_total\": false}") ;;
     cal25-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --enable-return-routed-experts) ;;
     *) echo "unknown label $label" >&2; exit 2 ;;
   esac
