@@ -169,7 +169,8 @@ pub fn price_step(
 /// step's length: a plain eager decode step of DeepSeek-V2-Lite on H200 takes 49-75 ms where the
 /// operations' measured lean issue costs (`derived.host_us`) add up to a few. The engine profile
 /// measured what the whole plain step of a shape costs (`EngineModel::step_cost`'s host share);
-/// the lean costs say how a plain step's issue divides over its parts: the scheduler
+/// how it divides between the roles is the profile's measured division where it has one
+/// ([`measured_division`]); else the lean costs say how a plain step's issue divides over its parts: the scheduler
 /// (`host.step`), an attention block per layer and for the LM head, an FFN block per layer, as
 /// `ColocatedModel::sweep` issues them. Each role's parts are scaled by the measured step over
 /// that lean sum, the Attention role's by its own mode's step (the `torch.compile`d model without
@@ -184,6 +185,9 @@ pub fn vllm_host_costs(
     layers: u32,
     shape: &StepShape,
 ) -> HostCosts {
+    if let Some(measured) = measured_division(host, vllm, layers, shape) {
+        return measured;
+    }
     let layers = u64::from(layers);
     let lean = host.step + (layers + 1) * host.attention_compute + layers * host.ffn_compute;
     if lean == 0 {
@@ -205,6 +209,46 @@ pub fn vllm_host_costs(
         scaled.ffn_compute = scale(host.ffn_compute, factor(&crate::serving::GraphMode::Eager));
     }
     scaled
+}
+
+/// [`vllm_host_costs`] where the engine profile measured how an eager step's host time divides
+/// ([`afd_traces::vllm_run::VllmEngineProfile::role_division`], vLLM's torch profiler on a plain
+/// eager server): of the plain step of the shape, the part outside the decoder layers (input
+/// preparation, embedding, final norm, LM head, sampler) and each layer's norms and attention are
+/// the Attention role's, each layer's MLP or MoE block the FFN role's (afd-spec §5.3). The
+/// Attention role takes its part of its own mode's step, the FFN role its part of the eager step;
+/// the LM head's attention block comes out of the part outside the layers, so a plain step's
+/// parts still sum to the step. `None` when the profile has no division or no cost for the shape.
+fn measured_division(
+    host: HostCosts,
+    vllm: &crate::model::cost::VllmHost,
+    layers: u32,
+    shape: &StepShape,
+) -> Option<HostCosts> {
+    let engine = &vllm.engine;
+    let tokens = shape.tokens.iter().copied().max().unwrap_or(0);
+    let (outside, ffn_share) =
+        crate::model::engine::division_at(&engine.profile().role_division, tokens)?;
+    let plain = |mode: &crate::serving::GraphMode| {
+        engine
+            .step_cost_without_graphs(mode, shape)
+            .map(|c| c.host_ns as f64)
+    };
+    let layers = f64::from(layers.max(1));
+    let mut scaled = host;
+    if !shape.graph {
+        let step = plain(&vllm.attention_mode)?;
+        let attention = (step * (1.0 - outside) * (1.0 - ffn_share) / layers).round() as u64;
+        scaled.attention_compute = attention.max(host.attention_compute);
+        let rest = (step * outside - scaled.attention_compute as f64).max(0.0);
+        scaled.step = (rest.round() as u64).max(host.step);
+    }
+    if !shape.ffn_graph {
+        let step = plain(&crate::serving::GraphMode::Eager)?;
+        let ffn = (step * (1.0 - outside) * ffn_share / layers).round() as u64;
+        scaled.ffn_compute = ffn.max(host.ffn_compute);
+    }
+    Some(scaled)
 }
 
 /// The Attention side of `step` and its hand-offs: each engine's attention block and TP

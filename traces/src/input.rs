@@ -37,6 +37,9 @@ impl InputKind {
     /// An engine profile (`afd-sim engine-profile`, `vllm_run.rs`): 64 MiB (the shipped one is
     /// about 80 KiB).
     pub const ENGINE_PROFILE: InputKind = InputKind::new("engine profile", 64 * MIB);
+    /// A profiled eager server's module summary (`sim/scripts/module_shares.py --json`, read by
+    /// `afd-sim engine-profile --modules`): 16 MiB.
+    pub const MODULE_SUMMARY: InputKind = InputKind::new("module summary", 16 * MIB);
     /// A `vllm serve` log kept beside a run file (`NAME.server.log[.xz|.gz]`): 256 MiB (the
     /// committed ones are at most about 8 MiB).
     pub const SERVER_LOG: InputKind = InputKind::new("vLLM server log", 256 * MIB);

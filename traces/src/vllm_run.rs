@@ -449,6 +449,34 @@ pub struct VllmEngineProfile {
     /// before it existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub jit_compile_ns: u64,
+    /// How an eager step's host time divides between the parts an AFD pair splits (afd-spec §5.3):
+    /// by the step's scheduled tokens, ascending, the shares vLLM's torch profiler measured on a
+    /// plain eager server (`gpu-probes/scripts/profile-modules.py`, `sim/scripts/module_shares.py`).
+    /// Empty when not measured: the roles then divide a step as the lean costs do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub role_division: Vec<RoleShare>,
+}
+
+/// One step size's division of an eager step's host time, measured by vLLM's torch profiler (its
+/// Python tracer's `nn.Module` events inside the worker's `execute_context_…` annotation), the
+/// median over the profiled steps of that size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleShare {
+    /// Tokens the step scheduled (prefill tokens plus decode requests).
+    pub tokens: u32,
+    /// Steps of this size the medians are over.
+    pub steps: u32,
+    /// What lies outside the decoder layers (input preparation, embedding, final norm, LM head,
+    /// sampler, output handling inside `execute_model`), as a share of the step's host time: the
+    /// Attention server's, which schedules and samples.
+    pub outside_of_step: f64,
+    /// The layers' MLP and MoE blocks as a share of the layers' host time: the FFN server's
+    /// (`compute_ffn_output`); the rest of each layer (norms, attention, the layer's own code) is
+    /// the Attention server's.
+    pub ffn_of_layers: f64,
+    /// The profile's trace extracts these steps came from (`file:shape`).
+    pub evidence: String,
 }
 
 fn is_false(v: &bool) -> bool {
@@ -619,6 +647,28 @@ impl VllmEngineProfile {
                     "mode {:?}: nonuniform_token_ns is not a finite non-negative number",
                     m.mode
                 )));
+            }
+        }
+        if profile
+            .role_division
+            .windows(2)
+            .any(|w| w[0].tokens >= w[1].tokens)
+        {
+            return Err(VllmRunError::Invalid(
+                "role_division must have ascending token counts".into(),
+            ));
+        }
+        for r in &profile.role_division {
+            for (name, value) in [
+                ("outside_of_step", r.outside_of_step),
+                ("ffn_of_layers", r.ffn_of_layers),
+            ] {
+                if !(value.is_finite() && (0.0..1.0).contains(&value)) {
+                    return Err(VllmRunError::Invalid(format!(
+                        "role_division at {} tokens: {name} is not a share in [0, 1)",
+                        r.tokens
+                    )));
+                }
             }
         }
         Ok(profile)

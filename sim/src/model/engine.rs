@@ -265,6 +265,7 @@ pub fn derive_with_logs(
         jit_compile_ns: moe
             .and_then(|moe| jit_compile_s(runs, logs, moe))
             .map_or(0, |s| (s * 1e9).round() as u64),
+        role_division: Vec::new(),
     })
 }
 
@@ -2130,8 +2131,10 @@ fn interpolate(points: &[(u32, u64)], batch: u32) -> u64 {
 
 mod idle;
 mod jit;
+mod roles;
 #[cfg(test)]
 pub(crate) mod tests;
 mod trained;
 
 pub use jit::{JitCache, MoeKernelKey, moe_kernel_key};
+pub use roles::{division_at, role_division};

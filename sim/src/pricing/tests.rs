@@ -157,6 +157,46 @@ fn an_afd_step_without_graphs_issues_at_the_pace_vllm_measured_for_its_shape() {
 }
 
 #[test]
+fn a_measured_division_gives_each_role_its_profiled_part_of_the_plain_step() {
+    use afd_traces::vllm_run::RoleShare;
+    let lean = one_rank_cost();
+    let layers = u64::from(lean.model().layers());
+    let shape = decode_shape(128, false);
+    let scope = StepScope::Serving { scheduled: 128 };
+    let mut host = vllm_host(crate::serving::GraphMode::Eager);
+    let mut profile = host.engine.profile().clone();
+    let share = |tokens, outside_of_step, ffn_of_layers| RoleShare {
+        tokens,
+        steps: 5,
+        outside_of_step,
+        ffn_of_layers,
+        evidence: "test".into(),
+    };
+    // At 128 tokens: halfway between 0.2 / 0.3 at 64 and 0.4 / 0.5 at 192.
+    profile.role_division = vec![share(64, 0.2, 0.3), share(192, 0.4, 0.5)];
+    host.engine = std::sync::Arc::new(crate::model::engine::EngineModel::new(profile));
+    let before = price(&lean, &shape, scope).host;
+    let after = price(&one_rank_cost().with_vllm_host(host), &shape, scope).host;
+    let measured = 50_000_000.0 + 6_000_000.0 * 127.0 / 255.0;
+    let issued = plain_issue(&after, layers) as f64;
+    assert!(
+        (issued - measured).abs() < 100.0,
+        "{issued} against {measured}"
+    );
+    // The FFN role's layers take 0.4 of the 0.7 inside the layers, whatever the lean split says.
+    let ffn = (layers * after.ffn_compute) as f64;
+    assert!(
+        (ffn - measured * 0.7 * 0.4).abs() < 100.0,
+        "{ffn} against {}",
+        measured * 0.28
+    );
+    let attention = (layers * after.attention_compute) as f64;
+    assert!((attention - measured * 0.7 * 0.6).abs() < 100.0);
+    assert!(after.ffn_compute > before.ffn_compute && after.step > before.step);
+    assert_eq!(after.ffn_loop, before.ffn_loop);
+}
+
+#[test]
 fn each_role_issues_in_its_own_mode_and_a_replayed_graph_keeps_its_price() {
     let lean = one_rank_cost();
     let layers = u64::from(lean.model().layers());

@@ -64,7 +64,9 @@ its weights with a trained router's experts); runs of dummy and loaded weights a
 profile. Where a run's server log lies beside it (NAME.server.log[.xz|.gz], or server.log beside
 run.json), its stamped steps price the first use of a fused-MoE kernel specialization: vLLM's Triton
 JIT compile of the step's kernels, each first use in a warm-up or fixed-shape record against the
-same server's steps of half to twice its tokens (jit_compile_ns; docs/fidelity.md).")]
+same server's steps of half to twice its tokens (jit_compile_ns; docs/fidelity.md). --modules adds
+how an eager step's host time divides between the AFD roles (role_division), from a profiled eager
+server's steps (gpu-probes/scripts/profile-modules.py; AFD pairs' steps without graphs take it).")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json[.xz|.gz]", required = true)]
@@ -80,6 +82,11 @@ pub(crate) struct EngineProfileArgs {
         value_name = "NAME_OR_CONFIG"
     )]
     model: String,
+    /// Module summaries of a profiled eager server's steps (`sim/scripts/module_shares.py --json`):
+    /// per step size, the median share of the step outside the decoder layers and of the layers in
+    /// their MLP and MoE blocks becomes the profile's role_division.
+    #[arg(long, value_name = "MODULES.json[.xz|.gz]", num_args = 1..)]
+    modules: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -232,7 +239,21 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
         top_k: model.experts_per_token(),
     };
     let moe = (moe.experts > 0 && moe.top_k > 0).then_some(moe);
-    let profile = engine::derive_with_logs(&runs, &run_names(&args.runs), &logs, moe)?;
+    let mut profile = engine::derive_with_logs(&runs, &run_names(&args.runs), &logs, moe)?;
+    if !args.modules.is_empty() {
+        let mut summaries = Vec::new();
+        for path in &args.modules {
+            let text =
+                afd_traces::input::read_text(path, afd_traces::input::InputKind::MODULE_SUMMARY)?;
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into(),
+            );
+            summaries.push((name, text));
+        }
+        profile.role_division =
+            engine::role_division(&summaries).map_err(|e| anyhow::anyhow!("--modules: {e}"))?;
+    }
     let text = profile.to_json();
     match &args.out {
         Some(path) => {

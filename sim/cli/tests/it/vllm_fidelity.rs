@@ -1323,3 +1323,64 @@ fn a_first_use_compile_stalls_the_run_that_meets_it() {
     let (_, unpriced) = tpot(&["--engine", path.to_str().expect("UTF-8")]);
     assert!(unpriced < 0.4 * real, "{unpriced} against {real}");
 }
+
+/// `engine-profile --modules` puts a profiled eager server's division of its steps into the
+/// profile (per step size, the median shares), and a summary that does not read is refused by name
+/// with nothing written.
+#[test]
+fn engine_profile_reads_the_roles_division_from_module_summaries() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    // The committed runs (a profile needs every mode's tables).
+    let mut runs: Vec<String> = std::fs::read_dir(data("vllm"))
+        .expect("the committed runs")
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let name = path.file_name()?.to_str()?.to_owned();
+            name.ends_with(".json.xz")
+                .then(|| path.to_str().map(str::to_owned))
+                .flatten()
+        })
+        .collect();
+    runs.sort();
+    let step = |decodes: u32, host: f64, layers: f64, ffn: f64| {
+        format!(
+            r#"{{"prefill_tokens": 0, "decode_requests": {decodes}, "host_us": {host}, "decoder_layers": 27, "layers_us": {layers}, "ffn_us": {ffn}, "outside_layers_us": {}}}"#,
+            host - layers
+        )
+    };
+    let summary = dir.path().join("modules-decode-b16.json");
+    let steps = [
+        step(16, 1000.0, 800.0, 200.0),
+        step(16, 1000.0, 600.0, 300.0),
+        step(16, 2000.0, 1000.0, 400.0),
+        step(64, 1000.0, 500.0, 100.0),
+    ];
+    std::fs::write(&summary, format!(r#"{{"steps": [{}]}}"#, steps.join(","))).expect("written");
+    let summary = summary.to_str().expect("a UTF-8 path");
+    let mut args: Vec<&str> = vec!["engine-profile"];
+    args.extend(runs.iter().map(String::as_str));
+    let (profile, _) = afd_sim_json(&args, &["--modules", summary]);
+    let division = profile["role_division"].as_array().expect("a division");
+    assert_eq!(division.len(), 2, "{division:?}");
+    assert_eq!(division[0]["tokens"], 16);
+    assert_eq!(division[0]["steps"], 3);
+    assert_eq!(division[0]["outside_of_step"], 0.4);
+    assert_eq!(division[0]["ffn_of_layers"], 0.4);
+    assert_eq!(division[1]["ffn_of_layers"], 0.2);
+    assert_eq!(division[0]["evidence"], "modules-decode-b16.json");
+
+    let bad = dir.path().join("modules-bad.json");
+    std::fs::write(&bad, r#"{"steps": [{"prefill_tokens": 0}]}"#).expect("written");
+    let out_path = dir.path().join("profile.json");
+    args.extend([
+        "--modules",
+        bad.to_str().expect("a UTF-8 path"),
+        "--out",
+        out_path.to_str().expect("a UTF-8 path"),
+    ]);
+    refused(
+        &args,
+        "modules-bad.json: not a module_shares.py --json summary",
+    );
+    assert!(!out_path.exists(), "no profile is written");
+}

@@ -53,6 +53,7 @@ pub(crate) fn profile_of(modes: Vec<EngineModeCosts>, frontend_ns: u64) -> VllmE
         modes,
         dummy_weights: false,
         jit_compile_ns: 0,
+        role_division: Vec::new(),
     }
 }
 
