@@ -10,7 +10,8 @@
 # Usage: benches/twin_vs_predict.sh [NUM_PROMPTS] [OUT_DIR]
 #   defaults: 1024 prompts (about 205 s of real time at 5 requests/s), results in target/twin-vs-predict/
 # Environment: REQUEST_RATE (5), MAX_CONCURRENCY (32), INPUT_LEN (1024), OUTPUT_LEN (128), SEED (0),
-#   TIME_SCALE (1; latencies from the twin are divided by it before the comparison).
+#   TIME_SCALE (1; latencies from the twin are divided by it before the comparison),
+#   KERNEL_MODEL (0; 1 prices both sides from kernels alone: afd-twin and afd-sim predict --kernel-model).
 # Exit status 1 when a compared figure differs by more than 10 %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,12 @@ INPUT_LEN=${INPUT_LEN:-1024}
 OUTPUT_LEN=${OUTPUT_LEN:-128}
 SEED=${SEED:-0}
 TIME_SCALE=${TIME_SCALE:-1}
+KERNEL_MODEL=${KERNEL_MODEL:-0}
+case "$KERNEL_MODEL" in
+  0) PRICING=() ;;
+  1) PRICING=(--kernel-model) ;;
+  *) echo "KERNEL_MODEL=$KERNEL_MODEL: expected 0 or 1" >&2; exit 2 ;;
+esac
 RECIPE=sim/tests/fixtures/recipes/2a2f_graph_dbo_dp1tp2.sh
 mkdir -p "$OUT"
 
@@ -35,7 +42,7 @@ AFD_PORT=$(free_port)
 HTTP_PORT=$(free_port)
 
 # The recipe, twin edition: the serve command and the two ports change, nothing else.
-sed -e "s#uv run vllm serve#\"$TWIN\" --time-scale $TIME_SCALE#" \
+sed -e "s#uv run vllm serve#\"$TWIN\" --time-scale $TIME_SCALE ${PRICING[*]:-}#" \
     -e "s#\"port\": 6269#\"port\": $AFD_PORT#" -e "s#--port 18305#--port $HTTP_PORT#" \
     "$RECIPE" > "$OUT/recipe.sh"
 (cd "$OUT" && exec bash recipe.sh) &
@@ -63,7 +70,7 @@ echo "== afd-twin bench: $NUM_PROMPTS prompts, $INPUT_LEN in / $OUTPUT_LEN out, 
   --save-result "$OUT/twin.json" > "$OUT/twin.txt"
 
 echo "== afd-sim predict on the same recipe and workload" >&2
-"$SIM" predict "$RECIPE" --requests-csv "$OUT/predict-requests.csv" --num-prompts "$NUM_PROMPTS" --input-len "$INPUT_LEN" \
+"$SIM" predict "$RECIPE" ${PRICING[@]+"${PRICING[@]}"} --requests-csv "$OUT/predict-requests.csv" --num-prompts "$NUM_PROMPTS" --input-len "$INPUT_LEN" \
   --output-len "$OUTPUT_LEN" --request-rate "$REQUEST_RATE" --max-concurrency "$MAX_CONCURRENCY" \
   --seed "$SEED" --json > "$OUT/predict.json"
 

@@ -63,6 +63,8 @@ pub struct TwinOptions {
     pub faults: FaultSet,
     pub rendezvous_timeout: Duration,
     pub ffn_http: FfnHttp,
+    /// Price the pair from kernels alone (`--kernel-model`), not at real vLLM's host pace.
+    pub kernel_model: bool,
 }
 
 /// Why a twin stopped with an error. [`TwinError::exit_code`] maps it to the process status.
@@ -271,7 +273,10 @@ async fn serve_attention(
     shutdown_rx: watch::Receiver<bool>,
     stop: impl Future<Output = ()> + Send,
 ) -> Result<(), TwinError> {
-    let pricing = SimPricing::new(&config.model, options.gpu);
+    let mut pricing = SimPricing::new(&config.model, options.gpu);
+    if options.kernel_model {
+        pricing = pricing.kernels_only();
+    }
     let source = match step_source(config, &link.peer, &pricing, &options.faults) {
         Ok(source) => source,
         Err(err) => {

@@ -66,10 +66,17 @@ struct TwinFlags {
     /// Plugin rule set: `latest` (block partition, no derived ports) or `v0.26` (ports port+k+1).
     #[arg(long, default_value = "latest", value_parser = ["latest", "v0.26"])]
     rules: String,
-    /// GPU whose datasheet roofline prices the simulated steps, as `afd-sim predict --gpu`: h200, h100,
-    /// h800, h20, a100, l4, l20, a100-pcie, h100-pcie.
+    /// GPU the simulated steps are priced on, as `afd-sim predict --gpu`: its built-in calibration
+    /// profile where one ships, else its datasheet roofline: h200, h100, h800, h20, a100, l4, l20,
+    /// a100-pcie, h100-pcie.
     #[arg(long, default_value = "h200", value_name = "GPU")]
     gpu: String,
+    /// Price the simulated pair from kernels alone, as `afd-sim predict --kernel-model` does: the
+    /// steps without graphs take the lean host costs of the project's own pipeline probe instead of
+    /// real vLLM's host pace (the default where the GPU's built-in engine profile measured the
+    /// model).
+    #[arg(long)]
+    kernel_model: bool,
 }
 
 fn parse_fault(text: &str) -> Result<Fault, String> {
@@ -184,6 +191,9 @@ const TWIN_VALUE_FLAGS: &[&str] = &[
     "--gpu",
 ];
 
+/// The twin's own switches (flags without a value), kept out of the `vllm serve` words.
+const TWIN_SWITCHES: &[&str] = &["--kernel-model"];
+
 /// Splits argv (without the program name) into the twin's flags and the `vllm serve` words.
 fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
     let mut twin = Vec::new();
@@ -192,7 +202,9 @@ fn split_args(args: &[String]) -> (Vec<String>, Vec<String>) {
     while i < args.len() {
         let word = &args[i];
         let name = word.split_once('=').map_or(word.as_str(), |(n, _)| n);
-        if matches!(word.as_str(), "-h" | "--help" | "-V" | "--version") {
+        if matches!(word.as_str(), "-h" | "--help" | "-V" | "--version")
+            || TWIN_SWITCHES.contains(&word.as_str())
+        {
             twin.push(word.clone());
         } else if TWIN_VALUE_FLAGS.contains(&name) {
             twin.push(word.clone());
@@ -447,6 +459,7 @@ fn options(flags: TwinFlags, serve_args: Vec<String>) -> anyhow::Result<TwinOpti
         faults: FaultSet::new(flags.faults),
         rendezvous_timeout,
         ffn_http,
+        kernel_model: flags.kernel_model,
     })
 }
 
@@ -524,6 +537,28 @@ mod tests {
         let mut missing = without_help(&TwinFlags::command());
         missing.extend(without_help(&Tools::command()));
         assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn the_kernel_model_switch_is_the_twins_and_never_a_serve_word() {
+        let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        let (twin, serve) = super::split_args(&words(&[
+            "/models/DeepSeek-V2-Lite",
+            "--kernel-model",
+            "--gpu",
+            "h100",
+            "--enforce-eager",
+        ]));
+        assert_eq!(twin, words(&["--kernel-model", "--gpu", "h100"]));
+        assert_eq!(
+            serve,
+            words(&["/models/DeepSeek-V2-Lite", "--enforce-eager"])
+        );
+        let mut argv = vec!["afd-twin".to_owned()];
+        argv.extend(twin);
+        let flags = <TwinFlags as clap::Parser>::try_parse_from(argv).expect("the twin's flags");
+        let options = super::options(flags, serve).expect("options");
+        assert!(options.kernel_model);
     }
 
     #[test]

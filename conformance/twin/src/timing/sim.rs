@@ -92,6 +92,15 @@ impl SimPricing {
         }
     }
 
+    /// The same pricing without real vLLM's host pace: the pair's steps priced from kernels alone,
+    /// as `afd-sim predict --kernel-model` prices them (`afd-twin --kernel-model`).
+    pub fn kernels_only(self) -> SimPricing {
+        SimPricing {
+            engine: None,
+            ..self
+        }
+    }
+
     /// The cost model for a configuration's layout: the GPU's built-in calibration profile where one
     /// exists, else its datasheet roofline, and the engine's host pace
     /// (`vllm_compare::pair_at_vllm_pace`), exactly as `afd-sim predict` prices a pair without flags.

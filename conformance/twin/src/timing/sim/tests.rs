@@ -242,6 +242,13 @@ fn the_cost_source_names_the_profile_or_the_roofline() {
     );
     let qwen = SimPricing::new("/models/Qwen3-30B-A3B", GpuKind::H200).cost_source();
     assert!(!qwen.contains("host pace"), "{qwen}");
+    // `--kernel-model`: the profile's kernels, no host pace.
+    let kernels = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H200).kernels_only();
+    let source = kernels.cost_source();
+    assert!(
+        source.starts_with("built-in h200 profile ") && !source.contains("host pace"),
+        "{source}"
+    );
     let h100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H100).cost_source();
     assert_eq!(h100, "h100 roofline");
 }
