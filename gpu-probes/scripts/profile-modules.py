@@ -8,9 +8,10 @@ requests sent together (token-id prompts, `ignore_eos`, greedy), `POST /stop_pro
 trace file the worker wrote into DIR is read by module_shares.py into `OUT/modules-SHAPE.json`.
 Beside it, always, `OUT/events-SHAPE.json.gz`: the trace's annotations (`user_annotation`), its
 `nn.Module` events and every other Python call of 10 µs or more, so the division can be read again
-(or otherwise) without the whole trace, which is too large to bring back. `OUT/modules.json` lists every shape's wall time, its
-trace's name and size, and what module_shares.py said (or why it could not). The server's own
-log says when each profile started and stopped.
+(or otherwise) without the whole trace, which is too large to bring back. `OUT/modules.json` lists
+every shape's wall time, its trace's name and size, and what module_shares.py said (or why it
+could not), rewritten after each shape so a hook stopped at its time limit keeps what it did. The
+server's own log says when each profile started and stopped.
 
 usage: profile-modules.py --trace-dir DIR --out OUT     (env: VLLM_URL, VLLM_MODEL, as the probe's hook sets them)
 Exit 2 on bad arguments; a shape that fails is recorded and the next one runs.
@@ -28,9 +29,10 @@ import time
 import urllib.error
 import urllib.request
 
-# (name, requests sent together, prompt tokens, tokens out): decode steps at two batches, the seed
-# recipe's 64-token step, a mixed step's worth of prefill beside nothing, and a large prefill.
-SHAPES = (("decode-b16", 16, 128, 8), ("decode-b64", 64, 128, 8), ("prefill-64", 1, 64, 4),
+# (name, requests sent together, prompt tokens, tokens out), most wanted first (a short loan may
+# stop the hook early): the seed recipe's 64-token step, decode steps at two batches, a mixed
+# step's worth of prefill beside nothing, and a large prefill.
+SHAPES = (("prefill-64", 1, 64, 4), ("decode-b16", 16, 128, 8), ("decode-b64", 64, 128, 8),
           ("prefill-512", 1, 512, 2), ("prefill-2048", 1, 2048, 2))
 # A Python call shorter than this is left out of the extract (modules and annotations never are).
 EXTRACT_MIN_US = 10.0
@@ -145,12 +147,12 @@ def main():
                 record["error"] = f"module_shares.py: {done.stderr.strip()[-500:]}"
             try:
                 record["extract_events"] = extract(trace, out / f"events-{name}.json.gz")
-            except (OSError, ValueError, SystemExit) as e:
+            except (OSError, ValueError, TypeError, SystemExit) as e:
                 record["extract_error"] = str(e)[-300:]
             trace.unlink()  # the next shape's trace is found as the new file; the disk is not unbounded
         results.append(record)
         print(json.dumps(record), flush=True)
-    (out / "modules.json").write_text(json.dumps({"shapes": results}, indent=1) + "\n")
+        (out / "modules.json").write_text(json.dumps({"shapes": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -170,9 +170,9 @@ pub fn price_step(
 /// operations' measured lean issue costs (`derived.host_us`) add up to a few. The engine profile
 /// measured what the whole plain step of a shape costs (`EngineModel::step_cost`'s host share);
 /// how it divides between the roles is the profile's measured division where it has one
-/// ([`measured_division`]); else the lean costs say how a plain step's issue divides over its parts: the scheduler
-/// (`host.step`), an attention block per layer and for the LM head, an FFN block per layer, as
-/// `ColocatedModel::sweep` issues them. Each role's parts are scaled by the measured step over
+/// ([`measured_division`]); else the lean costs say how a plain step's issue divides over its
+/// parts: the scheduler (`host.step`), an attention block per layer and for the LM head, an FFN
+/// block per layer, as `ColocatedModel::sweep` issues them. Each role's parts are scaled by the measured step over
 /// that lean sum, the Attention role's by its own mode's step (the `torch.compile`d model without
 /// graphs under `FULL_DECODE_ONLY`, op by op under `--enforce-eager`), the FFN role's by the eager
 /// step (it runs `compute_ffn_output` outside the compiled forward whenever it replays no graph,
