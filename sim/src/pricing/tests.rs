@@ -114,27 +114,32 @@ fn plain_issue(host: &HostCosts, layers: u64) -> u64 {
     host.step + (layers + 1) * host.attention_compute + layers * host.ffn_compute
 }
 
-#[test]
-fn an_afd_step_without_graphs_issues_at_the_pace_vllm_measured_for_its_shape() {
+/// The eager step `vllm_host`'s profile measured at 128 requests (53 ms between its 1- and
+/// 256-request points), ns.
+const EAGER_STEP_AT_128: f64 = 50_000_000.0 + 6_000_000.0 * 127.0 / 255.0;
+
+/// A 128-request decode step's host costs priced lean and with `host`, and the model's layers;
+/// asserts that the parts a plain step issues add up to the profile's step, to rounding.
+fn host_costs_at_128(host: crate::model::cost::VllmHost) -> (HostCosts, HostCosts, u64) {
     let lean = one_rank_cost();
     let layers = u64::from(lean.model().layers());
     let shape = decode_shape(128, false);
     let scope = StepScope::Serving { scheduled: 128 };
     let before = price(&lean, &shape, scope).host;
-    let vllm = one_rank_cost().with_vllm_host(vllm_host(crate::serving::GraphMode::Eager));
-    let after = price(&vllm, &shape, scope).host;
-    // The parts a plain step issues add up to the eager step the profile measured at 128
-    // requests (53 ms between its 1- and 256-request points), to rounding.
-    let measured = 50_000_000.0 + 6_000_000.0 * 127.0 / 255.0;
+    let after = price(&one_rank_cost().with_vllm_host(host), &shape, scope).host;
     let issued = plain_issue(&after, layers) as f64;
     assert!(
-        (issued - measured).abs() < 100.0,
-        "{issued} against {measured}"
+        (issued - EAGER_STEP_AT_128).abs() < 100.0,
+        "{issued} against {EAGER_STEP_AT_128}"
     );
-    assert!(
-        plain_issue(&before, layers) * 10 < issued as u64,
-        "{before:?}"
-    );
+    (before, after, layers)
+}
+
+#[test]
+fn an_afd_step_without_graphs_issues_at_the_pace_vllm_measured_for_its_shape() {
+    let (before, after, layers) = host_costs_at_128(vllm_host(crate::serving::GraphMode::Eager));
+    let issued = plain_issue(&after, layers);
+    assert!(plain_issue(&before, layers) * 10 < issued, "{before:?}");
     // Every part grows by the same factor; what no plain step measured keeps its lean price.
     let ratio = |a: u64, b: u64| a as f64 / b as f64;
     let f = ratio(after.attention_compute, before.attention_compute);
@@ -159,10 +164,6 @@ fn an_afd_step_without_graphs_issues_at_the_pace_vllm_measured_for_its_shape() {
 #[test]
 fn a_measured_division_gives_each_role_its_profiled_part_of_the_plain_step() {
     use afd_traces::vllm_run::RoleShare;
-    let lean = one_rank_cost();
-    let layers = u64::from(lean.model().layers());
-    let shape = decode_shape(128, false);
-    let scope = StepScope::Serving { scheduled: 128 };
     let mut host = vllm_host(crate::serving::GraphMode::Eager);
     let mut profile = host.engine.profile().clone();
     let share = |tokens, outside_of_step, ffn_of_layers| RoleShare {
@@ -175,14 +176,8 @@ fn a_measured_division_gives_each_role_its_profiled_part_of_the_plain_step() {
     // At 128 tokens: halfway between 0.2 / 0.3 at 64 and 0.4 / 0.5 at 192.
     profile.role_division = vec![share(64, 0.2, 0.3), share(192, 0.4, 0.5)];
     host.engine = std::sync::Arc::new(crate::model::engine::EngineModel::new(profile));
-    let before = price(&lean, &shape, scope).host;
-    let after = price(&one_rank_cost().with_vllm_host(host), &shape, scope).host;
-    let measured = 50_000_000.0 + 6_000_000.0 * 127.0 / 255.0;
-    let issued = plain_issue(&after, layers) as f64;
-    assert!(
-        (issued - measured).abs() < 100.0,
-        "{issued} against {measured}"
-    );
+    let (before, after, layers) = host_costs_at_128(host);
+    let measured = EAGER_STEP_AT_128;
     // The FFN role's layers take 0.4 of the 0.7 inside the layers, whatever the lean split says.
     let ffn = (layers * after.ffn_compute) as f64;
     assert!(
