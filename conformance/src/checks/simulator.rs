@@ -67,6 +67,10 @@ pub struct TwinTiming {
     pub seed: u64,
     /// Real seconds per simulated second (`--time-scale`).
     pub time_scale: f64,
+    /// The twin prices the pair from kernels alone (`afd-twin --kernel-model`, the series'
+    /// `pricing="kernel-model"`); else at real vLLM's host pace (`pricing="vllm-host-pace"`, or no
+    /// `pricing` label: twins before it had none and priced so).
+    pub kernel_model: bool,
 }
 
 impl TwinTiming {
@@ -99,11 +103,21 @@ impl TwinTiming {
                 .ok_or_else(|| {
                     format!("{TWIN_TIMING_METRIC} time_scale=\"{scale_text}\" is not a finite number >= 0")
                 })?;
+            let kernel_model = match sample.label("pricing") {
+                None | Some("vllm-host-pace") => false,
+                Some("kernel-model") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "{TWIN_TIMING_METRIC} pricing=\"{other}\" is neither kernel-model nor vllm-host-pace"
+                    ));
+                }
+            };
             Ok(TwinTiming {
                 model: label("model")?.to_owned(),
                 gpu,
                 seed,
                 time_scale,
+                kernel_model,
             })
         };
         Some(read())
@@ -135,17 +149,21 @@ pub fn priced_model(served: &str, named: &str) -> Result<ModelArch, String> {
 /// What afd-sim simulates for `deployment` on `gpu` serving `model`: its timing view and the cost model
 /// `afd-sim predict` prices a pair's steps with by default (the GPU's built-in profile, else its
 /// datasheet roofline, each role's issue of a step without graphs at real vLLM's host pace where the
-/// built-in engine profile measured the model: `vllm_compare::pair_at_vllm_pace`).
+/// built-in engine profile measured the model: `vllm_compare::pair_at_vllm_pace`), or with
+/// `--kernel-model` where `kernel_model` (the twin said so).
 pub fn simulated(
     deployment: &Deployment,
     model: &ModelArch,
     gpu: GpuKind,
+    kernel_model: bool,
 ) -> Result<(ServingConfig, CostModel), String> {
     let config = ServingConfig::from_deployment(deployment, gpu)
         .map_err(|err| format!("afd-sim cannot model the deployment: {err}"))?;
     let cost = default_cost_model(model, gpu, config.cost_layout())
         .map_err(|err| format!("afd-sim cannot price the deployment: {err}"))?;
-    let engine = afd_sim::vllm_compare::builtin_engine(model, gpu);
+    let engine = (!kernel_model)
+        .then(|| afd_sim::vllm_compare::builtin_engine(model, gpu))
+        .flatten();
     let cost = afd_sim::vllm_compare::pair_at_vllm_pace(cost, &config, engine.as_ref());
     Ok((config, cost))
 }
@@ -182,7 +200,7 @@ pub async fn check(session: &Session) -> Outcome {
         );
     };
     let simulated = priced_model(deployment.attention.model().unwrap_or(""), &timing.model)
-        .and_then(|model| simulated(deployment, &model, timing.gpu));
+        .and_then(|model| simulated(deployment, &model, timing.gpu, timing.kernel_model));
     let (config, cost) = match simulated {
         Ok(simulated) => simulated,
         Err(err) => return Outcome::indeterminate(err),

@@ -305,6 +305,7 @@ async fn serve_attention(
         gpu: pricing.gpu,
         seed: config.seed,
         time_scale: options.time_scale,
+        kernel_model: options.kernel_model,
     };
     let metrics = Arc::new(Metrics::new(config.model_name(), n_engines, skew).with_timing(timing));
     let max_model_len = source.max_model_len();

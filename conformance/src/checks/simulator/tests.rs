@@ -104,12 +104,22 @@ fn the_seed_deployment_has_a_deterministic_prediction() {
     )
     .expect("a shipped model");
     assert_eq!(model.name, "deepseek-v2-lite");
-    let simulate = || simulated(&deployment, &model, GpuKind::H200).expect("the seed is modelled");
+    let simulate =
+        || simulated(&deployment, &model, GpuKind::H200, false).expect("the seed is modelled");
     let (config, cost) = simulate();
     let workload = workload(&load(16), 1.0).expect("every request succeeded");
     let first = predict(&config, cost, &workload, 0).expect("predicted");
     let again = predict(&config, simulate().1, &workload, 0).expect("predicted");
     assert_eq!(first, again);
+    // A twin that says it prices from kernels alone (`pricing="kernel-model"`) is predicted so:
+    // its steps without graphs take the lean host costs, far below vLLM's pace.
+    let (_, kernels) =
+        simulated(&deployment, &model, GpuKind::H200, true).expect("the seed is modelled");
+    let lean = predict(&config, kernels, &workload, 0).expect("predicted");
+    assert!(
+        lean.ttft_ms * 2.0 < first.ttft_ms,
+        "{lean:?} against {first:?}"
+    );
     assert_eq!(first.n, 16);
     assert!(
         first.ttft_ms > 0.0 && first.tpot_ms.is_some_and(|t| t > 0.0),
@@ -192,6 +202,7 @@ fn the_twin_timing_reads_from_a_strict_scrape() {
         gpu: GpuKind::H100,
         seed: 7,
         time_scale: 0.25,
+        kernel_model: false,
     };
     assert_eq!(TwinTiming::from_scrape(&scrape), Some(Ok(expected)));
     let vllm = Scrape::parse("vllm:num_requests_running{engine=\"0\"} 0.0").expect("valid");
@@ -222,6 +233,12 @@ fn a_twin_timing_that_does_not_read_names_its_label() {
     check_twin_timing(
         r#"gpu="h200",model="m",seed="0",time_scale="-2""#,
         expect![[r#"afd_twin_timing_info time_scale="-2" is not a finite number >= 0"#]],
+    );
+    check_twin_timing(
+        r#"gpu="h200",model="m",pricing="fast",seed="0",time_scale="1""#,
+        expect![[
+            r#"afd_twin_timing_info pricing="fast" is neither kernel-model nor vllm-host-pace"#
+        ]],
     );
 }
 

@@ -92,6 +92,7 @@ fn the_timing_info_follows_vllm_series_only_when_given() {
         gpu: afd_sim::model::hardware::GpuKind::H200,
         seed: 0,
         time_scale: 1.0,
+        kernel_model: false,
     };
     let plain = sample(MetricsSkew::default()).render();
     assert!(!plain.contains("afd_twin"));
@@ -99,7 +100,7 @@ fn the_timing_info_follows_vllm_series_only_when_given() {
         .with_timing(info)
         .render();
     assert!(text.ends_with(
-        "afd_twin_timing_info{gpu=\"h200\",model=\"deepseek-v2-lite\",seed=\"0\",time_scale=\"1\"} 1.0\n"
+        "afd_twin_timing_info{gpu=\"h200\",model=\"deepseek-v2-lite\",pricing=\"vllm-host-pace\",seed=\"0\",time_scale=\"1\"} 1.0\n"
     ));
     let scrape = afd_conformance::prometheus::Scrape::parse(&text).expect("a valid exposition");
     assert_eq!(scrape.engine_labels().len(), 1, "not a vllm: series");

@@ -180,18 +180,32 @@ pub struct TimingInfo {
     pub seed: u64,
     /// Real seconds per simulated second (`--time-scale`).
     pub time_scale: f64,
+    /// The pair priced from kernels alone (`--kernel-model`), not at real vLLM's host pace: the
+    /// series' `pricing` label, `kernel-model` or `vllm-host-pace`.
+    pub kernel_model: bool,
 }
+
+/// The `pricing` label's values of [`TIMING_INFO_METRIC`]: how the twin prices a pair's steps.
+pub const PRICING_KERNEL_MODEL: &str = "kernel-model";
+/// See [`PRICING_KERNEL_MODEL`]: real vLLM's host pace where the engine profile measured the model
+/// (the default).
+pub const PRICING_VLLM_HOST_PACE: &str = "vllm-host-pace";
 
 impl TimingInfo {
     /// An info-style gauge (value 1, the facts in labels), in the text exposition format.
     pub fn render(&self) -> String {
         let name = TIMING_INFO_METRIC;
         format!(
-            "# HELP {name} How afd-twin times tokens: afd-sim's model of the pair, priced as model on gpu and seeded with seed, at time_scale real seconds per simulated second.\n\
+            "# HELP {name} How afd-twin times tokens: afd-sim's model of the pair, priced as model on gpu (from kernels alone or at real vLLM's host pace, as pricing says) and seeded with seed, at time_scale real seconds per simulated second.\n\
              # TYPE {name} gauge\n\
-             {name}{{gpu=\"{}\",model=\"{}\",seed=\"{}\",time_scale=\"{}\"}} 1.0\n",
+             {name}{{gpu=\"{}\",model=\"{}\",pricing=\"{}\",seed=\"{}\",time_scale=\"{}\"}} 1.0\n",
             self.gpu.as_str(),
             escape_label(&self.model),
+            if self.kernel_model {
+                PRICING_KERNEL_MODEL
+            } else {
+                PRICING_VLLM_HOST_PACE
+            },
             self.seed,
             self.time_scale
         )

@@ -208,6 +208,7 @@ fn timing_info(model: &str) -> TimingInfo {
         gpu: GpuKind::H100,
         seed: 7,
         time_scale: 0.25,
+        kernel_model: true,
     }
 }
 
@@ -230,6 +231,8 @@ fn the_timing_info_reads_back_as_the_conformance_suite_reads_it() {
         (read.model, read.gpu, read.seed, read.time_scale),
         (info.model, info.gpu, info.seed, info.time_scale)
     );
+    // A `--kernel-model` twin says so, and the suite predicts it from kernels alone.
+    assert!(info.kernel_model && read.kernel_model);
 }
 
 #[test]
