@@ -56,6 +56,13 @@ pub struct Latencies {
 /// metric).
 pub const TWIN_TIMING_METRIC: &str = "afd_twin_timing_info";
 
+/// The `pricing` label's value of [`TWIN_TIMING_METRIC`] for a twin that prices a pair from kernels
+/// alone (`afd-twin --kernel-model`).
+pub const PRICING_KERNEL_MODEL: &str = "kernel-model";
+/// The `pricing` label's value for a twin at real vLLM's host pace where the engine profile measured
+/// the model (its default).
+pub const PRICING_VLLM_HOST_PACE: &str = "vllm-host-pace";
+
 /// How an afd-twin says it times tokens: what `afd-sim` needs, besides the deployment, to predict the
 /// latencies a client of that twin measures.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,11 +111,11 @@ impl TwinTiming {
                     format!("{TWIN_TIMING_METRIC} time_scale=\"{scale_text}\" is not a finite number >= 0")
                 })?;
             let kernel_model = match sample.label("pricing") {
-                None | Some("vllm-host-pace") => false,
-                Some("kernel-model") => true,
+                None | Some(PRICING_VLLM_HOST_PACE) => false,
+                Some(PRICING_KERNEL_MODEL) => true,
                 Some(other) => {
                     return Err(format!(
-                        "{TWIN_TIMING_METRIC} pricing=\"{other}\" is neither kernel-model nor vllm-host-pace"
+                        "{TWIN_TIMING_METRIC} pricing=\"{other}\" is neither {PRICING_KERNEL_MODEL} nor {PRICING_VLLM_HOST_PACE}"
                     ));
                 }
             };

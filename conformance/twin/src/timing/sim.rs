@@ -185,12 +185,6 @@ pub struct TimingInfo {
     pub kernel_model: bool,
 }
 
-/// The `pricing` label's values of [`TIMING_INFO_METRIC`]: how the twin prices a pair's steps.
-pub const PRICING_KERNEL_MODEL: &str = "kernel-model";
-/// See [`PRICING_KERNEL_MODEL`]: real vLLM's host pace where the engine profile measured the model
-/// (the default).
-pub const PRICING_VLLM_HOST_PACE: &str = "vllm-host-pace";
-
 impl TimingInfo {
     /// An info-style gauge (value 1, the facts in labels), in the text exposition format.
     pub fn render(&self) -> String {
@@ -202,9 +196,9 @@ impl TimingInfo {
             self.gpu.as_str(),
             escape_label(&self.model),
             if self.kernel_model {
-                PRICING_KERNEL_MODEL
+                afd_conformance::checks::simulator::PRICING_KERNEL_MODEL
             } else {
-                PRICING_VLLM_HOST_PACE
+                afd_conformance::checks::simulator::PRICING_VLLM_HOST_PACE
             },
             self.seed,
             self.time_scale
