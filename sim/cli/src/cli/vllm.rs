@@ -241,14 +241,12 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
     let moe = (moe.experts > 0 && moe.top_k > 0).then_some(moe);
     let mut profile = engine::derive_with_logs(&runs, &run_names(&args.runs), &logs, moe)?;
     if !args.modules.is_empty() {
+        // Each server's hook writes `modules-SHAPE.json`: a name two summaries share gives way to
+        // their paths, as run files' do.
         let mut summaries = Vec::new();
-        for path in &args.modules {
+        for (path, name) in args.modules.iter().zip(run_names(&args.modules)) {
             let text =
                 afd_traces::input::read_text(path, afd_traces::input::InputKind::MODULE_SUMMARY)?;
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into(),
-            );
             summaries.push((name, text));
         }
         profile.role_division =
