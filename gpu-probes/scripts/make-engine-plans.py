@@ -899,11 +899,9 @@ def cal35_plan(label):
     warm = [fx(label, "warm-p16", 16, 4, 1), fx(label, "warm-p512", 512, 4, 1),
             fx(label, "warm-p2048", 2048, 2, 1, 90)]
     warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 4, 16, 64, 256)]
-    work = []
-    for rep in "a":
-        work += [fx(label, f"fx-d16-c128-o8-{rep}", 128, 8, 16), fx(label, f"fx-d64-c128-o8-{rep}", 128, 8, 64),
-                 fx(label, f"fx-p64-o4-{rep}", 64, 4, 1),
-                 fx(label, f"fx-p512-o2-{rep}", 512, 2, 1), fx(label, f"fx-p2048-o2-{rep}", 2048, 2, 1, 90)]
+    work = [fx(label, "fx-d16-c128-o8-a", 128, 8, 16), fx(label, "fx-d64-c128-o8-a", 128, 8, 64),
+            fx(label, "fx-p64-o4-a", 64, 4, 1),
+            fx(label, "fx-p512-o2-a", 512, 2, 1), fx(label, "fx-p2048-o2-a", 2048, 2, 1, 90)]
     return plan_document(warm, work)
 
 def plan(label):

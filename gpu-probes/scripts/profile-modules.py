@@ -37,6 +37,8 @@ SHAPES = (("prefill-64", 1, 64, 4), ("decode-b16", 16, 128, 8), ("decode-b64", 6
 # A Python call shorter than this is left out of the extract (modules and annotations never are).
 EXTRACT_MIN_US = 10.0
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent.parent / "sim" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+from stamped_steps import read_json  # noqa: E402 (found through SCRIPTS)
 
 
 def post(url, body=None, timeout=300):
@@ -87,8 +89,6 @@ def new_trace(trace_dir, before, timeout_s=180):
 
 def extract(trace, dest):
     """The events module_shares.py (and a later reading) needs, gzipped into `dest`; their count."""
-    sys.path.insert(0, str(SCRIPTS))
-    from stamped_steps import read_json
     data = read_json(str(trace))
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     kept = []
