@@ -167,6 +167,10 @@ struct World<'w> {
     /// Requests that reached the engine while a step ran, under asynchronous scheduling: they are
     /// queued after the next step is planned.
     deferred: Vec<u32>,
+    /// The tokens of the step that just ended are being delivered at its end: a request the client
+    /// sends in reply (a concurrency slot freed) reaches the engine after the engine core scheduled
+    /// the next step at that same instant, so it joins the step after, as [`Self::deferred`].
+    replying: bool,
     /// Whether steps carry the engine core's host share (an engine profile prices them, under
     /// asynchronous scheduling): the next step is planned once the running one is issued, and a
     /// step's tokens leave once the step after it is issued.
@@ -290,6 +294,7 @@ fn run_inner(
         latency: options.frontend_latency,
         async_scheduling: options.async_scheduling,
         deferred: Vec::new(),
+        replying: false,
         host_issue,
         issued: SimTime::ZERO,
         held: None,
@@ -392,9 +397,12 @@ impl World<'_> {
 
     /// The front end hands request `index` to the engine now: under asynchronous scheduling, once
     /// the step in flight is issued the step after it is planned, and the request waits for the one
-    /// after that.
+    /// after that. A request sent in reply to a token delivered the instant a step ended waits
+    /// for the step after the one the engine core scheduled then.
     fn admit(&mut self, now: SimTime, index: u32) {
-        if self.async_scheduling && self.cluster.is_stepping() && now >= self.issued {
+        if self.replying
+            || self.async_scheduling && self.cluster.is_stepping() && now >= self.issued
+        {
             self.deferred.push(index);
         } else {
             self.hand_over(now, index);
@@ -511,11 +519,15 @@ impl World<'_> {
         }
         let mut emitted: Vec<TokenEvent> = Vec::new();
         self.cluster.finish_step(|token| emitted.push(token));
-        // Requests sent while tokens are delivered wait for the step that starts after delivery.
+        // Requests sent in reply to these tokens reach the engine after it scheduled the next step:
+        // its scheduler runs the instant the step's output is processed (vllm/v1/engine/core.py
+        // `step`), before any client has the tokens.
         self.step_pending = true;
+        self.replying = true;
         for token in emitted {
             self.on_token(now, token);
         }
+        self.replying = false;
         self.step_pending = false;
         // The step planned while the last one ran starts; what reached the engine meanwhile (under
         // asynchronous scheduling) waits for the step after it, unless nothing was planned, when the
