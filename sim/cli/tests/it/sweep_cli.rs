@@ -117,8 +117,19 @@ fn a_sweep_writes_rows_a_figure_and_a_summary() {
             row.kind,
             row.attention_args
         );
-        assert_eq!(report["output_throughput"].as_f64(), row.output_throughput);
-        assert_eq!(report["mean_tpot_ms"].as_f64(), row.mean_tpot_ms);
+        // serde_json reads a float to within one ulp (no `float_roundtrip`), the CSV exactly.
+        let same = |json: Option<f64>, csv: Option<f64>| match (json, csv) {
+            (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * b.abs(),
+            (a, b) => a == b,
+        };
+        assert!(
+            same(report["output_throughput"].as_f64(), row.output_throughput),
+            "{report} {row:?}"
+        );
+        assert!(
+            same(report["mean_tpot_ms"].as_f64(), row.mean_tpot_ms),
+            "{report} {row:?}"
+        );
         assert_eq!(
             report["deployment"]["dbo"],
             row.dbo_decode_token_threshold.is_some()

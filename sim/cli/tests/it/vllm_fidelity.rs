@@ -204,8 +204,22 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
         .collect();
     runs.sort();
     assert_eq!(runs.len(), 54, "{runs:?}");
+    // The profiled servers' module summaries (the AFD roles' division), in name order.
+    let mut modules: Vec<String> = std::fs::read_dir(data("vllm/modules"))
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name()?.to_str()?.to_owned();
+            (name.contains(".modules-") && name.ends_with(".json"))
+                .then(|| path.to_str().unwrap().to_owned())
+        })
+        .collect();
+    modules.sort();
+    assert_eq!(modules.len(), 10, "{modules:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
+    args.push("--modules");
+    args.extend(modules.iter().map(String::as_str));
     args.extend(["--out", out_path.to_str().unwrap()]);
     let out = afd_sim(&args);
     assert!(
@@ -217,7 +231,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
     assert_eq!(
         derived, shipped,
-        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
+        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --modules traces/data/vllm/modules/*.modules-*.json --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
     );
 }
 
@@ -267,6 +281,8 @@ fn two_run_files_of_one_name_are_two_servers() {
     let figures = |profile: &serde_json::Value| {
         let mut p = profile.clone();
         p.as_object_mut().unwrap().remove("sources");
+        // The division comes from the profiled servers' module summaries, not the run files.
+        p.as_object_mut().unwrap().remove("role_division");
         for mode in p["modes"].as_array_mut().unwrap() {
             mode.as_object_mut().unwrap().remove("evidence");
         }
@@ -1270,6 +1286,7 @@ fn the_server_logs_price_the_first_use_compile_alone() {
         let map = p.as_object_mut().expect("a profile is an object");
         map.remove("sources");
         map.remove("jit_compile_ns");
+        map.remove("role_division");
         p
     };
     assert_eq!(figures(&derived), figures(&shipped));
