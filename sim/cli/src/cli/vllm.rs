@@ -37,8 +37,10 @@ const JUDGED: [&str; 3] = ["output_throughput", "mean_tpot_ms", "mean_ttft_ms"];
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
-Example:
+Examples:
   afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --out engine.json
+  afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz \\
+      --modules traces/data/vllm/modules/*.modules-*.json --out engine.json   # the shipped profile
 
 Each run's mode comes from its serve words (--enforce-eager, or cudagraph_mode FULL_DECODE_ONLY or
 FULL_AND_PIECEWISE, vLLM's default, under vLLM's compiled model; FULL as the MLA attention backend
