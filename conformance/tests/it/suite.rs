@@ -255,9 +255,10 @@ async fn simulator_timing(ffn_faults: &[&str], seed: u64) -> afd_conformance::re
     let (pair, _logs) = start_with(SEED, &[], ffn_faults, &["--time-scale", "1"]).await;
     let mut options = options(&pair, seed);
     options.only = vec!["timing.simulator".to_owned()];
-    options.settings.max_sim_deviation = Some(0.5);
-    // Spread arrivals, as the nightly load has them: a burst sent at once reaches the twin over a few
-    // milliseconds of client work, split across prefill steps the simulator's burst shares.
+    // A quarter, as docs/conformance.md runs the check: a correct pair's means lie within a few
+    // percent of the prediction at vLLM's host pace ("Timing against the simulator" there).
+    options.settings.max_sim_deviation = Some(0.25);
+    // Spread arrivals, as the nightly load has them.
     options.settings.load_rate = 20.0;
     let report = run(options, &|_| {}).await.expect("the run starts");
     pair.stop().await;
@@ -272,10 +273,10 @@ async fn a_real_time_twin_meets_the_simulators_prediction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_ffn_step_misses_the_simulators_prediction() {
-    // The seed pair's chunk steps run at real vLLM's host pace (about 70 ms), and where a prompt
-    // lands against their edges moves a short load's means by tens of percent: a delay of twice
-    // such a step on every step is beyond the tolerance whatever the arrivals.
-    let result = simulator_timing(&["slow-ffn-step=150"], 42).await;
+    // A correct pair meets the prediction of this load within 1 % (mean TTFT +0.5 %, TPOT -0.1 %);
+    // 20 ms more on every FFN step, under a third of a chunk step at vLLM's host pace but four times
+    // a replayed decode step, puts the mean TPOT far past a quarter (+74 % when measured).
+    let result = simulator_timing(&["slow-ffn-step=20"], 42).await;
     assert_eq!(result.outcome.status, Status::Fail, "{:?}", result.outcome);
     assert!(
         result.outcome.message.starts_with("mean TPOT differs")
