@@ -1401,3 +1401,48 @@ fn engine_profile_reads_the_roles_division_from_module_summaries() {
     );
     assert!(!out_path.exists(), "no profile is written");
 }
+
+/// An AFD pair's note says how its roles' host issue was divided: by the measured division the
+/// shipped profile carries (vLLM's profiler on a plain eager server), or by the lean costs where a
+/// profile of one's own has none; and the division moves the prediction.
+#[test]
+fn a_pairs_note_says_how_the_roles_issue_was_divided() {
+    let shipped = data("engine/h200-dsv2l-vllm-engine.json");
+    let args = ["predict", "--num-prompts", "16", "--json"];
+    let (measured, note) = afd_sim_json(&args, &[]);
+    assert!(
+        note.contains("divided as vLLM's profiler divided a plain eager step"),
+        "{note}"
+    );
+    let mut profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&shipped).expect("the shipped profile"))
+            .expect("JSON");
+    assert!(
+        profile["role_division"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty()),
+        "the shipped profile carries the measured division"
+    );
+    profile
+        .as_object_mut()
+        .expect("a profile is an object")
+        .remove("role_division");
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("undivided.json");
+    std::fs::write(&path, profile.to_string()).expect("the temporary folder takes a file");
+    let (lean, note) = afd_sim_json(
+        &args,
+        &[
+            "--real-engine",
+            "--engine",
+            path.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    assert!(
+        note.contains(
+            "as the lean per-operation costs divide it: the profile measured no division"
+        ),
+        "{note}"
+    );
+    assert_ne!(measured["mean_tpot_ms"], lean["mean_tpot_ms"]);
+}
