@@ -115,7 +115,7 @@ impl SimPricing {
 
     /// What [`SimPricing::cost`] prices with, for the start-up log: the built-in profile's name and
     /// provenance, or `<gpu> roofline`, and real vLLM's host pace where the engine profile prices
-    /// the model.
+    /// the model, with how a plain step's issue is divided between the roles.
     pub fn cost_source(&self) -> String {
         let kernels = match builtin(self.gpu) {
             Ok(Some(loaded)) => loaded.name,
@@ -123,9 +123,14 @@ impl SimPricing {
         };
         match &self.engine {
             Some(engine) => format!(
-                "{kernels}, steps without graphs at real vLLM {}'s host pace (built-in {} engine profile)",
+                "{kernels}, steps without graphs at real vLLM {}'s host pace (built-in {} engine profile), each role issuing its part of a plain step {}",
                 engine.profile().vllm_version,
-                engine.profile().gpu
+                engine.profile().gpu,
+                if engine.profile().role_division.is_empty() {
+                    "as the lean per-operation costs divide it"
+                } else {
+                    "as vLLM's profiler divided a plain eager step"
+                }
             ),
             None => kernels,
         }
