@@ -21,6 +21,21 @@ fn afd_sim(args: &[&str]) -> std::process::Output {
         .expect("afd-sim runs")
 }
 
+/// The committed files of `folder` (under traces/data) whose names `keep` takes, as paths in name
+/// order (as the shell's glob gives them).
+fn committed(folder: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut paths: Vec<String> = std::fs::read_dir(data(folder))
+        .expect("a committed folder")
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let name = path.file_name()?.to_str()?;
+            keep(name).then(|| path.to_str().map(str::to_owned))?
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// A plain result of the ramp test's shape sent all at once, written into `dir`.
 fn plain_inf(dir: &tempfile::TempDir) -> String {
     let path = dir.path().join("inf.json");
@@ -193,28 +208,12 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("engine.json");
     // Every committed run file, in name order (as the shell's glob gives them).
-    let mut runs: Vec<String> = std::fs::read_dir(data("vllm"))
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name()?.to_str()?.to_owned();
-            name.ends_with(".json.xz")
-                .then(|| path.to_str().unwrap().to_owned())
-        })
-        .collect();
-    runs.sort();
+    let runs = committed("vllm", |name| name.ends_with(".json.xz"));
     assert_eq!(runs.len(), 54, "{runs:?}");
     // The profiled servers' module summaries (the AFD roles' division), in name order.
-    let mut modules: Vec<String> = std::fs::read_dir(data("vllm/modules"))
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name()?.to_str()?.to_owned();
-            (name.contains(".modules-") && name.ends_with(".json"))
-                .then(|| path.to_str().unwrap().to_owned())
-        })
-        .collect();
-    modules.sort();
+    let modules = committed("vllm/modules", |name| {
+        name.contains(".modules-") && name.ends_with(".json")
+    });
     assert_eq!(modules.len(), 10, "{modules:?}");
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
@@ -1252,17 +1251,11 @@ fn compare_of_predicts_own_result_is_exact_for_a_server_and_a_pair() {
 fn the_server_logs_price_the_first_use_compile_alone() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let mut args: Vec<String> = vec!["engine-profile".into()];
-    let mut names: Vec<String> = std::fs::read_dir(data("vllm"))
-        .expect("the committed runs")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_str()?.to_owned();
-            name.ends_with(".json.xz").then_some(name)
-        })
-        .collect();
-    names.sort();
-    for name in &names {
-        let to = dir.path().join(name);
-        std::fs::copy(data("vllm").join(name), &to).expect("the run copies");
+    for from in committed("vllm", |name| name.ends_with(".json.xz")) {
+        let to = dir
+            .path()
+            .join(PathBuf::from(&from).file_name().expect("a file name"));
+        std::fs::copy(&from, &to).expect("the run copies");
         args.push(to.to_str().expect("a UTF-8 path").to_owned());
     }
     let (derived, _) = afd_sim_json(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
@@ -1348,17 +1341,7 @@ fn a_first_use_compile_stalls_the_run_that_meets_it() {
 fn engine_profile_reads_the_roles_division_from_module_summaries() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     // The committed runs (a profile needs every mode's tables).
-    let mut runs: Vec<String> = std::fs::read_dir(data("vllm"))
-        .expect("the committed runs")
-        .filter_map(|e| {
-            let path = e.ok()?.path();
-            let name = path.file_name()?.to_str()?.to_owned();
-            name.ends_with(".json.xz")
-                .then(|| path.to_str().map(str::to_owned))
-                .flatten()
-        })
-        .collect();
-    runs.sort();
+    let runs = committed("vllm", |name| name.ends_with(".json.xz"));
     let step = |decodes: u32, host: f64, layers: f64, ffn: f64| {
         format!(
             r#"{{"prefill_tokens": 0, "decode_requests": {decodes}, "host_us": {host}, "decoder_layers": 27, "layers_us": {layers}, "ffn_us": {ffn}, "outside_layers_us": {}}}"#,
