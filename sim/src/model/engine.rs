@@ -2137,4 +2137,4 @@ pub(crate) mod tests;
 mod trained;
 
 pub use jit::{JitCache, MoeKernelKey, moe_kernel_key};
-pub use roles::{division_at, role_division};
+pub use roles::{division_at, division_words, role_division};

@@ -126,11 +126,7 @@ impl SimPricing {
                 "{kernels}, steps without graphs at real vLLM {}'s host pace (built-in {} engine profile), each role issuing its part of a plain step {}",
                 engine.profile().vllm_version,
                 engine.profile().gpu,
-                if engine.profile().role_division.is_empty() {
-                    "as the lean per-operation costs divide it"
-                } else {
-                    "as vLLM's profiler divided a plain eager step"
-                }
+                afd_sim::model::engine::division_words(engine.profile())
             ),
             None => kernels,
         }

@@ -459,13 +459,9 @@ fn with_real_engine(
         ),
         VllmPricing::Pair => {
             eprintln!(
-                "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}), and each role's host issue of a step without graphs as its share of a plain vLLM step of the same shape ({}); an AFD role's steps were never measured, so their kernels keep the kernel model (--kernel-model prices the pair from kernels alone)",
+                "note: the Attention server's front end and asynchronous scheduling priced as real vLLM {} runs them ({named}), and each role's host issue of a step without graphs as its share of a plain vLLM step of the same shape (divided {}); an AFD role's steps were never measured, so their kernels keep the kernel model (--kernel-model prices the pair from kernels alone)",
                 profile.vllm_version,
-                if profile.role_division.is_empty() {
-                    "divided as the lean per-operation costs divide it: the profile measured no division"
-                } else {
-                    "divided as vLLM's profiler divided a plain eager step between the layers' attention and MoE blocks"
-                }
+                afd_sim::model::engine::division_words(&profile)
             );
             if !engine.prices(&afd_sim::serving::GraphMode::Eager) {
                 eprintln!(

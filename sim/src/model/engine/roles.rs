@@ -3,7 +3,7 @@
 //! --json` writes of a profiled plain eager server's steps, and the share a role takes of a step of
 //! a given size.
 
-use afd_traces::vllm_run::RoleShare;
+use afd_traces::vllm_run::{RoleShare, VllmEngineProfile};
 use serde_json::Value;
 
 use super::median;
@@ -99,6 +99,17 @@ pub fn role_division(summaries: &[(String, String)]) -> Result<Vec<RoleShare>, S
             evidence: names.join(" "),
         })
         .collect())
+}
+
+/// How `profile` has an AFD pair's roles divide a plain step's issue, in the words `afd-sim
+/// predict`'s note and afd-twin's start-up line use: as measured, or by the lean costs where the
+/// profile measured no division.
+pub fn division_words(profile: &VllmEngineProfile) -> &'static str {
+    if profile.role_division.is_empty() {
+        "as the lean per-operation costs divide it: the profile measured no division"
+    } else {
+        "as vLLM's profiler divided a plain eager step between the layers' attention and MoE blocks"
+    }
 }
 
 fn round4(x: f64) -> f64 {

@@ -241,7 +241,7 @@ fn the_cost_source_names_the_profile_or_the_roofline() {
     assert!(h200.starts_with("built-in h200 profile "), "{h200}");
     assert!(
         h200.ends_with(
-            "host pace (built-in NVIDIA H200 engine profile), each role issuing its part of a plain step as vLLM's profiler divided a plain eager step"
+            "host pace (built-in NVIDIA H200 engine profile), each role issuing its part of a plain step as vLLM's profiler divided a plain eager step between the layers' attention and MoE blocks"
         ),
         "{h200}"
     );
