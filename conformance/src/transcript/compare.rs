@@ -29,7 +29,7 @@ pub const VOLATILE_KEYS: &[&str] = &[
 pub const VOLATILE_HEADERS: &[&str] = &["date", "content-length", "x-request-id"];
 
 /// Metric families only the twin serves (docs/twin.md): allowed extra in the twin's `/metrics`.
-pub const TWIN_ONLY_METRICS: &[&str] = &["afd_twin_timing_info"];
+pub const TWIN_ONLY_METRICS: &[&str] = &[crate::checks::simulator::TWIN_TIMING_METRIC];
 
 /// The differences between `real` and `twin` recordings of one exchange (`exchange_json` documents),
 /// each a line naming the place: empty when they agree.

@@ -166,9 +166,9 @@ fn resolve_model(model: &str) -> (ModelArch, ModelSource) {
     )
 }
 
-/// The `/metrics` series carrying [`TimingInfo`] (not a vLLM metric; afd-conformance reads it by this
-/// name).
-pub const TIMING_INFO_METRIC: &str = "afd_twin_timing_info";
+/// The `/metrics` series carrying [`TimingInfo`] (not a vLLM metric): the name afd-conformance reads
+/// it by, so the two cannot drift apart.
+pub const TIMING_INFO_METRIC: &str = afd_conformance::checks::simulator::TWIN_TIMING_METRIC;
 
 /// How the Attention twin times tokens: what `afd-sim` needs, besides the deployment, to predict the
 /// latencies a client of this twin measures.
