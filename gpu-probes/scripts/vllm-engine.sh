@@ -47,7 +47,7 @@
 #        cal32-graph-128-4096-r2: the same plan on a fresh server (another loan's host);
 #        cal33-eager-256-2048 cal34-eager-256-2048 cal36-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
 #        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level);
-#        cal37-eager-256-2048: cal33's plan with `vllm bench serve` sending 1, 4 and 16 prompts at once beside
+#        cal37-eager-256-2048 (and -r2, the same plan on a fresh server): cal33's plan with `vllm bench serve` sending 1, 4 and 16 prompts at once beside
 #        each round's probe bursts of those sizes (does the bench client slow a small eager batch too?);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
@@ -99,7 +99,7 @@ for i in "${!labels[@]}"; do
     cal32-graph-128-4096) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal32-graph-128-4096-r2) plan=cal32-graph-128-4096; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal33-eager-256-2048|cal34-eager-256-2048|cal36-eager-256-2048) plan=cal33-eager-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
-    cal37-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal37-eager-256-2048|cal37-eager-256-2048-r2) plan=cal37-eager-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     eager-128-4096-w4) plan=$label; flags=(--enforce-eager --max-num-seqs 128 --max-num-batched-tokens 4096 --jit-monitor-verbose) ;;
     cal31-graph-256-2048) plan=cal29-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal27-graph-256-2048-r2) plan=cal27-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
