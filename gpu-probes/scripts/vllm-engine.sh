@@ -47,8 +47,9 @@
 #        cal32-graph-128-4096-r2: the same plan on a fresh server (another loan's host);
 #        cal33-eager-256-2048 cal34-eager-256-2048 cal36-eager-256-2048: eager decode bursts of 1-256, calibration bench runs,
 #        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level);
-#        cal37-eager-256-2048 (and -r2, the same plan on a fresh server): cal33's plan with `vllm bench serve` sending 1, 4 and 16 prompts at once beside
-#        each round's probe bursts of those sizes (does the bench client slow a small eager batch too?);
+#        cal37-eager-256-2048 (and -r2, the same plan on a fresh server): cal33's plan with `vllm bench serve`
+#        sending 1, 4 and 16 prompts at once beside each round's probe bursts of those sizes (does the bench
+#        client slow a small eager batch too?);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
