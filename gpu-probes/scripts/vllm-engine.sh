@@ -49,7 +49,8 @@
 #        injections and lone prompts, one plan, each label on its own loan (the eager tables' host level);
 #        cal37-eager-256-2048 (and -r2, the same plan on a fresh server): cal33's plan with `vllm bench serve`
 #        sending 1, 4 and 16 prompts at once beside each round's probe bursts of those sizes (does the bench
-#        client slow a small eager batch too?);
+#        client slow a small eager batch too?); each bench run costs 25-35 s of `vllm bench serve`'s own start, so
+#        the plan outlasts one 600 s call: its two rounds of bursts and bench runs come first;
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
