@@ -116,7 +116,12 @@ pub struct StepRecord {
     pub stages: u32,
     pub tokens: Vec<u32>,
     pub padded: Vec<u32>,
+    /// The busiest device.
     pub regime: Regime,
+    /// The host's issue set the step's pace, not `regime`'s device: an engine profile prices the
+    /// step as its host's, or no engine profile prices it and the sweep's longest host issue
+    /// outlasts every device's busy time.
+    pub host_bound: bool,
     /// Fraction of the overlappable time actually hidden, in `[0, 1]`.
     pub overlap: f64,
     pub attention_busy_ns: u64,
@@ -133,9 +138,12 @@ pub struct ClusterTotals {
     pub ffn_graph_steps: u64,
     pub dbo_steps: u64,
     pub dbo_hazards: u64,
+    /// Steps bound by each device kind, and by the host's issue (`StepRecord::host_bound`, counted
+    /// there and not by device).
     pub regime_attention: u64,
     pub regime_ffn: u64,
     pub regime_transfer: u64,
+    pub regime_host: u64,
     pub overlap_sum_dbo: f64,
     pub overlap_sum_single: f64,
     pub attention_busy_ns: u64,
@@ -602,6 +610,13 @@ impl Cluster {
         let span = t.end - t.forward_start;
         let serial = a_busy + f_busy + l_busy;
         let best = a_busy.max(f_busy).max(l_busy);
+        // An engine profile says whose pace a step is (its host's or its kernels'); without one,
+        // the step is its host's when some rank's host issues it for longer than any device works.
+        let host_bound = if t.host > 0 || t.kernels > 0 {
+            t.host > 0 && t.host >= t.kernels
+        } else {
+            t.host_issue > best
+        };
         let overlap = if serial > best {
             ((serial as f64 - span as f64) / (serial - best) as f64).clamp(0.0, 1.0)
         } else {
@@ -629,6 +644,7 @@ impl Cluster {
             link_busy_sum: t.link_busy.iter().sum(),
             busiest: (a_busy, f_busy, l_busy),
             regime,
+            host_bound,
             overlap,
             real_rows,
             padded_rows,
@@ -658,6 +674,7 @@ impl Cluster {
         totals.ffn_busy_ns += step.ffn_busy_sum;
         totals.link_busy_ns += step.link_busy_sum;
         match step.regime {
+            _ if step.host_bound => totals.regime_host += 1,
             Regime::Attention => totals.regime_attention += 1,
             Regime::Ffn => totals.regime_ffn += 1,
             Regime::Transfer => totals.regime_transfer += 1,
@@ -688,6 +705,7 @@ impl Cluster {
         last.tokens.clone_from(&shape.tokens);
         last.padded.clone_from(&shape.padded);
         last.regime = step.regime;
+        last.host_bound = step.host_bound;
         last.overlap = step.overlap;
         last.attention_busy_ns = a_busy;
         last.ffn_busy_ns = f_busy;

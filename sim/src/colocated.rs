@@ -379,6 +379,13 @@ impl ColocatedModel {
             end = end.max(finish);
         }
         timing.end = end;
+        timing.host_issue = self
+            .lanes
+            .host
+            .iter()
+            .map(|&h| h - start)
+            .max()
+            .unwrap_or(0);
     }
 
     /// Attention of ubatch `s` on every GPU, then its engine's TP all-reduce.

@@ -137,6 +137,11 @@ pub struct StepTiming {
     /// period where its kernels set it, else the kernel sweep's span (at most the period); 0
     /// without an engine profile.
     pub kernels: u64,
+    /// The longest any rank's host spends issuing the sweep's ops, nanoseconds: from the step's
+    /// start (an Attention rank, its step overhead included) or from its start on the step (an
+    /// FFN rank, once the control payload has arrived) to its last issue. A step whose host issue
+    /// outlasts every device's busy time is the host's, whatever device is busiest.
+    pub host_issue: u64,
     /// Device busy time per Attention rank (compute and TP all-reduce).
     pub attention_busy: Vec<u64>,
     /// Device busy time per FFN rank (compute and collectives).
@@ -156,6 +161,8 @@ pub struct Sweep {
     fhost: Vec<u64>,
     to_ffn: Vec<u64>,
     to_attention: [Vec<u64>; 2],
+    /// Each FFN rank's host timeline when it starts on the step.
+    fhost_start: Vec<u64>,
     snapshots: Snapshots,
 }
 
@@ -316,6 +323,7 @@ pub fn run_step(
         fhost,
         to_ffn,
         to_attention: [to_attention_0, to_attention_1],
+        fhost_start,
         snapshots,
     } = sweep;
     reset(stream, a_n, forward_start);
@@ -340,6 +348,8 @@ pub fn run_step(
         ffn_host_won: false,
     };
     begin_forward(layout, costs, &state.ffn_ready, &mut lanes, &mut sink);
+    fhost_start.clear();
+    fhost_start.extend_from_slice(lanes.fhost);
     let skipped = sweep_layers(layout, costs, &mut lanes, snapshots, shortcut, &mut sink);
     if costs.stages == 2 {
         last_receives(layout, costs, &mut lanes, &mut sink);
@@ -353,6 +363,13 @@ pub fn run_step(
     timing.end = end;
     timing.host = 0;
     timing.kernels = 0;
+    let attention_issue = lanes.host.iter().map(|&h| h - start);
+    let ffn_issue = lanes
+        .fhost
+        .iter()
+        .zip(fhost_start.iter())
+        .map(|(&h, &s)| h - s);
+    timing.host_issue = attention_issue.chain(ffn_issue).max().unwrap_or(0);
 }
 
 /// The step's start before layer 0: Attention rank r < F sends the control payload to FFN rank r

@@ -168,6 +168,7 @@ fn step_summary(totals: &ClusterTotals) -> StepSummary {
         attention_bound_share: share(totals.regime_attention),
         ffn_bound_share: share(totals.regime_ffn),
         transfer_bound_share: share(totals.regime_transfer),
+        host_bound_share: share(totals.regime_host),
         dbo_overlap: mean(totals.overlap_sum_dbo, totals.dbo_steps),
         single_stage_overlap: mean(totals.overlap_sum_single, totals.steps - totals.dbo_steps),
         padded_row_share: if rows > 0 {
@@ -254,6 +255,7 @@ pub fn step_rows(steps: &[StepRecord]) -> Vec<StepRow> {
             tokens: join(&s.tokens),
             padded: join(&s.padded),
             regime: match s.regime {
+                _ if s.host_bound => "host",
                 Regime::Attention => "attention",
                 Regime::Ffn => "ffn",
                 Regime::Transfer => "transfer",

@@ -153,9 +153,15 @@ pub struct StepSummary {
     pub dbo: u64,
     /// Steps where DP ranks disagreed on the DBO split (run unsplit).
     pub dbo_hazards: u64,
+    /// Shares of steps bound by each device kind (the busiest device of a step its devices set
+    /// the pace of) and by the host's issue (a step a host issues for longer than any device
+    /// works, or an engine profile prices as its host's); they sum to 1 over a run with steps.
     pub attention_bound_share: f64,
     pub ffn_bound_share: f64,
     pub transfer_bound_share: f64,
+    /// Absent from reports written before it was counted (their device shares include such steps).
+    #[serde(default)]
+    pub host_bound_share: f64,
     /// Mean fraction of overlappable time hidden, over DBO steps and over single-stage steps.
     pub dbo_overlap: f64,
     pub single_stage_overlap: f64,
@@ -368,12 +374,13 @@ impl PredictReport {
         );
         line(
             &mut out,
-            "Bound by attn/ffn/transfer (%):",
+            "Bound by attn/ffn/transfer/host (%):",
             format!(
-                "{:.1} / {:.1} / {:.1}",
+                "{:.1} / {:.1} / {:.1} / {:.1}",
                 100.0 * s.attention_bound_share,
                 100.0 * s.ffn_bound_share,
-                100.0 * s.transfer_bound_share
+                100.0 * s.transfer_bound_share,
+                100.0 * s.host_bound_share
             ),
         );
         line(

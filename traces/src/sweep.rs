@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Schema version written by this build; readers accept exactly this version.
-pub const SWEEP_SCHEMA_VERSION: u32 = 3;
+pub const SWEEP_SCHEMA_VERSION: u32 = 4;
 
 /// The `format` tag of the JSON summary.
 pub const SWEEP_FORMAT: &str = "afd-sim-sweep";
@@ -103,6 +103,8 @@ pub struct SweepRow {
     pub attention_bound_share: Option<f64>,
     pub ffn_bound_share: Option<f64>,
     pub transfer_bound_share: Option<f64>,
+    /// Share of steps the host's issue bound (since schema 4; the device shares exclude them).
+    pub host_bound_share: Option<f64>,
     pub padded_row_share: Option<f64>,
     pub preemptions: Option<u64>,
     pub kv_blocks_per_engine: Option<u64>,
@@ -256,6 +258,7 @@ const METRIC_COLUMNS: &[&str] = &[
     "attention_bound_share",
     "ffn_bound_share",
     "transfer_bound_share",
+    "host_bound_share",
     "padded_row_share",
     "ttft_slo_ms",
     "tpot_slo_ms",

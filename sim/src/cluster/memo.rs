@@ -76,7 +76,9 @@ pub(super) struct Accounted {
     pub(super) link_busy_sum: u64,
     /// Busiest Attention rank, FFN rank and link.
     pub(super) busiest: (u64, u64, u64),
+    /// The busiest device, and whether the host's issue set the step's pace instead.
     pub(super) regime: Regime,
+    pub(super) host_bound: bool,
     pub(super) overlap: f64,
     pub(super) real_rows: u64,
     pub(super) padded_rows: u64,

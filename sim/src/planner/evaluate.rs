@@ -302,6 +302,7 @@ pub fn simulate_with(
     row.attention_bound_share = Some(steps.attention_bound_share);
     row.ffn_bound_share = Some(steps.ffn_bound_share);
     row.transfer_bound_share = Some(steps.transfer_bound_share);
+    row.host_bound_share = Some(steps.host_bound_share);
     row.padded_row_share = Some(steps.padded_row_share);
     row.preemptions = Some(steps.preemptions);
     row.kv_blocks_per_engine = Some(report.deployment.kv_blocks_per_engine);

@@ -123,6 +123,7 @@ fn sample_report() -> PredictReport {
             attention_bound_share: 1.0,
             ffn_bound_share: 0.0,
             transfer_bound_share: 0.0,
+            host_bound_share: 0.0,
             dbo_overlap: 0.0,
             single_stage_overlap: 0.0,
             padded_row_share: 0.0,

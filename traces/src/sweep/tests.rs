@@ -65,9 +65,10 @@ fn row(candidate: u64, tokens_per_gpu: Option<f64>) -> SweepRow {
         eager_steps: Some(18000),
         dbo_steps: Some(18000),
         dbo_overlap: Some(0.8),
-        attention_bound_share: Some(0.5),
+        attention_bound_share: Some(0.25),
         ffn_bound_share: Some(0.5),
         transfer_bound_share: Some(0.0),
+        host_bound_share: Some(0.25),
         padded_row_share: Some(0.1),
         preemptions: Some(0),
         kv_blocks_per_engine: Some(27000),
@@ -121,7 +122,7 @@ fn the_header_lists_the_columns_in_field_order() {
     let text = String::from_utf8(bytes).unwrap();
     let header = text.lines().next().unwrap();
     let columns: Vec<&str> = header.split(',').collect();
-    assert_eq!(columns.len(), 95);
+    assert_eq!(columns.len(), 96);
     assert_eq!(
         &columns[..4],
         ["schema_version", "sweep", "candidate", "candidates"]
@@ -145,20 +146,20 @@ fn bad_files_name_the_line_and_column() {
         expect!["shard.csv: line 2, column 3 (candidate): invalid digit found in string"],
     );
     check_error(
-        &format!("{header}\n{}\n", body.replacen("3,", "7,", 1)),
-        expect![[r#"shard.csv:2: schema_version 7, this build reads 3"#]],
+        &format!("{header}\n{}\n", body.replacen("4,", "7,", 1)),
+        expect![[r#"shard.csv:2: schema_version 7, this build reads 4"#]],
     );
     check_error(&format!("{header}\n"), expect![[r#"shard.csv: no rows"#]]);
     check_error(
         &format!("{header},extra\n{body},1\n"),
         expect![
-            "shard.csv: line 2: unknown field `extra`, expected one of `schema_version`, `sweep`, `candidate`, `candidates`, `kind`, `gpus`, `nodes`, `attention_ranks`, `ffn_ranks`, `attention_dp`, `attention_tp`, `ffn_dp`, `ffn_tp`, `expert_parallel`, `dbo_decode_token_threshold`, `dbo_prefill_token_threshold`, `cudagraph_mode`, `cudagraph_capture_sizes`, `max_num_seqs`, `max_num_batched_tokens`, `cross_node`, `nics`, `warnings`, `status`, `error`, `outcome`, `completed`, `failed`, `duration`, `request_throughput`, `output_throughput`, `total_token_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `std_ttft_ms`, `p99_ttft_ms`, `mean_tpot_ms`, `median_tpot_ms`, `std_tpot_ms`, `p99_tpot_ms`, `mean_itl_ms`, `median_itl_ms`, `std_itl_ms`, `p99_itl_ms`, `mean_e2el_ms`, `median_e2el_ms`, `std_e2el_ms`, `p99_e2el_ms`, `output_tokens_per_s_per_gpu`, `total_tokens_per_s_per_gpu`, `attention_utilisation`, `ffn_utilisation`, `link_utilisation`, `steps`, `graph_steps`, `eager_steps`, `dbo_steps`, `dbo_overlap`, `attention_bound_share`, `ffn_bound_share`, `transfer_bound_share`, `padded_row_share`, `preemptions`, `kv_blocks_per_engine`, `event_log_hash`, `ttft_slo_ms`, `tpot_slo_ms`, `slo_stat`, `slo`, `capacity_by`, `capacity`, `capacity_probes`, `goodput_requests_per_s`, `goodput_tokens_per_s_per_gpu`, `rank`, `frontier_tpot`, `frontier_ttft`, `cf_t_attention_us`, `cf_t_ffn_us`, `cf_t_transfer_us`, `cf_ubatches`, `cf_pipeline_condition`, `cf_step_ms`, `sim_step_ms`, `cf_step_error`, `af_ratio`, `af_ratio_optimal`, `af_regime`, `cf_decode_tokens_per_s_per_gpu`, `sim_decode_tokens_per_s_per_gpu`, `cf_throughput_error`, `cross_check`, `cross_check_reason`, `attention_args`, `ffn_args`"
+            "shard.csv: line 2: unknown field `extra`, expected one of `schema_version`, `sweep`, `candidate`, `candidates`, `kind`, `gpus`, `nodes`, `attention_ranks`, `ffn_ranks`, `attention_dp`, `attention_tp`, `ffn_dp`, `ffn_tp`, `expert_parallel`, `dbo_decode_token_threshold`, `dbo_prefill_token_threshold`, `cudagraph_mode`, `cudagraph_capture_sizes`, `max_num_seqs`, `max_num_batched_tokens`, `cross_node`, `nics`, `warnings`, `status`, `error`, `outcome`, `completed`, `failed`, `duration`, `request_throughput`, `output_throughput`, `total_token_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `std_ttft_ms`, `p99_ttft_ms`, `mean_tpot_ms`, `median_tpot_ms`, `std_tpot_ms`, `p99_tpot_ms`, `mean_itl_ms`, `median_itl_ms`, `std_itl_ms`, `p99_itl_ms`, `mean_e2el_ms`, `median_e2el_ms`, `std_e2el_ms`, `p99_e2el_ms`, `output_tokens_per_s_per_gpu`, `total_tokens_per_s_per_gpu`, `attention_utilisation`, `ffn_utilisation`, `link_utilisation`, `steps`, `graph_steps`, `eager_steps`, `dbo_steps`, `dbo_overlap`, `attention_bound_share`, `ffn_bound_share`, `transfer_bound_share`, `host_bound_share`, `padded_row_share`, `preemptions`, `kv_blocks_per_engine`, `event_log_hash`, `ttft_slo_ms`, `tpot_slo_ms`, `slo_stat`, `slo`, `capacity_by`, `capacity`, `capacity_probes`, `goodput_requests_per_s`, `goodput_tokens_per_s_per_gpu`, `rank`, `frontier_tpot`, `frontier_ttft`, `cf_t_attention_us`, `cf_t_ffn_us`, `cf_t_transfer_us`, `cf_ubatches`, `cf_pipeline_condition`, `cf_step_ms`, `sim_step_ms`, `cf_step_error`, `af_ratio`, `af_ratio_optimal`, `af_regime`, `cf_decode_tokens_per_s_per_gpu`, `sim_decode_tokens_per_s_per_gpu`, `cf_throughput_error`, `cross_check`, `cross_check_reason`, `attention_args`, `ffn_args`"
         ],
     );
     check_error(
         &format!("{header}\n{body},1\n"),
         expect![
-            "shard.csv: line 2: CSV error: record 1 (line: 2, byte: 1343): found record with 96 fields, but the previous record has 95 fields"
+            "shard.csv: line 2: CSV error: record 1 (line: 2, byte: 1360): found record with 97 fields, but the previous record has 96 fields"
         ],
     );
 }

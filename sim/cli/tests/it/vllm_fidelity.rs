@@ -417,6 +417,16 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     // profile, the median of loans that stepped at 43-87 ms; the kernels alone are a few ms.
     let (engine, note) = tpot(&["--real-engine", "--warm-kernels"]);
     assert!((40.0..100.0).contains(&engine), "{engine}");
+    // So every one of its steps is bound by the host, whichever device is busiest.
+    let (report, _) = predict_sixteen(
+        "vllm serve deepseek-ai/DeepSeek-V2-Lite --enforce-eager --max-num-seqs 64",
+        &["--warm-kernels"],
+    );
+    assert_eq!(
+        report["steps"]["host_bound_share"], 1.0,
+        "{}",
+        report["steps"]
+    );
     assert!(note.contains("priced as real vLLM 0.26.0"), "{note}");
     assert!(!note.contains("freshly started"), "{note}");
     // Freshly started, the eager server compiles the fused-MoE kernel at its first prompt's and
@@ -467,6 +477,27 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     );
     let tpot = ms(&front, "mean_tpot_ms") / ms(&kernels, "mean_tpot_ms");
     assert!((0.99..1.01).contains(&tpot), "decode steps moved: {tpot}");
+    // Those chunk steps are their hosts': the report counts them as bound by the host, not by
+    // the busiest device, and from kernels alone none is.
+    let steps = |v: &serde_json::Value, key: &str| v["steps"][key].as_f64().unwrap();
+    let eager_share = steps(&front, "eager") / steps(&front, "total");
+    assert_eq!(steps(&front, "eager"), 16.0);
+    assert!(
+        (steps(&front, "host_bound_share") - eager_share).abs() < 1e-12,
+        "{}",
+        front["steps"]
+    );
+    assert_eq!(
+        steps(&kernels, "host_bound_share"),
+        0.0,
+        "{}",
+        kernels["steps"]
+    );
+    let shares = ["attention", "ffn", "transfer", "host"]
+        .map(|who| steps(&front, &format!("{who}_bound_share")))
+        .iter()
+        .sum::<f64>();
+    assert!((shares - 1.0).abs() < 1e-12, "shares sum to {shares}");
 }
 
 /// `predict --real-engine --engine FILE` prices with a profile the user derived on their own host
