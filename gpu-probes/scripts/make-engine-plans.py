@@ -144,6 +144,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # An eager server with vLLM's torch profiler on: the plan's fixed shapes unprofiled, then
     # profile-modules.py (the label's hook) profiles the same shapes and divides each step by module.
     "cal35-eager-profile-256-2048": (256, 2048),
+    # `vllm bench serve`'s burst reaches the server only once its client has opened a connection
+    # for every request but the first: bursts of 64-512 at once, stamped (twenty-seventh session).
+    "cal38-graph-256-2048": (256, 2048),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -892,6 +895,25 @@ def judged_order_plan(label):
             work.append(w)
     return plan_document(warm, work)
 
+def cal38_plan(label):
+    """`vllm bench serve` sending N prompts at once takes the first on its one idle connection and
+    opens one for each other before any reaches the server (docs/fidelity.md, "The bench client's
+    connections"): does the wait grow with N, as one cost a connection says? Calibration bench runs
+    of 64, 128, 256 and 512 short prompts at once and 256 at a concurrency of 128, in two rounds,
+    beside the probe's own burst of 256 (its client opens its connections at once), on a
+    FULL_DECODE_ONLY server whose step lines are stamped."""
+    warm = [fx(label, "warm-p16", 16, 4, 1)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 16, 64, 128, 256)]
+    work = []
+    for rep in "ab":
+        work.append(fx(label, f"fx-d256-c128-o16-{rep}", 128, 16, 256, 90))
+        for n, conc in ((256, None), (128, None), (512, None), (64, None), (256, 128)):
+            name = f"cal-bench-d{n}-c128-o16" + (f"-conc{conc}" if conc else "") + f"-{rep}"
+            w = bench(label, name, 128, 16, n, 120, conc=conc)
+            w["calibration"] = True
+            work.append(w)
+    return plan_document(warm, work)
+
 def cal35_plan(label):
     """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
     the warm-ups every eager plan runs, then the hook's shapes unprofiled, once (the loan's time is
@@ -918,7 +940,7 @@ def plan(label):
                ("cal25-", cal25_plan), ("cal26-", cal26_plan),
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
-               ("cal32-", cal32_plan), ("cal35-", cal35_plan)]
+               ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

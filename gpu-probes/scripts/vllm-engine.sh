@@ -51,6 +51,9 @@
 #        sending 1, 4 and 16 prompts at once beside each round's probe bursts of those sizes (does the bench
 #        client slow a small eager batch too?); each bench run costs 25-35 s of `vllm bench serve`'s own start, so
 #        the plan outlasts one 600 s call: its two rounds of bursts and bench runs come first;
+#        cal38-graph-256-2048 (and -r2, the same plan on a fresh server): `vllm bench serve` bursts of 64-512
+#        prompts at once and 256 at a concurrency of 128, twice, beside the probe's own burst of 256: does the
+#        wait for the client's connections grow with the burst (docs/fidelity.md, "The bench client's connections")?
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
@@ -96,6 +99,8 @@ for i in "${!labels[@]}"; do
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
     cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal38-eager-256-2048) plan=cal38-graph-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal38-graph-256-2048|cal38-graph-256-2048-r2) plan=cal38-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     graph-128-4096-w4) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
     cal32-graph-128-4096) plan=$label; flags=(--max-num-seqs 128 --max-num-batched-tokens 4096 --compilation-config "$graph" --jit-monitor-verbose) ;;
