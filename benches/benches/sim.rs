@@ -47,7 +47,8 @@ fn core_events(n: u64) -> u64 {
             | Event::StatsPublished
             | Event::RequestAdmitted { .. }
             | Event::RequestDelivered { .. }
-            | Event::TokensEmitted { .. } => Event::StepStarted,
+            | Event::TokensEmitted { .. }
+            | Event::ConnectionsOpened => Event::StepStarted,
         };
         queue.schedule(
             now + SimDuration::from_ns(rng.random_range(1..100_000)),

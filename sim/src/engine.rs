@@ -52,6 +52,14 @@ pub struct RunOptions {
     /// response path, the hop back from the engine core): the client sees it, and frees the
     /// request's concurrency slot, this much later. It delays no step. Zero by default.
     pub frontend_latency: SimDuration,
+    /// What `vllm bench serve`'s client spends opening one connection. Its aiohttp session keeps
+    /// idle connections alive and starts the run with one (the metrics fetch just before it,
+    /// vllm/benchmarks/serve.py `fetch_spec_decode_metrics`); a request sent when none is idle
+    /// waits for a new one, and the requests sent at one instant (every prompt at once, or the
+    /// first `--max-concurrency` of them) open theirs in one pass before any is written, so all of
+    /// them reach the front end this long times their number after they were sent. A finished
+    /// request's connection is idle again. Zero (the default) sends every request at once.
+    pub client_connect: SimDuration,
     /// vLLM 0.26's asynchronous scheduling (on by default, vllm/config/vllm.py:1059-1107): the
     /// engine core schedules step n+1 while step n runs (a batch queue of two,
     /// vllm/v1/engine/core.py `step_with_batch_queue`), so a request that reaches the engine during
@@ -82,6 +90,7 @@ impl RunOptions {
             frontend_intake: SimDuration::ZERO,
             frontend_token: SimDuration::ZERO,
             frontend_latency: SimDuration::ZERO,
+            client_connect: SimDuration::ZERO,
             async_scheduling: false,
             idle_start: SimDuration::ZERO,
             compiled_kernel_tokens: Vec::new(),
@@ -189,7 +198,30 @@ struct World<'w> {
     latency: SimDuration,
     /// When the front end is free of the requests taken in and the tokens delivered so far.
     frontend_free: SimTime,
+    /// The client's keep-alive connections.
+    connections: Connections,
     dp: bool,
+}
+
+/// `vllm bench serve`'s keep-alive connections ([`RunOptions::client_connect`]).
+struct Connections {
+    /// What opening one costs; zero sends every request as it comes.
+    cost: SimDuration,
+    /// Open and idle (the run starts with one, its `/metrics` fetch's).
+    idle: u32,
+    /// Requests sent at this instant that found none idle, in the order sent.
+    opening: Vec<u32>,
+}
+
+impl Connections {
+    /// The pool a run starts with: one idle connection, each new one costing `cost`.
+    fn new(cost: SimDuration) -> Connections {
+        Connections {
+            cost,
+            idle: 1,
+            opening: Vec::new(),
+        }
+    }
 }
 
 /// Progress of a run, for progress bars.
@@ -301,6 +333,7 @@ fn run_inner(
         held_tokens: Vec::new(),
         idle_start: options.idle_start,
         frontend_free: SimTime::ZERO,
+        connections: Connections::new(options.client_connect),
         dp,
     };
     for (index, spec) in workload.requests.iter().enumerate() {
@@ -367,6 +400,7 @@ impl World<'_> {
             Event::StepFinished { step } => self.on_step_finished(now, step),
             Event::StatsPublished => self.on_stats_published(now),
             Event::TokensEmitted { step } => self.on_tokens_emitted(now, step),
+            Event::ConnectionsOpened => self.on_connections_opened(now),
         }
     }
 
@@ -385,10 +419,43 @@ impl World<'_> {
         self.in_flight += 1;
         self.sent += 1;
         self.traces[index as usize].send = Some(now);
-        if self.intake == SimDuration::ZERO {
-            self.admit(now, index);
+        let pool = &mut self.connections;
+        if pool.cost == SimDuration::ZERO {
+            self.reach_front_end(now, now, index);
+        } else if pool.idle > 0 {
+            pool.idle -= 1;
+            self.reach_front_end(now, now, index);
         } else {
-            let at = now.max(self.frontend_free) + self.intake;
+            if pool.opening.is_empty() {
+                self.queue.schedule(now, Event::ConnectionsOpened);
+            }
+            pool.opening.push(index);
+        }
+    }
+
+    /// Every request sent at this instant has been handed its connection (the event runs after
+    /// them): the client opened one for each request that found none idle, then wrote them all.
+    fn on_connections_opened(&mut self, now: SimTime) {
+        let opening = std::mem::take(&mut self.connections.opening);
+        let count = u64::try_from(opening.len()).expect("fewer than 2^64 requests");
+        let at = now + SimDuration::from_ns(self.connections.cost.as_ns() * count);
+        for index in opening {
+            self.reach_front_end(now, at, index);
+        }
+    }
+
+    /// Request `index` reaches the front end at `at` (now or later): it hands the request to the
+    /// engine once it has taken in the ones before it.
+    fn reach_front_end(&mut self, now: SimTime, at: SimTime, index: u32) {
+        if self.intake == SimDuration::ZERO {
+            if at == now {
+                self.admit(now, index);
+            } else {
+                self.queue
+                    .schedule(at, Event::RequestAdmitted { request: index });
+            }
+        } else {
+            let at = at.max(self.frontend_free) + self.intake;
             self.frontend_free = at;
             self.queue
                 .schedule(at, Event::RequestAdmitted { request: index });
@@ -438,6 +505,7 @@ impl World<'_> {
     fn release(&mut self, now: SimTime) {
         self.in_flight -= 1;
         self.done += 1;
+        self.connections.idle += 1;
         if let Some(next) = self.client_waiting.pop_front() {
             self.send(now, next);
         }

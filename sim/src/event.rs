@@ -26,6 +26,10 @@ pub enum Event {
     /// issued (asynchronous scheduling with a host-bound next step); only scheduled when an engine
     /// profile prices the steps.
     TokensEmitted { step: u64 },
+    /// The client finished opening the connections that the requests it sent at this instant
+    /// found none idle for ([`crate::engine::RunOptions::client_connect`]); they are on their way
+    /// to the front end now. Only scheduled when the run prices the client's connections.
+    ConnectionsOpened,
 }
 
 impl Event {
@@ -39,6 +43,7 @@ impl Event {
             Event::RequestAdmitted { .. } => 5,
             Event::RequestDelivered { .. } => 6,
             Event::TokensEmitted { .. } => 7,
+            Event::ConnectionsOpened => 8,
         }
     }
 
@@ -49,7 +54,7 @@ impl Event {
             | Event::RequestAdmitted { request }
             | Event::RequestDelivered { request } => u64::from(request),
             Event::StepFinished { step } | Event::TokensEmitted { step } => step,
-            Event::StatsPublished | Event::StepStarted => 0,
+            Event::StatsPublished | Event::StepStarted | Event::ConnectionsOpened => 0,
         }
     }
 }

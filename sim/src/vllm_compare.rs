@@ -377,6 +377,8 @@ pub struct FrontEnd<'a> {
     pub text_token_ns: f64,
     /// The front end's serial cost per streamed token (the engine profile's).
     pub stream_token_ns: u64,
+    /// What `vllm bench serve`'s client spends opening a connection (the engine profile's).
+    pub connect_ns: u64,
     /// Each request's cached prefix ([`cached_prefixes`]; empty when unknown).
     pub cached: &'a [u32],
     /// The engine core schedules one step ahead ([`async_scheduling`]).
@@ -402,6 +404,7 @@ impl<'a> FrontEnd<'a> {
             intake_ns: profile.intake_ns,
             text_token_ns: profile.text_token_ns,
             stream_token_ns: profile.stream_token_ns,
+            connect_ns: profile.connect_ns,
             cached,
             async_scheduling,
             compiled: &[],
@@ -416,6 +419,7 @@ impl<'a> FrontEnd<'a> {
         options.frontend_intake = SimDuration::from_ns(intake);
         options.frontend_token = SimDuration::from_ns(self.stream_token_ns);
         options.frontend_latency = SimDuration::from_ns(self.latency_ns);
+        options.client_connect = SimDuration::from_ns(self.connect_ns);
         options.async_scheduling = self.async_scheduling;
         options.idle_start = SimDuration::from_ns(self.idle_start_ns);
         options.compiled_kernel_tokens = self.compiled.to_vec();

@@ -435,6 +435,15 @@ pub struct VllmEngineProfile {
     /// not measured.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub text_token_ns: f64,
+    /// What `vllm bench serve`'s client spends opening one connection, nanoseconds: a burst's
+    /// requests after the first (the only one its one idle keep-alive connection carries) reach
+    /// the server only once the client has opened a connection for each. Calibration bench runs
+    /// that sent their prompts at once, from their stamped step lines: the time from the burst's
+    /// first step to the step its second request reached, over the connections opened; the median
+    /// over servers of each server's median. Zero when not measured, and in profiles written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connect_ns: u64,
     /// The runs served dummy weights (`--load-format dummy`): their replayed decode steps route as
     /// that model's few distinct tokens do, not as a trained model's spread ones. False in profiles
     /// written before it existed.

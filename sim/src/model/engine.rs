@@ -62,6 +62,9 @@ const DECODE_TABLE_MAX_INPUT: u32 = 512;
 const CHUNK_REGRESSION_MIN_INPUT: u32 = 256;
 /// Fewest non-uniform steps a fixed-shape record needs to price the non-uniform table.
 const TABLE_MIN_STEPS: usize = 4;
+/// Fewest prompts a calibration bench run sends at once to price the bench client's connections
+/// ([`connect_s`]): below it the connections open within the first step.
+const CONNECT_MIN_BURST: u32 = 64;
 /// Fewest prompts of a cached burst that measures the front end's intake.
 const INTAKE_MIN_BURST: u32 = 128;
 /// Largest burst that prices the non-uniform table: the front end takes requests in one at a time
@@ -226,12 +229,7 @@ pub fn derive_with_logs(
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
-    let intake_s = median_over_servers(
-        runs.iter()
-            .zip(names)
-            .flat_map(|(run, name)| intake_s(run).into_iter().map(move |s| (name.as_str(), s))),
-    )
-    .unwrap_or(0.0);
+    let intake_s = pooled_by_server(runs, names, intake_s);
     let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
     let mut modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
     share_decode_context(&mut modes);
@@ -262,6 +260,7 @@ pub fn derive_with_logs(
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
         dummy_weights: first.is_some_and(dummy_weights),
+        connect_ns: (pooled_by_server(runs, names, connect_s) * 1e9).round() as u64,
         jit_compile_ns: moe
             .and_then(|moe| jit_compile_s(runs, logs, moe))
             .map_or(0, |s| (s * 1e9).round() as u64),
@@ -1453,6 +1452,45 @@ fn cached_spread_s(r: &WorkloadRecord) -> Option<f64> {
     (firsts.len() >= 2).then(|| (hi - lo) / (firsts.len() - 1) as f64)
 }
 
+/// What `vllm bench serve`'s client spends opening a connection, one figure per calibration bench
+/// run of at least [`CONNECT_MIN_BURST`] prompts sent at once (or that many at its concurrency
+/// limit) whose step lines are stamped. The client's one idle connection carries the first request,
+/// which the engine steps alone until the others, each on a connection opened for it, reach it
+/// together. Under asynchronous scheduling a step's line is written once the step after it is
+/// issued, so the first step holding two requests, `k`, was planned at its predecessor's stamp and
+/// the one before it at the stamp before: the second request reached the engine between the two.
+/// The figure is the middle of that window, from the first step's stamp, over the connections
+/// opened. A burst whose second request reached the engine before its first step was issued
+/// (`k < 2`) bounds nothing from below and gives none. The first request's own way to its first
+/// step is not added, so the figure is low by that over the connections.
+fn connect_s(run: &VllmRun) -> Vec<f64> {
+    run.records
+        .iter()
+        .filter(|r| {
+            r.workload.calibration && r.workload.request_rate.is_none() && r.failure.is_none()
+        })
+        .filter_map(|r| {
+            let burst = r
+                .workload
+                .num_prompts
+                .min(r.workload.max_concurrency.unwrap_or(u32::MAX));
+            if burst < CONNECT_MIN_BURST {
+                return None;
+            }
+            let stamps: Vec<f64> = r.steps.iter().map(|s| s.logged_s).collect::<Option<_>>()?;
+            let k = r
+                .steps
+                .iter()
+                .position(|s| s.ctx_requests + s.gen_requests >= 2)?;
+            if k < 2 {
+                return None;
+            }
+            let reached = (stamps[k - 2] + stamps[k - 1]) / 2.0 - stamps[0];
+            Some(reached / f64::from(burst - 1))
+        })
+        .collect()
+}
+
 /// What a text prompt adds to the intake per prompt token, one figure per pair of cached streamed
 /// bursts of one server with the same shape, one sent as text and one as token ids: the difference
 /// of their per-request spreads over the prompt length (never below zero).
@@ -1727,6 +1765,17 @@ fn grouped_table(
 /// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by
 /// `sim/scripts/calibration_loso.py` (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117
 /// within 25 %).
+/// The median over servers of each server's median of what `figures` reads from its run file (each
+/// file is one server); zero where no server measured any.
+fn pooled_by_server(runs: &[VllmRun], names: &[String], figures: fn(&VllmRun) -> Vec<f64>) -> f64 {
+    median_over_servers(
+        runs.iter()
+            .zip(names)
+            .flat_map(|(run, name)| figures(run).into_iter().map(move |s| (name.as_str(), s))),
+    )
+    .unwrap_or(0.0)
+}
+
 fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
     let mut by_server: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for (server, value) in values {

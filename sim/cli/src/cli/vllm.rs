@@ -58,7 +58,9 @@ injected beside two batches of one server, each server's slope counted once. The
 latency (the intercept of isolated prompts' first tokens against their chunk count), intake per
 request (cached bursts), what text prompts add per token (cached text against cached token-id
 bursts) and its serial cost per streamed token (graph calibration bench runs whose mean time per
-output token is well above the engine's). Each file is one server (a file name two files share
+output token is well above the engine's); and what `vllm bench serve`'s client spends opening a
+connection (calibration bench runs of 64 or more prompts at once whose step lines are stamped: the
+time until the burst's second request reached the engine, over the connections it opened). Each file is one server (a file name two files share
 gives way to their paths). Bench runs that are not marked calibration are what the model is judged
 by and are never read here. The profile records whether its runs served --load-format dummy (whose
 decode tokens reach few experts; compare and predict --real-engine then price a server that loads

@@ -81,8 +81,13 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 11.34 %, worst 74.4 % (graph 256/8192 e2e-pre-sat output throughput
-    // on the first server); 248 of 288 values within 25 %; 14 of 49 ratios within 10 %.
+    // own send times"): median 10.02 %, worst 72.9 % (the fast eager 256/8192 repeat's e2e-dec-r8
+    // mean TTFT); 254 of 288 values within 25 %; 14 of 49 ratios within 10 %.
+    // The bench client's connections (a burst's requests after the first reach the server once
+    // the client has opened a connection for each, 0.73 ms a connection from the calibration
+    // bursts' stamped steps; calibration_loso.py median 16.6 -> 14.2 %, mean 27.1 -> 26.2 %, 105
+    // -> 111 of 147 within 25 %) moved them from 11.34 %, 74.4 % (graph 256/8192 e2e-pre-sat
+    // output throughput on the first server) and 248 (the model on repeats 12.8 -> 12.2 %).
     // The decode table counting every server once, as the step tables do (calibration_loso.py
     // with the twenty-ninth batch: median 17.3 -> 16.6 %, mean 28.3 -> 27.1 %, 100 -> 105 of 147
     // within 25 %), moved them from 11.74 %, 244 and 12 (the model on repeats 14.1 -> 12.8 %).
@@ -162,8 +167,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.1135, "median |error| {median}");
-    assert!(worst <= 0.745, "worst |error| {worst}");
+    assert!(median <= 0.1005, "median |error| {median}");
+    assert!(worst <= 0.73, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -175,7 +180,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 248, "{within_25} of 288 values within 25 %");
+    assert!(within_25 >= 254, "{within_25} of 288 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -184,12 +189,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 12.7 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 12.2 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.1285, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.1225, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 49);
     let within = ratios

@@ -52,6 +52,7 @@ pub(crate) fn profile_of(modes: Vec<EngineModeCosts>, frontend_ns: u64) -> VllmE
         text_token_ns: 0.0,
         modes,
         dummy_weights: false,
+        connect_ns: 0,
         jit_compile_ns: 0,
         role_division: Vec::new(),
     }
@@ -457,6 +458,90 @@ fn derive_prices_the_engine_without_the_stream_the_front_ends_tokens_and_text_in
         "{}",
         profile.text_token_ns
     );
+}
+
+/// A calibration bench run of `n` prompts sent at once (at most `concurrency` in flight) whose
+/// stamped step log holds the first request's steps at `lone_s` and then a step of many.
+fn bench_burst(name: &str, n: u32, concurrency: Option<u32>, lone_s: &[f64]) -> WorkloadRecord {
+    let mut r = burst(name, n, 128, 0.0, 0.0);
+    r.workload.kind = WorkloadKind::BenchServe;
+    r.workload.calibration = true;
+    r.workload.max_concurrency = concurrency;
+    r.fixed = None;
+    r.bench_result = Some(serde_json::json!({"mean_tpot_ms": 10.0}));
+    let stamped = |mut s: afd_traces::vllm_run::EngineStep, at: f64| {
+        s.logged_s = Some(1_000.0 + at);
+        s
+    };
+    r.steps = lone_s
+        .iter()
+        .enumerate()
+        .map(|(i, &at)| {
+            stamped(
+                if i == 0 {
+                    step(1, 128, 0)
+                } else {
+                    step(0, 0, 1)
+                },
+                at,
+            )
+        })
+        .collect();
+    let last = lone_s.last().copied().unwrap_or(0.0);
+    r.steps.push(stamped(step(16, 2048, 1), last + 0.07));
+    r.steps.push(stamped(step(16, 2048, 17), last + 0.14));
+    r
+}
+
+#[test]
+fn the_bench_clients_connections_are_read_from_its_bursts_first_lone_steps() {
+    let words = ["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"];
+    let floors = || {
+        vec![
+            burst("fx-d1", 1, 128, 0.050, 0.0),
+            burst("fx-d256", 256, 128, 0.056, 0.0),
+            burst("fx-p2048", 1, 2048, 0.050, 0.0),
+            burst("fx-d64-c2048", 64, 2048, 0.056, 0.1),
+        ]
+    };
+    let with = |extra: Vec<WorkloadRecord>| {
+        let mut records = floors();
+        records.extend(extra);
+        records
+    };
+    // Server a: 256 at once, the second request reached the engine between the stamps 0.10 and
+    // 0.15 s after the first step's: 0.125 s over 255 connections. Its 64-at-once burst at a
+    // concurrency of 32 opens too few to read, and its 128-burst met the first step (k = 1).
+    let a = run(
+        &words,
+        with(vec![
+            bench_burst("cal-bench-d256", 256, None, &[0.0, 0.05, 0.10, 0.15]),
+            bench_burst("cal-bench-c32", 64, Some(32), &[0.0, 0.05, 0.10]),
+            bench_burst("cal-bench-d128", 128, None, &[0.0]),
+        ]),
+    );
+    // Server b, twice: 0.255 s and 0.0762 s over 255 and 127 connections (1 ms and 0.6 ms).
+    let b = run(
+        &words,
+        with(vec![
+            bench_burst("cal-bench-d256", 256, None, &[0.0, 0.2, 0.31]),
+            bench_burst("cal-bench-d128", 128, Some(128), &[0.0, 0.05, 0.1024]),
+        ]),
+    );
+    // Server c: no stamps, so nothing.
+    let mut unstamped = bench_burst("cal-bench-d256", 256, None, &[0.0, 0.05, 0.10, 0.15]);
+    for s in &mut unstamped.steps {
+        s.logged_s = None;
+    }
+    let c = run(&words, with(vec![unstamped]));
+    let names = ["a".to_string(), "b".to_string(), "c".to_string()];
+    let alone = derive(std::slice::from_ref(&a), &names[..1]).unwrap();
+    assert_eq!(alone.connect_ns, 490_196);
+    // Every server counts once: a's figure and b's median (0.8 ms), the median of the two.
+    let both = derive(&[a, b, c.clone()], &names).unwrap();
+    assert_eq!(both.connect_ns, (490_196 + 800_000) / 2);
+    // A server without a stamped burst measures none.
+    assert_eq!(derive(&[c], &names[2..]).unwrap().connect_ns, 0);
 }
 
 #[test]
