@@ -67,7 +67,10 @@ pub(crate) struct WorkloadArgs {
     /// Lengths are drawn uniformly from len·(1−r) to len·(1+r) (random dataset; 0 ≤ r < 1).
     #[arg(long, default_value_t = 0.0)]
     pub(crate) random_range_ratio: f64,
-    /// Requests per second, or `inf` to send everything at once [default: 5].
+    /// Requests per second, or `inf` to send everything at once [default: 5]. Priced as real vLLM
+    /// runs it, a burst reaches the server as `vllm bench serve` sends it: the first request at
+    /// once, the rest once its client has opened a connection for each (the engine profile's
+    /// `connect_ns` a connection), and that wait is in their TTFT.
     #[arg(long)]
     pub(crate) request_rate: Option<String>,
     /// Gamma shape of inter-arrivals (1 = Poisson).
