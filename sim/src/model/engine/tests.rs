@@ -460,6 +460,17 @@ fn derive_prices_the_engine_without_the_stream_the_front_ends_tokens_and_text_in
     );
 }
 
+/// The fewest fixed shapes a profile derives from: decode bursts of 1 and `batch` requests stepping
+/// at `lone_s` and `batch_s`, an isolated 2,048-token prefill and a full-budget prefill burst.
+fn least_bursts(batch: u32, lone_s: f64, batch_s: f64) -> Vec<WorkloadRecord> {
+    vec![
+        burst("fx-d1", 1, 128, lone_s, 0.0),
+        burst(&format!("fx-d{batch}"), batch, 128, batch_s, 0.0),
+        burst("fx-p2048", 1, 2048, lone_s, 0.0),
+        burst("fx-d64-c2048", 64, 2048, batch_s, 0.1),
+    ]
+}
+
 /// A calibration bench run of `n` prompts sent at once (at most `concurrency` in flight) whose
 /// stamped step log holds the first request's steps at `lone_s` and then a step of many.
 fn bench_burst(name: &str, n: u32, concurrency: Option<u32>, lone_s: &[f64]) -> WorkloadRecord {
@@ -496,16 +507,8 @@ fn bench_burst(name: &str, n: u32, concurrency: Option<u32>, lone_s: &[f64]) -> 
 #[test]
 fn the_bench_clients_connections_are_read_from_its_bursts_first_lone_steps() {
     let words = ["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"];
-    let floors = || {
-        vec![
-            burst("fx-d1", 1, 128, 0.050, 0.0),
-            burst("fx-d256", 256, 128, 0.056, 0.0),
-            burst("fx-p2048", 1, 2048, 0.050, 0.0),
-            burst("fx-d64-c2048", 64, 2048, 0.056, 0.1),
-        ]
-    };
     let with = |extra: Vec<WorkloadRecord>| {
-        let mut records = floors();
+        let mut records = least_bursts(256, 0.050, 0.056);
         records.extend(extra);
         records
     };
@@ -1702,14 +1705,7 @@ fn a_server_that_loads_its_weights_replays_dearer_decode_steps_than_dummy_weight
 
 #[test]
 fn a_profile_says_whether_its_runs_served_dummy_weights_and_never_mixes_them() {
-    let records = || {
-        vec![
-            burst("fx-d1", 1, 128, 0.003, 0.0),
-            burst("fx-d64", 64, 128, 0.004, 0.0),
-            burst("fx-p2048", 1, 2048, 0.003, 0.0),
-            burst("fx-d64-c2048", 64, 2048, 0.004, 0.1),
-        ]
-    };
+    let records = || least_bursts(64, 0.003, 0.004);
     let words = |dummy: &[&'static str]| {
         let mut w = vec![
             "/m",
