@@ -147,6 +147,9 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # `vllm bench serve`'s burst reaches the server only once its client has opened a connection
     # for every request but the first: bursts of 64-512 at once, stamped (twenty-seventh session).
     "cal38-graph-256-2048": (256, 2048),
+    # Eager steps of 3,072-8,192 tokens beside 1-64 decodes, stamped: no calibration step of that
+    # size had been measured (the judged eager 128/4096 pre-sat stepped at 83.6 ms, the model 75.0).
+    "cal39-eager-256-8192": (256, 8192),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -914,6 +917,25 @@ def cal38_plan(label):
             work.append(w)
     return plan_document(warm, work)
 
+def cal39_plan(label):
+    """Eager steps past 2,048 tokens: the eager prefill extra is measured from injections up to 2,036
+    tokens and extended beyond along its last slope (docs/fidelity.md, "What is still wrong"). An eager
+    server at 256/8192 whose step lines are stamped: prompts of 3,072-8,192 tokens injected beside
+    standing bursts of 1, 16 and 64 decodes (each prefilled in one step beside them, which the
+    derivation reads as what the prefill adds to the standing gap), two rounds, and lone prompts of
+    those lengths on the idle engine (8,000 at most: beside 64 decodes it fits one step). The warm-ups run every length once, so no first use of a
+    fused-MoE specialization falls in a record."""
+    lengths = (3072, 4096, 6144, 8000)  # 8,000 and 64 decodes fit one 8,192-token step
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 512, 2048) + lengths]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 16, 64)]
+    warm += [inject_burst(label, "warm-inject", 16, 128, lengths, 0.5, 1.0)]
+    work = []
+    for rep in "ab":
+        for b in (1, 16, 64):
+            work.append(inject_burst(label, f"fx-inj-b{b}-o128-{rep}", b, 128, lengths, 1.0, 1.2))
+        work += [fx(label, f"fx-p{n}-{rep}", n, 4, 1, 90) for n in lengths]
+    return plan_document(warm, work)
+
 def cal35_plan(label):
     """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
     the warm-ups every eager plan runs, then the hook's shapes unprofiled, once (the loan's time is
@@ -940,7 +962,8 @@ def plan(label):
                ("cal25-", cal25_plan), ("cal26-", cal26_plan),
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
-               ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan)]
+               ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan),
+               ("cal39-", cal39_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

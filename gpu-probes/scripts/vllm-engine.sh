@@ -54,6 +54,8 @@
 #        cal38-graph-256-2048 (and -r2, the same plan on a fresh server): `vllm bench serve` bursts of 64-512
 #        prompts at once and 256 at a concurrency of 128, twice, beside the probe's own burst of 256: does the
 #        wait for the client's connections grow with the burst (docs/fidelity.md, "The bench client's connections")?
+#        cal39-eager-256-8192: prompts of 3,072-8,192 tokens injected beside 1, 16 and 64 standing eager decodes,
+#        twice, and lone on the idle engine (eager steps past 2,048 tokens, which no stamped step had priced);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
@@ -91,7 +93,7 @@ for i in "${!labels[@]}"; do
     graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192|cal30-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
-    cal-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    cal-eager-256-8192|cal39-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE
