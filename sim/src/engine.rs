@@ -205,7 +205,7 @@ struct World<'w> {
 
 /// `vllm bench serve`'s keep-alive connections ([`RunOptions::client_connect`]).
 struct Connections {
-    /// What opening one costs; zero sends every request as it comes.
+    /// What opening one costs; at zero a new one carries its request at once.
     cost: SimDuration,
     /// Open and idle (the run starts with one, its `/metrics` fetch's).
     idle: u32,
@@ -420,17 +420,16 @@ impl World<'_> {
         self.sent += 1;
         self.traces[index as usize].send = Some(now);
         let pool = &mut self.connections;
-        if pool.cost == SimDuration::ZERO {
-            self.reach_front_end(now, now, index);
-        } else if pool.idle > 0 {
+        if pool.idle > 0 {
             pool.idle -= 1;
-            self.reach_front_end(now, now, index);
-        } else {
+        } else if pool.cost > SimDuration::ZERO {
             if pool.opening.is_empty() {
                 self.queue.schedule(now, Event::ConnectionsOpened);
             }
             pool.opening.push(index);
+            return;
         }
+        self.reach_front_end(now, now, index);
     }
 
     /// Every request sent at this instant has been handed its connection (the event runs after

@@ -907,15 +907,15 @@ fn bench_decode_s(runs: &[(&str, &VllmRun)], graphless: bool) -> ByBatch {
     out
 }
 
+/// A calibration bench run that sent its prompts at once (no request rate) and finished.
+fn calibration_at_once(r: &WorkloadRecord) -> bool {
+    r.workload.calibration && r.workload.request_rate.is_none() && r.failure.is_none()
+}
+
 /// The mean time per output token of a calibration bench run that sent its prompts at once and
 /// finished, seconds.
 fn calibration_tpot_s(r: &WorkloadRecord) -> Option<f64> {
-    let w = &r.workload;
-    if !w.calibration
-        || w.request_rate.is_some()
-        || w.max_concurrency.is_some()
-        || r.failure.is_some()
-    {
+    if !calibration_at_once(r) || r.workload.max_concurrency.is_some() {
         return None;
     }
     r.bench_result
@@ -1466,9 +1466,7 @@ fn cached_spread_s(r: &WorkloadRecord) -> Option<f64> {
 fn connect_s(run: &VllmRun) -> Vec<f64> {
     run.records
         .iter()
-        .filter(|r| {
-            r.workload.calibration && r.workload.request_rate.is_none() && r.failure.is_none()
-        })
+        .filter(|r| calibration_at_once(r))
         .filter_map(|r| {
             let burst = r
                 .workload
@@ -1758,13 +1756,6 @@ fn grouped_table(
     table
 }
 
-/// The median over servers of each server's own median: every server counts once, however many
-/// values it gave. A host-bound cost is a property of the loan it was measured on (the lent
-/// machines' cores sat at levels 1.7× apart, docs/fidelity.md "The twenty-second batch"), so a
-/// server's forty injections are one draw of it, not forty: pooled, four calibration servers of
-/// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by
-/// `sim/scripts/calibration_loso.py` (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117
-/// within 25 %).
 /// The median over servers of each server's median of what `figures` reads from its run file (each
 /// file is one server); zero where no server measured any.
 fn pooled_by_server(runs: &[VllmRun], names: &[String], figures: fn(&VllmRun) -> Vec<f64>) -> f64 {
@@ -1776,6 +1767,13 @@ fn pooled_by_server(runs: &[VllmRun], names: &[String], figures: fn(&VllmRun) ->
     .unwrap_or(0.0)
 }
 
+/// The median over servers of each server's own median: every server counts once, however many
+/// values it gave. A host-bound cost is a property of the loan it was measured on (the lent
+/// machines' cores sat at levels 1.7× apart, docs/fidelity.md "The twenty-second batch"), so a
+/// server's forty injections are one draw of it, not forty: pooled, four calibration servers of
+/// two sessions set FULL_DECODE_ONLY's 64-token entry (60 of its 70 points). Chosen by
+/// `sim/scripts/calibration_loso.py` (median 12.2 → 11.3 %, mean 19.9 → 19.6 %, 84 → 85 of 117
+/// within 25 %).
 fn median_over_servers<'a>(values: impl IntoIterator<Item = (&'a str, f64)>) -> Option<f64> {
     let mut by_server: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for (server, value) in values {
