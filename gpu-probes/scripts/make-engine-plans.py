@@ -924,16 +924,18 @@ def cal39_plan(label):
     standing bursts of 1, 16 and 64 decodes (each prefilled in one step beside them, which the
     derivation reads as what the prefill adds to the standing gap), two rounds, and lone prompts of
     those lengths on the idle engine (8,000 at most: beside 64 decodes it fits one step). The warm-ups run every length once, so no first use of a
-    fused-MoE specialization falls in a record."""
+    fused-MoE specialization falls in a record. Each round also runs the uniform decode bursts of 1-256
+    requests the eager decode table pools over servers: one more loan's level for it."""
     lengths = (3072, 4096, 6144, 8000)  # 8,000 and 64 decodes fit one 8,192-token step
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in (16, 512, 2048) + lengths]
-    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 16, 64)]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 4, 16, 64, 256)]
     warm += [inject_burst(label, "warm-inject", 16, 128, lengths, 0.5, 1.0)]
     work = []
     for rep in "ab":
         for b in (1, 16, 64):
             work.append(inject_burst(label, f"fx-inj-b{b}-o128-{rep}", b, 128, lengths, 1.0, 1.2))
         work += [fx(label, f"fx-p{n}-{rep}", n, 4, 1, 90) for n in lengths]
+        work += [fx(label, f"fx-d{b}-c128-o64-{rep}", 128, 64, b) for b in (1, 4, 16, 64, 256)]
     return plan_document(warm, work)
 
 def cal35_plan(label):
