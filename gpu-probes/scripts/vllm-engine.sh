@@ -55,7 +55,8 @@
 #        prompts at once and 256 at a concurrency of 128, twice, beside the probe's own burst of 256: does the
 #        wait for the client's connections grow with the burst (docs/fidelity.md, "The bench client's connections")?
 #        cal39-eager-256-8192: prompts of 3,072-8,192 tokens injected beside 1, 16 and 64 standing eager decodes,
-#        twice, and lone on the idle engine (eager steps past 2,048 tokens, which no stamped step had priced);
+#        twice, and lone on the idle engine (eager steps past 2,048 tokens, which no stamped step had priced),
+#        with each round's uniform decode bursts of 1-256 (one more loan for the eager decode table);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
