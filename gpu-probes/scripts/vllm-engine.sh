@@ -18,7 +18,8 @@
 #        cal10-eager-256-2048: each prompt length injected twice beside 1, 4, 16 and 64 eager decodes;
 #        cal11-piecewise-1024-8192: long-context decode bursts on vLLM's defaults;
 #        cal12-graph-256-2048: 2,048-token prefill steps beside long-context decodes, stamped step logs;
-#        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped;
+#        cal13-eager-64-64: chunked prefill at 64 tokens a step, lone and beside 1 and 4 decodes, stamped (its repeats
+#        on fresh servers cal13-eager-64-64-r2 and -r3; cal39-eager-256-8192-r2 repeats cal39);
 #        cal14-piecewise-1024-8192: decode batches of 256-1,024 on vLLM's defaults, streamed and not, stamped;
 #        cal15-graph-256-8192: steps that prefill many short or prefix-cached prompts at once, stamped;
 #        cal16-graph-256-8192: the front end's intake of 256 prompts sent at once, cold and cached, stamped;
@@ -87,6 +88,7 @@ for i in "${!labels[@]}"; do
   label=${labels[$i]}
   case "$label" in
     eager-64-64|cal13-eager-64-64|eager-64-64-w3) plan=$label; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
+    cal13-eager-64-64-r2|cal13-eager-64-64-r3) plan=cal13-eager-64-64; flags=(--enforce-eager --max-num-seqs 64 --max-num-batched-tokens 64) ;;
     graph-64-64-w3|cal18-graph-64-64|cal18-graph-64-64-r2|cal19-graph-64-64|cal20-graph-64-64|cal21-graph-64-64|cal28-graph-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-64-64|graph-64-64-r2) plan=graph-64-64; flags=(--max-num-seqs 64 --max-num-batched-tokens 64 --compilation-config "$graph") ;;
     graph-256-2048|graph-256-2048-r2) plan=graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
@@ -95,6 +97,7 @@ for i in "${!labels[@]}"; do
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192|cal30-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     cal-eager-256-8192|cal39-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    cal39-eager-256-8192-r2) plan=cal39-eager-256-8192; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE

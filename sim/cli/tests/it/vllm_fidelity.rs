@@ -81,8 +81,12 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let worst = value["worst_abs_error"].as_f64().unwrap();
     // Recorded at this commit, each arrival-bound run simulated once at the send times its bench
     // client drew (numpy's generator from the run's recorded --seed; docs/fidelity.md, "The bench's
-    // own send times"): median 10.02 %, worst 72.9 % (the fast eager 256/8192 repeat's e2e-dec-r8
-    // mean TTFT); 254 of 288 values within 25 %; 14 of 49 ratios within 10 %.
+    // own send times"): median 9.83 %, worst 68.1 % (the first graph 256/2048 server's e2e-pre-r4
+    // mean TPOT); 255 of 288 values within 25 %; 15 of 49 ratios within 10 %.
+    // The thirty-third batch (cal39 x2: eager steps of 3,072-8,000 tokens beside 1-64 decodes and
+    // the eager decode bursts; cal13 x2: eager 64/64 injections; calibration only, rules unchanged)
+    // moved them from 10.02 %, 72.9 % (the fast eager 256/8192 repeat's e2e-dec-r8 mean TTFT),
+    // 254 and 14 (the model on repeats 12.2 -> 11.5 %).
     // The bench client's connections (a burst's requests after the first reach the server once
     // the client has opened a connection for each, 0.73 ms a connection from the calibration
     // bursts' stamped steps; calibration_loso.py median 16.6 -> 14.2 %, mean 27.1 -> 26.2 %, 105
@@ -167,8 +171,8 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     // running prompts to 9.40 %; the ninth batch's 5 runs (vLLM's defaults, workloads no earlier
     // run used) were predicted blind at 13.3 % (worst 43.4 %); the twelfth batch (cal9-cal11) and
     // the pure-prefill ratio's footing to 9.23 %.
-    assert!(median <= 0.1005, "median |error| {median}");
-    assert!(worst <= 0.73, "worst |error| {worst}");
+    assert!(median <= 0.0985, "median |error| {median}");
+    assert!(worst <= 0.685, "worst |error| {worst}");
     let within_25 = records
         .iter()
         .flat_map(|r| r["metrics"].as_array().unwrap())
@@ -180,7 +184,7 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
         })
         .filter(|m| m["error"].as_f64().unwrap().abs() <= 0.25)
         .count();
-    assert!(within_25 >= 254, "{within_25} of 288 values within 25 %");
+    assert!(within_25 >= 255, "{within_25} of 288 values within 25 %");
     // The repeated servers: one real run as the prediction of the other (the committed data's own
     // reproducibility), median 17.2 %, worst 206 % over 16 workloads on five repeated servers.
     let real = &value["real_against_real"];
@@ -189,21 +193,21 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     assert!((0.17..0.19).contains(&real_median), "{real_median}");
     assert!(real["worst_abs_error"].as_f64().unwrap() > 2.0);
     // One prediction of both runs of a repeat errs on their mean by at least half their
-    // difference: 7.7 % at the median; the model, 12.2 % at the median (docs/fidelity.md, "How far
+    // difference: 7.7 % at the median; the model, 11.5 % at the median (docs/fidelity.md, "How far
     // two real runs of one workload lie apart").
     let floor = real["one_prediction_floor_median"].as_f64().unwrap();
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
-    assert!(on_repeats >= floor && on_repeats <= 0.1225, "{on_repeats}");
+    assert!(on_repeats >= floor && on_repeats <= 0.1155, "{on_repeats}");
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 49);
     let within = ratios
         .iter()
         .filter(|r| r["error"].as_f64().unwrap().abs() <= 0.10)
         .count();
-    // 14 of 49: eager TPOTs vary with the host by about as much as the bar between servers.
+    // 15 of 49: eager TPOTs vary with the host by about as much as the bar between servers.
     assert!(
-        within >= 14,
+        within >= 15,
         "graph/eager TPOT ratios within 10 %: {within} of 49"
     );
 }
@@ -214,7 +218,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     let out_path = dir.path().join("engine.json");
     // Every committed run file, in name order (as the shell's glob gives them).
     let runs = committed("vllm", |name| name.ends_with(".json.xz"));
-    assert_eq!(runs.len(), 54, "{runs:?}");
+    assert_eq!(runs.len(), 58, "{runs:?}");
     // The profiled servers' module summaries (the AFD roles' division), in name order.
     let modules = committed("vllm/modules", |name| {
         name.contains(".modules-") && name.ends_with(".json")
