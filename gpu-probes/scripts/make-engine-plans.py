@@ -150,6 +150,7 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # Eager steps of 3,072-8,192 tokens beside 1-64 decodes, stamped: no calibration step of that
     # size had been measured (the judged eager 128/4096 pre-sat stepped at 83.6 ms, the model 75.0).
     "cal39-eager-256-8192": (256, 8192),
+    "cal40-eager-256-8192": (256, 8192),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -938,6 +939,19 @@ def cal39_plan(label):
         work += [fx(label, f"fx-d{b}-c128-o64-{rep}", 128, 64, b) for b in (1, 4, 16, 64, 256)]
     return plan_document(warm, work)
 
+def cal40_plan(label):
+    """What an eager step costs by its prompts and by its tokens, apart: the eager per-token floor is read
+    from full-budget bursts of many prompts (11.6 us a token, 92.6 ms at 8,000 tokens), yet one 8,000-token
+    prompt beside a decode stepped at about 55 ms on `cal39` (docs/fidelity.md, "What is still wrong").
+    Bursts of N prompts of L tokens sent at once, each prefilled in one step: N x L = 8,192 (1 x 8,192,
+    4 x 2,048, 16 x 512, 64 x 128, 256 x 32) and N x L = 2,048 (1 x 2,048, 4 x 512, 16 x 128, 64 x 32),
+    four output tokens, two rounds, after a warm-up at every shape; on an eager 256/8192 server whose
+    step lines are stamped."""
+    shapes = [(1, 8192), (4, 2048), (16, 512), (64, 128), (256, 32), (1, 2048), (4, 512), (16, 128), (64, 32)]
+    warm = [fx(label, f"warm-n{n}-p{length}", length, 4, n, 90) for n, length in shapes]
+    work = [fx(label, f"fx-n{n}-p{length}-o4-{rep}", length, 4, n, 90) for rep in "ab" for n, length in shapes]
+    return plan_document(warm, work)
+
 def cal35_plan(label):
     """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
     the warm-ups every eager plan runs, then the hook's shapes unprofiled, once (the loan's time is
@@ -965,7 +979,7 @@ def plan(label):
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
                ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan),
-               ("cal39-", cal39_plan)]
+               ("cal39-", cal39_plan), ("cal40-", cal40_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)
