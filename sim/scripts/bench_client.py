@@ -21,7 +21,7 @@ import re
 import statistics
 import sys
 
-from stamped_steps import fail, read_run, usage
+from stamped_steps import fail, machine, read_run, usage
 
 # The round's suffix is absent from the first batch's records (one round, named `-`).
 BURST = re.compile(r"^fx-d(\d+)-c128-o\d+(?:-(\w+))?$")
@@ -66,7 +66,7 @@ def main(paths):
         if "--enforce-eager" not in (run.get("serve_args") or []):
             fail(f"{path}: not an eager server (its serve words have no --enforce-eager)")
         notes = (run.get("provenance") or {}).get("notes") or {}
-        card = notes.get("gpu_machine", "H200")
+        card = machine(run)
         found = pairs(run)
         print(f"{path} ({card}, torch_launch_us {notes.get('torch_launch_us', '?')})")
         if not found:

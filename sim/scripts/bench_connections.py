@@ -21,7 +21,7 @@ Exit 2 on a missing or malformed file, or when no file holds such a run.
 import statistics
 import sys
 
-from stamped_steps import fail, read_run, usage
+from stamped_steps import fail, machine, read_run, usage
 
 # Fewest connections a run must open to count (`CONNECT_MIN_BURST` in sim/src/model/engine.rs).
 MIN_BURST = 64
@@ -47,8 +47,7 @@ def main(paths):
     by_server = {}
     for path in paths:
         run = read_run(path)
-        notes = (run.get("provenance") or {}).get("notes") or {}
-        card = notes.get("gpu_machine", "H200")
+        card = machine(run)
         print(f"{path} ({card})")
         figures = []
         for record in run.get("records") or []:

@@ -56,6 +56,13 @@ def read_run(path):
     return run
 
 
+def machine(run):
+    """The GPU a run file's provenance says it ran on (the device tool's words), H200 where it names none
+    (the first batches, all on H200s)."""
+    notes = (run.get("provenance") or {}).get("notes") or {}
+    return notes.get("gpu_machine", "H200")
+
+
 def correlation(xs, ys):
     """Pearson's r; nan when either side is constant."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
