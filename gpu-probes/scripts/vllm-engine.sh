@@ -98,9 +98,8 @@ for i in "${!labels[@]}"; do
     graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192|cal30-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
-    cal-eager-256-8192|cal39-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    cal-eager-256-8192|cal39-eager-256-8192|cal40-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal39-eager-256-8192-r2) plan=cal39-eager-256-8192; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
-    cal40-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal2-piecewise-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048) ;;  # vLLM's default FULL_AND_PIECEWISE
