@@ -151,6 +151,7 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     # size had been measured (the judged eager 128/4096 pre-sat stepped at 83.6 ms, the model 75.0).
     "cal39-eager-256-8192": (256, 8192),
     "cal40-eager-256-8192": (256, 8192),
+    "cal41-eager-256-8192": (256, 8192),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -952,6 +953,28 @@ def cal40_plan(label):
     work = [fx(label, f"fx-n{n}-p{length}-o4-{rep}", length, 4, n, 90) for rep in "ab" for n, length in shapes]
     return plan_document(warm, work)
 
+def cal41_plan(label):
+    """`cal40` beside standing decodes: on an H100, `cal40`'s steps of about 8,000 fresh prompt tokens cost
+    about a decode step whether 1, 4, 16 or 63 prompts filled them, yet the H200 bursts the eager per-token
+    floor is read from (chunked prompts, or 64 fresh ones beside 64-191 decodes) stepped at about 92-96 ms.
+    Is it the decodes beside the prefill? N prompts of L tokens sent at once into a standing burst of 64
+    eager decodes (N x L = 8,000: 1 x 8,000, 4 x 2,000, 16 x 500, 64 x 125; beside 64 decodes each fits one
+    8,192-token step), and into one of 1 decode, two rounds, beside `cal40`'s bare bursts of 8,192 on the
+    same server; after a warm-up at every shape."""
+    shapes = [(1, 8000), (4, 2000), (16, 500), (64, 125)]
+    bare = [(1, 8192), (4, 2048), (16, 512), (64, 128)]
+    warm = [fx(label, f"warm-n{n}-p{length}", length, 4, n, 90) for n, length in shapes + bare]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 64)]
+    work = []
+    for rep in "ab":
+        for b in (64, 1):
+            for n, length in shapes:
+                w = inject_burst(label, f"fx-inj-b{b}-n{n}-p{length}-{rep}", b, 64, (), 0.0, 0.0)
+                w["inject"] = [{"at_s": 1.5, "input_len": length, "output_len": 4} for _ in range(n)]
+                work.append(w)
+        work += [fx(label, f"fx-n{n}-p{length}-o4-{rep}", length, 4, n, 90) for n, length in bare]
+    return plan_document(warm, work)
+
 def cal35_plan(label):
     """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
     the warm-ups every eager plan runs, then the hook's shapes unprofiled, once (the loan's time is
@@ -979,7 +1002,8 @@ def plan(label):
                ("cal27-", cal27_plan), ("cal28-", cal28_plan),
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
                ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan),
-               ("cal39-", cal39_plan), ("cal40-", cal40_plan)]
+               ("cal39-", cal39_plan), ("cal40-", cal40_plan),
+               ("cal41-", cal41_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)
