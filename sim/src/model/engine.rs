@@ -2005,6 +2005,7 @@ fn engine_cost(
         prefill,
         prefill_requests,
         context,
+        continues,
     } = EngineWork::of(shape, e);
     let tokens = shape.tokens[e].max(1);
     // Long contexts cost a decode step more than the table's bursts paid.
@@ -2038,11 +2039,20 @@ fn engine_cost(
             (period, period)
         }
         // Every eager step is the host's: a non-uniform one costs its requests' decode
-        // period and what its prefill adds, unless its kernels take longer.
+        // period and what its prefill adds, unless its tokens' floor is larger.
         GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
             let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
                 + interpolate(&costs.prefill_extra_ns, prefill);
-            (host.max(kernels), host)
+            // The per-token floor is read from bursts whose full steps held many prompts, one of
+            // them continuing a chunked prompt; one whole prompt of up to 8,000 tokens stepped at
+            // the host's price beside 1-64 decodes (`cal39`, docs/fidelity.md "The thirty-fourth
+            // batch"), so it is not floored.
+            let floor = if prefill_requests == 1 && !continues {
+                0
+            } else {
+                kernels
+            };
+            (host.max(floor), host)
         }
         // Within the largest capture size a non-uniform batch replays piecewise graphs,
         // with attention issued from Python between them: the host holds the step too (the
@@ -2105,6 +2115,8 @@ struct EngineWork {
     prefill_requests: u32,
     /// Context tokens the decodes attend to.
     context: u64,
+    /// A prefill chunk attends to context computed before it.
+    continues: bool,
 }
 
 impl EngineWork {
@@ -2114,12 +2126,14 @@ impl EngineWork {
             prefill: 0,
             prefill_requests: 0,
             context: 0,
+            continues: false,
         };
         for w in shape.work.iter().filter_map(|stage| stage.get(engine)) {
             work.decodes += w.decode_seqs;
             work.prefill += w.prefill.iter().map(|&(t, _)| t).sum::<u32>();
             work.prefill_requests += w.prefill.len() as u32;
             work.context += w.decode_context;
+            work.continues |= w.prefill.iter().any(|&(_, cached)| cached > 0);
         }
         work
     }

@@ -150,6 +150,30 @@ fn a_mixed_step_pays_the_larger_of_the_host_floor_and_its_tokens() {
 }
 
 #[test]
+fn an_eager_step_of_one_whole_prompt_is_the_hosts_and_others_pay_the_token_floor() {
+    let mut p = profile();
+    p.modes[0].prefill_extra_ns = vec![(64, 5_000_000), (2048, 9_000_000)];
+    let engine = EngineModel::new(p);
+    // Host: the decode table at 1 decode and 1 prompt (50 ms) plus the extra along its last
+    // slope (21 ms), below 8,001 tokens' floor (88 ms).
+    let host = engine
+        .period_ns(&GraphMode::Eager, &shape(false, 1, 8000, 8001))
+        .unwrap();
+    assert!(host > 70_000_000 && host < 72_000_000, "{host}");
+    let floor = 88_011_000;
+    // The same tokens continuing a chunked prompt, or split between two prompts, pay the floor.
+    let mut continuing = shape(false, 1, 8000, 8001);
+    continuing.work[0][0].prefill = vec![(8000, 4000)];
+    assert_eq!(
+        engine.period_ns(&GraphMode::Eager, &continuing),
+        Some(floor)
+    );
+    let mut two = shape(false, 1, 8000, 8001);
+    two.work[0][0].prefill = vec![(4000, 0), (4000, 0)];
+    assert_eq!(engine.period_ns(&GraphMode::Eager, &two), Some(floor));
+}
+
+#[test]
 fn eager_decode_interpolates_between_measured_batches() {
     let engine = EngineModel::new(profile());
     let mid = engine
