@@ -152,6 +152,7 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "cal39-eager-256-8192": (256, 8192),
     "cal40-eager-256-8192": (256, 8192),
     "cal41-eager-256-8192": (256, 8192),
+    "cal42-eager-256-8192": (256, 8192),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -975,6 +976,24 @@ def cal41_plan(label):
         work += [fx(label, f"fx-n{n}-p{length}-o4-{rep}", length, 4, n, 90) for n, length in bare]
     return plan_document(warm, work)
 
+def cal42_plan(label):
+    """An eager step that continues a chunked prompt against one that prefills a whole prompt of the same
+    tokens: the eager per-token floor now prices only steps of several prompts or a continued chunk, and no
+    eager calibration has measured a continued chunk apart (docs/fidelity.md, "What is still wrong").
+    Prompts of 12,000 and 16,000 tokens sent into standing bursts of 64 and of 1 eager decode (the budget
+    cuts each at 8,192 less the decodes, and the rest, 3,872-7,999 tokens, continues with that context in
+    the next step), beside whole prompts of the continued chunks' lengths sent into the same bursts; two
+    rounds, after a warm-up at every length."""
+    long, whole = (12000, 16000), (3872, 7872)
+    warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in whole + long]
+    warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 64)]
+    work = []
+    for rep in "ab":
+        for b in (64, 1):
+            for n in long + whole:
+                work.append(inject_burst(label, f"fx-inj-b{b}-p{n}-{rep}", b, 64, (n,), 1.5, 1.0))
+    return plan_document(warm, work)
+
 def cal35_plan(label):
     """An eager server whose steps the label's hook profiles (gpu-probes/scripts/profile-modules.py):
     the warm-ups every eager plan runs, then the hook's shapes unprofiled, once (the loan's time is
@@ -1003,7 +1022,7 @@ def plan(label):
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
                ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan),
                ("cal39-", cal39_plan), ("cal40-", cal40_plan),
-               ("cal41-", cal41_plan)]
+               ("cal41-", cal41_plan), ("cal42-", cal42_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

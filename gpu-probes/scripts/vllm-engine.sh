@@ -62,6 +62,8 @@
 #        (an eager step's cost by its prompts and by its tokens, apart);
 #        cal41-eager-256-8192: cal40's bursts of about 8,000 tokens sent into 64 and 1 standing eager decodes,
 #        twice, beside the bare bursts (do the decodes beside a full prefill step make it cost more?);
+#        cal42-eager-256-8192: prompts of 12,000 and 16,000 tokens (a full chunk, then one that continues it)
+#        and whole prompts of the continued chunks' lengths, sent into 64 and 1 standing eager decodes, twice;
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
@@ -100,7 +102,7 @@ for i in "${!labels[@]}"; do
     graph-256-8192|graph-256-8192-r2) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
     eager-256-8192|eager-256-8192-r2) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal-graph-256-8192|cal15-graph-256-8192|cal16-graph-256-8192|cal17-graph-256-8192|cal30-graph-256-8192) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 8192 --compilation-config "$graph") ;;
-    cal-eager-256-8192|cal39-eager-256-8192|cal40-eager-256-8192|cal41-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
+    cal-eager-256-8192|cal39-eager-256-8192|cal40-eager-256-8192|cal41-eager-256-8192|cal42-eager-256-8192) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal39-eager-256-8192-r2) plan=cal39-eager-256-8192; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 8192) ;;
     cal2-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal2-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
