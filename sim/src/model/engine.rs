@@ -2046,12 +2046,14 @@ fn engine_cost(
             // The per-token floor is read from bursts whose full steps held many prompts, one of
             // them continuing a chunked prompt; one whole prompt of up to 8,000 tokens stepped at
             // the host's price beside 1-64 decodes (`cal39`, docs/fidelity.md "The thirty-fourth
-            // batch"), so it is not floored.
-            let floor = if prefill_requests == 1 && !continues {
-                0
-            } else {
-                kernels
-            };
+            // batch"), so it is not floored within the reach of the injections that priced the
+            // prefill extra (its last group, widened as every table's groups are).
+            let reach = costs
+                .prefill_extra_ns
+                .last()
+                .map_or(0.0, |p| f64::from(p.0) * TABLE_GROUP_RATIO);
+            let whole = prefill_requests == 1 && !continues && f64::from(prefill) <= reach;
+            let floor = if whole { 0 } else { kernels };
             (host.max(floor), host)
         }
         // Within the largest capture size a non-uniform batch replays piecewise graphs,

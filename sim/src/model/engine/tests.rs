@@ -152,14 +152,14 @@ fn a_mixed_step_pays_the_larger_of_the_host_floor_and_its_tokens() {
 #[test]
 fn an_eager_step_of_one_whole_prompt_is_the_hosts_and_others_pay_the_token_floor() {
     let mut p = profile();
-    p.modes[0].prefill_extra_ns = vec![(64, 5_000_000), (2048, 9_000_000)];
+    p.modes[0].prefill_extra_ns = vec![(64, 5_000_000), (8000, 9_000_000)];
     let engine = EngineModel::new(p);
-    // Host: the decode table at 1 decode and 1 prompt (50 ms) plus the extra along its last
-    // slope (21 ms), below 8,001 tokens' floor (88 ms).
+    // Host: the decode table at 1 decode and 1 prompt (50 ms) plus the extra (9 ms), below
+    // 8,001 tokens' floor (88 ms).
     let host = engine
         .period_ns(&GraphMode::Eager, &shape(false, 1, 8000, 8001))
         .unwrap();
-    assert!(host > 70_000_000 && host < 72_000_000, "{host}");
+    assert!(host > 58_000_000 && host < 60_000_000, "{host}");
     let floor = 88_011_000;
     // The same tokens continuing a chunked prompt, or split between two prompts, pay the floor.
     let mut continuing = shape(false, 1, 8000, 8001);
@@ -171,6 +171,16 @@ fn an_eager_step_of_one_whole_prompt_is_the_hosts_and_others_pay_the_token_floor
     let mut two = shape(false, 1, 8000, 8001);
     two.work[0][0].prefill = vec![(4000, 0), (4000, 0)];
     assert_eq!(engine.period_ns(&GraphMode::Eager, &two), Some(floor));
+    // Within the prefill extra's reach (its last point × 1.5: 12,000 tokens) one whole prompt is
+    // the host's; past it no injection measured one, and it pays the floor again.
+    let within = engine
+        .period_ns(&GraphMode::Eager, &shape(false, 1, 12000, 12001))
+        .unwrap();
+    assert!(within < 62_000_000, "{within}");
+    assert_eq!(
+        engine.period_ns(&GraphMode::Eager, &shape(false, 1, 12001, 12002)),
+        Some(132_022_000)
+    );
 }
 
 #[test]
