@@ -2041,20 +2041,8 @@ fn engine_cost(
         // Every eager step is the host's: a non-uniform one costs its requests' decode
         // period and what its prefill adds, unless its tokens' floor is larger.
         GraphMode::Eager if !costs.prefill_extra_ns.is_empty() => {
-            let host = interpolate(&costs.decode_period_ns, decodes + prefill_requests)
-                + interpolate(&costs.prefill_extra_ns, prefill);
-            // The per-token floor is read from bursts whose full steps held many prompts, one of
-            // them continuing a chunked prompt; one whole prompt of up to 8,000 tokens stepped at
-            // the host's price beside 1-64 decodes (`cal39`, docs/fidelity.md "The thirty-fourth
-            // batch"), so it is not floored within the reach of the injections that priced the
-            // prefill extra (its last group, widened as every table's groups are).
-            let reach = costs
-                .prefill_extra_ns
-                .last()
-                .map_or(0.0, |p| f64::from(p.0) * TABLE_GROUP_RATIO);
-            let whole = prefill_requests == 1 && !continues && f64::from(prefill) <= reach;
-            let floor = if whole { 0 } else { kernels };
-            (host.max(floor), host)
+            let whole = prefill_requests == 1 && !continues;
+            eager_mixed(costs, (decodes + prefill_requests, prefill), whole, kernels)
         }
         // Within the largest capture size a non-uniform batch replays piecewise graphs,
         // with attention issued from Python between them: the host holds the step too (the
@@ -2094,6 +2082,29 @@ fn engine_cost(
             costs.nonuniform_floor_ns,
         ),
     }
+}
+
+/// An eager non-uniform step of `requests` (decodes and prefills) and `prefill` tokens, `(period,
+/// host)`: the requests' decode period and what the prefill adds, or the tokens' floor (`kernels`)
+/// if larger. The floor is read from bursts whose full steps held many prompts, one of them
+/// continuing a chunked prompt; one `whole` prompt (nothing computed before it) of up to 8,000
+/// tokens stepped at the host's price beside 1-64 decodes (`cal39`, docs/fidelity.md "The
+/// thirty-fourth batch"), so it is not floored within the reach of the injections that priced the
+/// prefill extra (its last group, widened as every table's groups are).
+fn eager_mixed(
+    costs: &EngineModeCosts,
+    (requests, prefill): (u32, u32),
+    whole: bool,
+    kernels: u64,
+) -> (u64, u64) {
+    let host = interpolate(&costs.decode_period_ns, requests)
+        + interpolate(&costs.prefill_extra_ns, prefill);
+    let reach = costs
+        .prefill_extra_ns
+        .last()
+        .map_or(0.0, |p| f64::from(p.0) * TABLE_GROUP_RATIO);
+    let floored = !(whole && f64::from(prefill) <= reach);
+    (host.max(if floored { kernels } else { 0 }), host)
 }
 
 /// A replayed uniform decode step of `batch` requests: the measured period, and with a `trained`
