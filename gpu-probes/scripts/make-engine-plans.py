@@ -153,6 +153,7 @@ LIMITS = {  # label: (max_num_seqs, max_num_batched_tokens)
     "cal40-eager-256-8192": (256, 8192),
     "cal41-eager-256-8192": (256, 8192),
     "cal42-eager-256-8192": (256, 8192),
+    "cal43-eager-256-2048": (256, 2048),
 }
 
 # `afd-sim warm-up --serve-args 'vllm serve M --max-num-seqs 128 --max-num-batched-tokens 4096 ...'`
@@ -983,8 +984,13 @@ def cal42_plan(label):
     Prompts of 12,000 and 16,000 tokens sent into standing bursts of 64 and of 1 eager decode (the budget
     cuts each at 8,192 less the decodes, and the rest, 3,872-7,999 tokens, continues with that context in
     the next step), beside whole prompts of the continued chunks' lengths sent into the same bursts; two
-    rounds, after a warm-up at every length."""
-    long, whole = (12000, 16000), (3872, 7872)
+    rounds, after a warm-up at every length. `cal43` runs the same shapes at the 2,048-token budget: the
+    continued chunks then follow a context of 1,984-2,047 tokens where `cal42`'s followed 8,128-8,191 (does
+    a continued chunk's cost go with its context, or come once per chunk?)."""
+    seqs, budget = LIMITS[label]
+    first = budget - 64  # the chunk the budget cuts beside 64 decodes
+    whole = (first // 2 - (first // 2) % 16, first - 144) if budget < 8192 else (3872, 7872)
+    long = tuple(first + n for n in whole)
     warm = [fx(label, f"warm-p{n}", n, 2, 1, 90) for n in whole + long]
     warm += [fx(label, f"warm-d{b}", 128, 8, b) for b in (1, 64)]
     work = []
@@ -1022,7 +1028,8 @@ def plan(label):
                ("cal29-", judged_order_plan), ("cal30-", judged_order_plan),
                ("cal32-", cal32_plan), ("cal35-", cal35_plan), ("cal38-", cal38_plan),
                ("cal39-", cal39_plan), ("cal40-", cal40_plan),
-               ("cal41-", cal41_plan), ("cal42-", cal42_plan)]
+               ("cal41-", cal41_plan), ("cal42-", cal42_plan),
+               ("cal43-", cal42_plan)]
     for prefix, make in special:
         if label.startswith(prefix):
             return make(label)

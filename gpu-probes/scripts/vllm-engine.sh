@@ -64,6 +64,7 @@
 #        twice, beside the bare bursts (do the decodes beside a full prefill step make it cost more?);
 #        cal42-eager-256-8192: prompts of 12,000 and 16,000 tokens (a full chunk, then one that continues it)
 #        and whole prompts of the continued chunks' lengths, sent into 64 and 1 standing eager decodes, twice;
+#        cal43-eager-256-2048: cal42's shapes at the 2,048-token budget (continued chunks after a 2,000-token context);
 #        cal35-eager-profile-256-2048: an eager server with vLLM's torch profiler on, its hook
 #        (profile-modules.py, always, whatever HOOK says) profiling decode and prefill shapes and
 #        dividing each step's host time by module (the AFD roles' part of a plain step); the trace is
@@ -110,7 +111,7 @@ for i in "${!labels[@]}"; do
     piecewise-1024-8192|piecewise-1024-8192-w2|cal5-piecewise-1024-8192|cal6-piecewise-1024-8192|cal8-piecewise-1024-8192|cal11-piecewise-1024-8192|cal14-piecewise-1024-8192) plan=$label; flags=() ;;  # every limit and mode vLLM's default for an H200
     piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;
     cal3-piecewise-64-64|cal7-piecewise-64-64) plan=$label; flags=(--max-num-seqs 64 --max-num-batched-tokens 64) ;;  # FULL_AND_PIECEWISE
-    cal9-eager-256-2048|cal10-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
+    cal9-eager-256-2048|cal10-eager-256-2048|cal43-eager-256-2048) plan=$label; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal38-eager-256-2048) plan=cal38-graph-256-2048; flags=(--enforce-eager --max-num-seqs 256 --max-num-batched-tokens 2048) ;;
     cal38-graph-256-2048|cal38-graph-256-2048-r2) plan=cal38-graph-256-2048; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
     cal4-graph-256-2048|cal12-graph-256-2048|cal22-graph-256-2048|cal23-graph-256-2048|cal24-graph-256-2048|cal26-graph-256-2048|cal27-graph-256-2048|cal29-graph-256-2048) plan=$label; flags=(--max-num-seqs 256 --max-num-batched-tokens 2048 --compilation-config "$graph") ;;
