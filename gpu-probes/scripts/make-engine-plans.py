@@ -971,8 +971,8 @@ def cal41_plan(label):
     for rep in "ab":
         for b in (64, 1):
             for n, length in shapes:
-                w = inject_burst(label, f"fx-inj-b{b}-n{n}-p{length}-{rep}", b, 64, (), 0.0, 0.0)
-                w["inject"] = [{"at_s": 1.5, "input_len": length, "output_len": 4} for _ in range(n)]
+                w = fx(label, f"fx-inj-b{b}-n{n}-p{length}-{rep}", 128, 64, b, 90)
+                w["inject"] = [{"at_s": 1.5, "input_len": length, "output_len": 4}] * n
                 work.append(w)
         work += [fx(label, f"fx-n{n}-p{length}-o4-{rep}", length, 4, n, 90) for n, length in bare]
     return plan_document(warm, work)
@@ -987,7 +987,7 @@ def cal42_plan(label):
     rounds, after a warm-up at every length. `cal43` runs the same shapes at the 2,048-token budget: the
     continued chunks then follow a context of 1,984-2,047 tokens where `cal42`'s followed 8,128-8,191 (does
     a continued chunk's cost go with its context, or come once per chunk?)."""
-    seqs, budget = LIMITS[label]
+    budget = LIMITS[label][1]
     first = budget - 64  # the chunk the budget cuts beside 64 decodes
     whole = (first // 2 - (first // 2) % 16, first - 144) if budget < 8192 else (3872, 7872)
     long = tuple(first + n for n in whole)

@@ -29,7 +29,7 @@ Exit 2 on a missing or malformed file, an unstamped run, or when no step qualifi
 import collections, json, statistics, sys
 
 from injected_steps import budget_of, interpolate
-from stamped_steps import SHORTEST_S, LONGEST_S, fail, machine, prefill_periods, read_json, read_run, take_option, usage
+from stamped_steps import fail, machine, prefill_periods, read_json, read_run, step_periods, take_option, usage
 
 
 BANDS = ("1", "2-8", "9-32", "33 or more")
@@ -41,20 +41,15 @@ def band(prompts):
 
 
 def decode_level(steps):
-    """Median period (ms) of the record's steps that only decoded, by the shared convention (a
-    step's period is the stamp of the step before it less the one before that)."""
-    periods = [
-        (steps[k - 1]["logged_s"] - steps[k - 2]["logged_s"]) * 1e3
-        for k in range(2, len(steps))
-        if not steps[k]["ctx_requests"] and steps[k]["gen_requests"]
-        and SHORTEST_S <= steps[k - 1]["logged_s"] - steps[k - 2]["logged_s"] <= LONGEST_S
-    ]
+    """Median period (ms) of the record's steps that only decoded, by the shared convention."""
+    periods = [(t1 - t0) * 1e3 for _, t0, t1 in
+               step_periods(steps, lambda s: not s["ctx_requests"] and s["gen_requests"])]
     return statistics.median(periods) if periods else None
 
 
-def gpu_of(run):
-    """H100 or H200, from the run's provenance (`stamped_steps.machine`)."""
-    return "H100" if "H100" in machine(run) else "H200"
+def short_gpu(name):
+    """H100 or H200, from a GPU's name as a run's provenance or a profile gives it."""
+    return "H100" if "H100" in name else "H200"
 
 
 def chunk_kind(step, workload, budget):
@@ -89,7 +84,7 @@ def rows(path, run, min_tokens):
             if s["ctx_tokens"] < min_tokens or level is None:
                 continue
             period = (t1 - t0) * 1e3
-            out.append({"file": path, "gpu": gpu_of(run), "workload": w["name"],
+            out.append({"file": path, "gpu": short_gpu(machine(run)), "workload": w["name"],
                         "prompts": s["ctx_requests"], "tokens": s["ctx_tokens"],
                         "decodes": s["gen_requests"], "chunk": chunk_kind(s, w, budget),
                         "period_ms": round(period, 1),
@@ -98,9 +93,9 @@ def rows(path, run, min_tokens):
 
 
 def eager_prices(profile, row):
-    """(host, floor) in ms for `row` by the profile's eager mode, None when the profile has none or
-    was measured on another GPU."""
-    if gpu_of({"provenance": {"notes": {"gpu_machine": profile.get("gpu", "")}}}) != row["gpu"]:
+    """(host, the larger of host and floor) in ms for `row` by the profile's eager mode, None when the
+    profile has none or was measured on another GPU."""
+    if short_gpu(profile.get("gpu", "")) != row["gpu"]:
         return None
     eager = next((m for m in profile.get("modes", []) if m.get("mode") == "eager"), None)
     if not eager or not eager.get("prefill_extra_ns"):

@@ -1,7 +1,7 @@
 """Shared by the scripts that read stamped `afd-probe vllm` runs (probe f27393d on, every server log
 line stamped to the microsecond) and the other `sim/scripts` that read run files and profiles: the
 error exit, reading a compressed file (xz or gzip), a JSON file (plain or compressed) and a run file, a correlation,
-and the periods of the steps that prefilled.
+and the periods of a record's steps (those that prefilled, or any kind a caller picks).
 
 A step's period is the stamp of the step before it less the stamp of the one before that: under
 asynchronous scheduling vLLM writes a step's line once the next step is issued. Steps that only
@@ -72,14 +72,20 @@ def correlation(xs, ys):
     return sxy / (sxx * syy) ** 0.5 if sxx and syy else float("nan")
 
 
-def prefill_periods(steps):
-    """(k, t0, t1) for every step k of a record's `steps` that prefilled, its period t1 − t0 seconds."""
+def step_periods(steps, keep):
+    """(k, t0, t1) for every step k of a record's `steps` that `keep(step)` accepts, its period t1 − t0
+    seconds (the stamps of the two steps before it; none after an idle spell)."""
     out = []
     for k in range(2, len(steps)):
         t0, t1 = steps[k - 2]["logged_s"], steps[k - 1]["logged_s"]
-        if steps[k]["ctx_requests"] and SHORTEST_S <= t1 - t0 <= LONGEST_S:
+        if keep(steps[k]) and SHORTEST_S <= t1 - t0 <= LONGEST_S:
             out.append((k, t0, t1))
     return out
+
+
+def prefill_periods(steps):
+    """(k, t0, t1) for every step k of a record's `steps` that prefilled, its period t1 − t0 seconds."""
+    return step_periods(steps, lambda s: s["ctx_requests"])
 
 
 def usage(doc):
