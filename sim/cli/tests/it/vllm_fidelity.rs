@@ -243,6 +243,48 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     );
 }
 
+/// The model's eager structure on a GPU no term was read from: a profile derived from the H100
+/// servers' fixed shapes and calibration bench runs alone (traces/data/vllm/h100/, eleven eager
+/// servers) prices the judged eager 256/8192 plan's six runs on an H100 within the median bar
+/// (7.2 % when committed; docs/fidelity.md, "The thirty-sixth batch"). With no graph mode among
+/// the runs, `engine-profile` says its front end is read from lone prompts.
+#[test]
+fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("h100.json");
+    let runs = committed("vllm/h100", |n| {
+        n.contains("eager") && n.ends_with(".json.xz")
+    });
+    assert_eq!(runs.len(), 11, "{runs:?}");
+    let mut args: Vec<&str> = vec!["engine-profile"];
+    args.extend(runs.iter().map(String::as_str));
+    args.extend(["--out", profile.to_str().unwrap()]);
+    let out = afd_sim(&args);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("read from lone prompts"), "{said}");
+    let derived: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    assert_eq!(derived["gpu"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(derived["modes"].as_array().unwrap().len(), 1);
+    // The judged server's files alone in a folder: replay prices every bench run it holds.
+    let judged = dir.path().join("judged");
+    std::fs::create_dir(&judged).unwrap();
+    for name in [
+        "h100-dsv2l-eager-256-8192-r2.json.xz",
+        "h100-dsv2l-eager-256-8192-r2.server.log.xz",
+    ] {
+        std::fs::copy(data("vllm/h100").join(name), judged.join(name)).unwrap();
+    }
+    let (report, _) = afd_sim_json(
+        &["replay-vllm", judged.to_str().unwrap()],
+        &["--engine", profile.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(report["records"].as_array().unwrap().len(), 6, "{report}");
+    let median = report["median_abs_error"].as_f64().unwrap();
+    assert!(median <= 0.10, "median |error| {median}");
+}
+
 /// Two servers' files under one name (`afd-probe vllm --out DIR` writes every run as
 /// `DIR/run.json`) stay two servers: `cal17` and `cal2-graph` copied to `a/run.json.xz` and
 /// `b/run.json.xz`, each with its server log as `server.log.xz` beside it (as the probe keeps it),
