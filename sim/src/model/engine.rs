@@ -221,7 +221,12 @@ pub fn derive_with_logs(
     if !frontend_s.is_finite() {
         return Err(EngineProfileError::Missing {
             mode: "any".into(),
-            what: "isolated prefill of 1,024 tokens or more with a full-budget prefill burst",
+            // The three readings `frontend_s` may come from, in the order `derive` tries them.
+            what: "reading of the front end's latency (lone prompts of 256 tokens or more at two \
+                   chunk counts on one server; a lone prompt within a FULL_AND_PIECEWISE server's \
+                   capture size; or a lone prompt of 1,024 tokens or more beside a burst of 8 or \
+                   more prompts filling 4 or more full-budget steps of 4,096 tokens or more, as \
+                   gpu-probes/plans/engine-dsv2l-eager-256-8192-r2.json holds both)",
             files: names.join(", "),
         });
     }

@@ -247,7 +247,8 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
 /// servers' fixed shapes and calibration bench runs alone (traces/data/vllm/h100/, eleven eager
 /// servers) prices the judged eager 256/8192 plan's six runs on an H100 within the median bar
 /// (7.2 % when committed; docs/fidelity.md, "The thirty-sixth batch"). With no graph mode among
-/// the runs, `engine-profile` says its front end is read from lone prompts.
+/// the runs, `engine-profile` says its front end is read from lone prompts; without that plan's
+/// server it refuses, naming the readings that would price the front end.
 #[test]
 fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -266,6 +267,28 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
     let derived: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
     assert_eq!(derived["gpu"], "NVIDIA H100 80GB HBM3");
+    // Without the judged plan's full-budget burst the H100 servers give no front end reading, and
+    // the refusal names what would (no file written).
+    let without = dir.path().join("without.json");
+    let mut args: Vec<&str> = vec!["engine-profile"];
+    args.extend(
+        runs.iter()
+            .map(String::as_str)
+            .filter(|r| !r.contains("8192-r2")),
+    );
+    args.extend(["--out", without.to_str().unwrap()]);
+    let out = afd_sim(&args);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("no reading of the front end's latency"),
+        "{said}"
+    );
+    assert!(
+        said.contains("engine-dsv2l-eager-256-8192-r2.json"),
+        "{said}"
+    );
+    assert!(!without.exists());
     assert_eq!(derived["modes"].as_array().unwrap().len(), 1);
     // The judged server's files alone in a folder: replay prices every bench run it holds.
     let judged = dir.path().join("judged");
