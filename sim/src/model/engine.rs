@@ -191,52 +191,19 @@ pub fn derive_with_logs(
     }
     same_setup(runs)?;
     let first = runs.first();
-    // The front end's latency (one process, whatever the engine's mode). Best: lone prompts that
-    // one piecewise-graph step prefills, less that step as standing bursts priced it. Else the
-    // intercept of lone prompts' first tokens against their chunk counts, median over servers; else
-    // a one-token-step request's first token less its step's period, the least over modes.
-    let regressed: Vec<f64> = runs.iter().filter_map(chunked_frontend_s).collect();
-    let provisional_s = median(regressed).unwrap_or_else(|| {
-        by_mode
-            .values()
-            .filter_map(|runs| frontend_s(runs))
-            .fold(f64::INFINITY, f64::min)
-    });
     let all_runs: Vec<(&str, &VllmRun)> =
         names.iter().map(String::as_str).zip(runs.iter()).collect();
-    let frontend_s = by_mode
-        .get(FULL_AND_PIECEWISE)
-        .and_then(|runs| {
-            // The piecewise table comes from injected requests alone, whatever the front end.
-            let any_s = if provisional_s.is_finite() {
-                provisional_s
-            } else {
-                0.0
-            };
-            let (costs, _) = mode_costs(FULL_AND_PIECEWISE, runs, any_s, &all_runs).ok()?;
-            one_step_frontend_s(runs, &costs.piecewise_period_ns)
-        })
-        .map(|f| f.max(0.0))
-        .unwrap_or(provisional_s);
-    if !frontend_s.is_finite() {
-        return Err(EngineProfileError::Missing {
-            mode: "any".into(),
-            // The three readings `frontend_s` may come from, in the order `derive` tries them.
-            what: "reading of the front end's latency (lone prompts of 256 tokens or more at two \
-                   chunk counts on one server; a lone prompt within a FULL_AND_PIECEWISE server's \
-                   capture size; or a lone prompt of 1,024 tokens or more beside a burst of 8 or \
-                   more prompts filling 4 or more full-budget steps of 4,096 tokens or more, as \
-                   gpu-probes/plans/engine-dsv2l-eager-256-8192-r2.json holds both)",
-            files: names.join(", "),
-        });
-    }
+    let frontend_s = lone_frontend_s(runs, names, &by_mode, &all_runs)?;
     let derived: Vec<(EngineModeCosts, Vec<Injected>)> = by_mode
         .iter()
         .map(|(mode, runs)| mode_costs(mode, runs, frontend_s, &all_runs))
         .collect::<Result<_, _>>()?;
     let intake_s = pooled_by_server(runs, names, intake_s);
-    let (frontend_s, idle_start_s) = split_frontend_s(&derived, frontend_s, intake_s);
+    let eager_runs = by_mode.get(EAGER).map_or(&[][..], Vec::as_slice);
+    let (frontend_s, idle_start_s, read) =
+        split_frontend_s(&derived, frontend_s, intake_s, eager_runs);
     let mut modes: Vec<EngineModeCosts> = derived.into_iter().map(|(costs, _)| costs).collect();
+    note_frontend_reading(&mut modes, read);
     share_decode_context(&mut modes);
     share_graphless_decode(&mut modes);
     let sources = runs
@@ -271,6 +238,54 @@ pub fn derive_with_logs(
             .map_or(0, |s| (s * 1e9).round() as u64),
         role_division: Vec::new(),
     })
+}
+
+/// The front end's latency a lone prompt on an idle engine met (one process, whatever the engine's
+/// mode), before [`split_frontend_s`] tells the running engine's part apart.
+fn lone_frontend_s(
+    runs: &[VllmRun],
+    names: &[String],
+    by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
+    all_runs: &[(&str, &VllmRun)],
+) -> Result<f64, EngineProfileError> {
+    // The front end's latency (one process, whatever the engine's mode). Best: lone prompts that
+    // one piecewise-graph step prefills, less that step as standing bursts priced it. Else the
+    // intercept of lone prompts' first tokens against their chunk counts, median over servers; else
+    // a one-token-step request's first token less its step's period, the least over modes.
+    let regressed: Vec<f64> = runs.iter().filter_map(chunked_frontend_s).collect();
+    let provisional_s = median(regressed).unwrap_or_else(|| {
+        by_mode
+            .values()
+            .filter_map(|runs| frontend_s(runs))
+            .fold(f64::INFINITY, f64::min)
+    });
+    let frontend_s = by_mode
+        .get(FULL_AND_PIECEWISE)
+        .and_then(|runs| {
+            // The piecewise table comes from injected requests alone, whatever the front end.
+            let any_s = if provisional_s.is_finite() {
+                provisional_s
+            } else {
+                0.0
+            };
+            let (costs, _) = mode_costs(FULL_AND_PIECEWISE, runs, any_s, all_runs).ok()?;
+            one_step_frontend_s(runs, &costs.piecewise_period_ns)
+        })
+        .map(|f| f.max(0.0))
+        .unwrap_or(provisional_s);
+    if !frontend_s.is_finite() {
+        return Err(EngineProfileError::Missing {
+            mode: "any".into(),
+            // The three readings `frontend_s` may come from, in the order `derive` tries them.
+            what: "reading of the front end's latency (lone prompts of 256 tokens or more at two \
+                   chunk counts on one server; a lone prompt within a FULL_AND_PIECEWISE server's \
+                   capture size; or a lone prompt of 1,024 tokens or more beside a burst of 8 or \
+                   more prompts filling 4 or more full-budget steps of 4,096 tokens or more, as \
+                   gpu-probes/plans/engine-dsv2l-eager-256-8192-r2.json holds both)",
+            files: names.join(", "),
+        });
+    }
+    Ok(frontend_s)
 }
 
 /// The graph mode a run's server ran, with its capture sizes ([`JitCache::at_start`]).
@@ -431,26 +446,99 @@ fn share_graphless_decode(modes: &mut [EngineModeCosts]) {
 /// `(latency, idle start)`: `idle_frontend_s` is what a lone prompt met on an idle engine beyond its
 /// step; a request reaching a running engine meets less. With injected requests of the graph modes
 /// to tell them apart ([`stepping_frontend_s`]), the running engine's latency and what the idle
-/// engine's first step adds beyond it and the intake; else the lone prompts' figure alone.
+/// engine's first step adds beyond it and the intake; else, with eager servers' injected requests,
+/// the same read on eager steps ([`eager_split_s`]); else the lone prompts' figure alone.
 fn split_frontend_s(
     derived: &[(EngineModeCosts, Vec<Injected>)],
     idle_frontend_s: f64,
     intake_s: f64,
-) -> (f64, f64) {
+    eager_runs: &[(&str, &VllmRun)],
+) -> (f64, f64, FrontendReading) {
     let stepping = derived
         .iter()
         .filter(|(costs, _)| costs.mode != EAGER)
-        .flat_map(|(_, injected)| stepping_frontend_s(injected, intake_s));
-    match median_over_servers(stepping) {
-        Some(stepping_s) => {
-            let stepping_s = stepping_s.max(0.0);
-            (
-                stepping_s,
-                (idle_frontend_s - intake_s - stepping_s).max(0.0),
-            )
-        }
-        None => (idle_frontend_s, 0.0),
+        .flat_map(|(_, injected)| stepping_frontend_s(injected, intake_s, 0.0));
+    if let Some(stepping_s) = median_over_servers(stepping) {
+        let stepping_s = stepping_s.max(0.0);
+        let idle_s = (idle_frontend_s - intake_s - stepping_s).max(0.0);
+        return (stepping_s, idle_s, FrontendReading::GraphInjections);
     }
+    derived
+        .iter()
+        .find(|(costs, _)| costs.mode == EAGER)
+        .and_then(|(costs, injected)| eager_split_s(costs, injected, intake_s, eager_runs))
+        .map_or(
+            (idle_frontend_s, 0.0, FrontendReading::LonePrompts),
+            |(stepping_s, idle_s)| (stepping_s, idle_s, FrontendReading::EagerInjections),
+        )
+}
+
+/// Where [`split_frontend_s`] read the front end's latency from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FrontendReading {
+    GraphInjections,
+    EagerInjections,
+    LonePrompts,
+}
+
+/// The profile's evidence key that says where the front end's latency was read from, where it was
+/// not the graph modes' injected requests (the shipped profile's reading, which writes none).
+pub const FRONTEND_EVIDENCE: &str = "frontend";
+
+/// What a front end read without the graph modes' injections means, in every mode's evidence
+/// ([`FRONTEND_EVIDENCE`]; `engine-profile` warns on the lone prompts' reading).
+fn note_frontend_reading(modes: &mut [EngineModeCosts], read: FrontendReading) {
+    let said = match read {
+        FrontendReading::GraphInjections => return,
+        FrontendReading::EagerInjections => {
+            "eager servers' injected requests, each less the next step's issue (no graph mode's \
+             injected requests among the runs)"
+        }
+        FrontendReading::LonePrompts => {
+            "lone prompts on an idle engine (no mode's injected requests among the runs)"
+        }
+    };
+    for m in modes {
+        m.evidence.insert(FRONTEND_EVIDENCE.into(), said.into());
+    }
+}
+
+/// [`split_frontend_s`] from eager servers alone. Every eager step is issued op by op, so an
+/// injected request's first token leaves only once the step after its own is issued, a whole
+/// standing period later ([`stepping_frontend_s`] with that period taken off too): what is left is
+/// the front end on a running engine. A lone prompt on an idle engine then adds, beyond that and the
+/// intake, its first token less what the model prices its step (the host's: the decode table at one
+/// request and the prefill extra at its tokens) and the next step's issue (one decode); the median
+/// over servers, none below zero. `None` without eager injections.
+fn eager_split_s(
+    costs: &EngineModeCosts,
+    injected: &[Injected],
+    intake_s: f64,
+    runs: &[(&str, &VllmRun)],
+) -> Option<(f64, f64)> {
+    let stepping_s = median_over_servers(stepping_frontend_s(injected, intake_s, 1.0))?.max(0.0);
+    let decode_s = interpolate(&costs.decode_period_ns, 1) as f64 / 1e9;
+    let idle = fixed_records(runs)
+        .into_iter()
+        .filter(|(name, r, _)| {
+            let (w, run) = (&r.workload, runs.iter().find(|(n, _)| n == name));
+            let fits = run
+                .and_then(|(_, run)| budget(run))
+                .is_some_and(|b| w.input_len <= b);
+            w.num_prompts == 1 && w.inject.is_empty() && FLOOR_INPUTS.contains(&w.input_len) && fits
+        })
+        .filter_map(|(name, r, q)| {
+            let step_s =
+                decode_s + interpolate(&costs.prefill_extra_ns, r.workload.input_len) as f64 / 1e9;
+            Some((
+                name,
+                isolated_ttft(q)? - intake_s - stepping_s - step_s - decode_s,
+            ))
+        });
+    Some((
+        stepping_s,
+        median_over_servers(idle).unwrap_or(0.0).max(0.0),
+    ))
 }
 
 /// Every run measured one GPU kind, one model, dummy or loaded weights alike, and one vLLM version
@@ -1234,14 +1322,16 @@ fn stall_s(windows: Vec<Vec<f64>>, several: bool, standing_s: f64) -> Option<f64
 /// the injected one leaves only once that one is issued and its own tokens 2-5 ms later
 /// (`cal2-graph` and `cal2-piecewise`: gaps of 59 then 2 ms beside 8 decodes): what is left is that
 /// and the way to the client, 2-6 ms, where a lone prompt on an idle engine met 10-15 ms.
-fn stepping_frontend_s(injected: &[Injected], intake_s: f64) -> Vec<(&str, f64)> {
+/// `next_issues`: the standing periods the next step's issue holds the token back beyond that (0 in
+/// the graph modes, whose next step replays a graph; 1 on eager servers, [`eager_split_s`]).
+fn stepping_frontend_s(injected: &[Injected], intake_s: f64, next_issues: f64) -> Vec<(&str, f64)> {
     injected
         .iter()
         .filter(|i| i.one_step && i.batch <= STEPPING_FRONTEND_MAX_BATCH)
         .map(|i| {
             (
                 i.run.as_str(),
-                i.ttft_s - intake_s - i.standing_s / 2.0 - i.period_s,
+                i.ttft_s - intake_s - i.standing_s * (0.5 + next_issues) - i.period_s,
             )
         })
         .collect()

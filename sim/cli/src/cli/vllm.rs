@@ -256,15 +256,19 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
         profile.role_division =
             engine::role_division(&summaries).map_err(|e| anyhow::anyhow!("--modules: {e}"))?;
     }
-    if profile.idle_start_ns == 0 {
-        // No graph mode's injected requests told the running engine's front end from the idle
-        // engine's first step (`split_frontend_s`): the figure is a lone prompt's first token less
-        // its step's price, and on eager servers that keeps most of the next step's issue.
+    let lone = profile.modes.iter().any(|m| {
+        m.evidence
+            .get(engine::FRONTEND_EVIDENCE)
+            .is_some_and(|e| e.starts_with("lone prompts"))
+    });
+    if lone {
+        // No mode's injected requests told the running engine's front end from the idle engine's
+        // first step: the figure is what lone prompts met beyond their steps.
         eprintln!(
-            "note: no FULL_DECODE_ONLY or FULL_AND_PIECEWISE server's injected requests among the runs: the \
-             front end's latency ({:.1} ms) is read from lone prompts on an idle engine, and on eager servers \
-             alone it holds most of a step (docs/fidelity.md, \"The thirty-sixth batch\"); derive beside a graph \
-             mode's calibration servers for the running engine's figure",
+            "note: no server's injected requests among the runs: the front end's latency ({:.1} ms) is \
+             read from lone prompts on an idle engine, which on eager servers keeps most of a step \
+             (docs/fidelity.md, \"The thirty-sixth batch\"); a plan that injects prompts beside \
+             standing decodes prices it",
             profile.frontend_ns as f64 / 1e6
         );
     }

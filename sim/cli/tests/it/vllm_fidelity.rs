@@ -246,9 +246,10 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
 /// The model's eager structure on a GPU no term was read from: a profile derived from the H100
 /// servers' fixed shapes and calibration bench runs alone (traces/data/vllm/h100/, eleven eager
 /// servers) prices the judged eager 256/8192 plan's six runs on an H100 within the median bar
-/// (7.2 % when committed; docs/fidelity.md, "The thirty-sixth batch"). With no graph mode among
-/// the runs, `engine-profile` says its front end is read from lone prompts; without that plan's
-/// server it refuses, naming the readings that would price the front end.
+/// (7.0 % when committed; docs/fidelity.md, "The thirty-sixth batch"). With no graph mode among
+/// the runs the front end is read from the eager servers' injected requests; from that plan's
+/// server alone, from lone prompts, which `engine-profile` says; without it, it refuses, naming the
+/// readings that would price the front end.
 #[test]
 fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -263,10 +264,35 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
     let out = afd_sim(&args);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("read from lone prompts"), "{said}");
+    assert!(!said.contains("read from lone prompts"), "{said}");
     let derived: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
     assert_eq!(derived["gpu"], "NVIDIA H100 80GB HBM3");
+    // No graph mode: the front end is read from the eager servers' injected requests, the next
+    // step's issue taken off (62.6 ms when it was a lone prompt's first token less the floor's step).
+    let read = derived["modes"][0]["evidence"]["frontend"]
+        .as_str()
+        .unwrap();
+    assert!(
+        read.starts_with("eager servers' injected requests"),
+        "{read}"
+    );
+    let frontend_ms = derived["frontend_ns"].as_f64().unwrap() / 1e6;
+    assert!((1.0..20.0).contains(&frontend_ms), "{frontend_ms} ms");
+    // The judged plan's server alone injects nothing: its lone prompts give the figure, and
+    // `engine-profile` says what that reading holds.
+    let lone = dir.path().join("lone.json");
+    let mut args: Vec<&str> = vec!["engine-profile"];
+    args.extend(
+        runs.iter()
+            .map(String::as_str)
+            .filter(|r| r.contains("8192-r2")),
+    );
+    args.extend(["--out", lone.to_str().unwrap()]);
+    let out = afd_sim(&args);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("read from lone prompts"), "{said}");
     // Without the judged plan's full-budget burst the H100 servers give no front end reading, and
     // the refusal names what would (no file written).
     let without = dir.path().join("without.json");
