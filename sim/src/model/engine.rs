@@ -528,8 +528,13 @@ fn eager_split_s(
             w.num_prompts == 1 && w.inject.is_empty() && FLOOR_INPUTS.contains(&w.input_len) && fits
         })
         .filter_map(|(name, r, q)| {
-            let step_s =
-                decode_s + interpolate(&costs.prefill_extra_ns, r.workload.input_len) as f64 / 1e9;
+            // A profile whose injections priced no prefill extra takes the decode step alone.
+            let extra = if costs.prefill_extra_ns.is_empty() {
+                0
+            } else {
+                interpolate(&costs.prefill_extra_ns, r.workload.input_len)
+            };
+            let step_s = decode_s + extra as f64 / 1e9;
             Some((
                 name,
                 isolated_ttft(q)? - intake_s - stepping_s - step_s - decode_s,

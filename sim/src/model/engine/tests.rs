@@ -972,6 +972,49 @@ fn a_server_on_vllms_defaults_takes_the_limits_vllm_gives_its_gpu() {
 }
 
 #[test]
+fn eager_servers_alone_read_the_front_end_with_the_next_steps_issue_taken_off() {
+    let eager_words = ["/m", "--enforce-eager", "--max-num-batched-tokens", "8192"];
+    // The standing batch steps in 60 ms; a 64-token prefill adds 10 ms, a 2,048-token one 30 ms. An
+    // eager step's tokens leave once the next step is issued, a standing period later: each
+    // injected request's first token comes half a period (its wait), its step, a period and a 4 ms
+    // front end after it was sent.
+    let mut inject = injected(
+        "fx-inj-b8",
+        8,
+        0.060,
+        &[(0.3, 64, 0.070), (0.9, 2048, 0.090)],
+    );
+    for q in inject.fixed.as_mut().unwrap().requests.iter_mut().skip(8) {
+        let step = if q.sent_s < 0.5 { 0.070 } else { 0.090 };
+        q.chunk_s = vec![q.sent_s + 0.030 + step + 0.060 + 0.004];
+    }
+    // The lone 2,048-token prompt: the front end, a 6 ms idle start, its step at the host's price
+    // (one request's 60 ms and the 30 ms extra) and the next step's issue (60 ms).
+    let mut records = with_floor_records(vec![burst("fx-d8", 8, 128, 0.060, 0.0), inject]);
+    let lone = records
+        .iter_mut()
+        .find(|r| r.workload.name == "fx-p2048")
+        .unwrap();
+    lone.fixed.as_mut().unwrap().requests[0].chunk_s = vec![0.004 + 0.006 + 0.090 + 0.060];
+    let p = derive(&[run(&eager_words, records)], &["e".into()]).unwrap();
+    assert!(
+        (p.frontend_ns as i64 - 4_000_000).abs() < 1_000,
+        "{}",
+        p.frontend_ns
+    );
+    assert!(
+        (p.idle_start_ns as i64 - 6_000_000).abs() < 1_000,
+        "{}",
+        p.idle_start_ns
+    );
+    let read = &p.modes[0].evidence[FRONTEND_EVIDENCE];
+    assert!(
+        read.starts_with("eager servers' injected requests"),
+        "{read}"
+    );
+}
+
+#[test]
 fn injected_requests_price_the_front_end_and_lone_prompts_the_idle_start() {
     // Standing bursts price a 72-token piecewise step at 15 ms and a 308-token one at 17 ms, and
     // their injected requests got their first token 5 ms after their step: less half the standing
