@@ -691,11 +691,13 @@ impl VllmEngineProfile {
     }
 }
 
-/// The engine profile shipped for `gpu` (`h200`), derived by `afd-sim engine-profile` from the
-/// committed runs under `data/vllm/`.
+/// The engine profile shipped for `gpu`, derived by `afd-sim engine-profile` from the committed
+/// runs: `h200` from every H200 run under `data/vllm/` (eager, FULL_DECODE_ONLY and
+/// FULL_AND_PIECEWISE), `h100` from the eager H100 servers under `data/vllm/h100/` (eager alone).
 pub fn builtin_engine_profile(gpu: &str) -> Option<&'static str> {
     match gpu {
         "h200" => Some(include_str!("../data/engine/h200-dsv2l-vllm-engine.json")),
+        "h100" => Some(include_str!("../data/engine/h100-dsv2l-vllm-engine.json")),
         _ => None,
     }
 }

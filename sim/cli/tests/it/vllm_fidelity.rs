@@ -245,7 +245,8 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
 
 /// The model's eager structure on a GPU no term was read from: a profile derived from the H100
 /// servers' fixed shapes and calibration bench runs alone (traces/data/vllm/h100/, eleven eager
-/// servers) prices the judged eager 256/8192 plan's six runs on an H100 within the median bar
+/// servers; the built-in H100 profile) prices the judged eager 256/8192 plan's six runs on an H100
+/// within the median bar
 /// (7.0 % when committed; docs/fidelity.md, "The thirty-sixth batch"). With no graph mode among
 /// the runs the front end is read from the eager servers' injected requests; from that plan's
 /// server alone, from lone prompts, which `engine-profile` says; without it, it refuses, naming the
@@ -258,15 +259,26 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
         n.contains("eager") && n.ends_with(".json.xz")
     });
     assert_eq!(runs.len(), 11, "{runs:?}");
+    let modules = committed("vllm/modules", |name| {
+        name.contains(".modules-") && name.ends_with(".json")
+    });
     let mut args: Vec<&str> = vec!["engine-profile"];
     args.extend(runs.iter().map(String::as_str));
+    args.push("--modules");
+    args.extend(modules.iter().map(String::as_str));
     args.extend(["--out", profile.to_str().unwrap()]);
     let out = afd_sim(&args);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(!said.contains("read from lone prompts"), "{said}");
-    let derived: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    // It is the built-in H100 profile.
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert_eq!(
+        text,
+        std::fs::read_to_string(data("engine/h100-dsv2l-vllm-engine.json")).unwrap(),
+        "run `afd-sim engine-profile traces/data/vllm/h100/h100-dsv2l-*eager*.json.xz --modules traces/data/vllm/modules/*.modules-*.json --out traces/data/engine/h100-dsv2l-vllm-engine.json`"
+    );
+    let derived: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(derived["gpu"], "NVIDIA H100 80GB HBM3");
     // No graph mode: the front end is read from the eager servers' injected requests, the next
     // step's issue taken off (62.6 ms when it was a lone prompt's first token less the floor's step).
@@ -325,10 +337,8 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
     ] {
         std::fs::copy(data("vllm/h100").join(name), judged.join(name)).unwrap();
     }
-    let (report, _) = afd_sim_json(
-        &["replay-vllm", judged.to_str().unwrap()],
-        &["--engine", profile.to_str().unwrap(), "--json"],
-    );
+    // The built-in profile of the GPU the run file names.
+    let (report, _) = afd_sim_json(&["replay-vllm", judged.to_str().unwrap()], &["--json"]);
     assert_eq!(report["records"].as_array().unwrap().len(), 6, "{report}");
     let median = report["median_abs_error"].as_f64().unwrap();
     assert!(median <= 0.10, "median |error| {median}");
@@ -544,10 +554,21 @@ fn predict_prices_a_plain_server_the_profile_measured_as_real_vllm_runs_it() {
     // engine profile measured.
     let (_, other) = tpot(&["--real-engine", "--model", "qwen3-30b-a3b"]);
     assert!(other.contains("measured DeepSeek-V2-Lite"), "{other}");
-    let (h100, said) = tpot(&["--gpu", "h100"]);
-    assert!(said.contains("no engine profile measured h100"), "{said}");
-    let (h100_kernels, _) = tpot(&["--gpu", "h100", "--kernel-model"]);
-    assert_eq!(h100, h100_kernels);
+    let (a100, said) = tpot(&["--gpu", "a100"]);
+    assert!(said.contains("no engine profile measured a100"), "{said}");
+    let (a100_kernels, _) = tpot(&["--gpu", "a100", "--kernel-model"]);
+    assert_eq!(a100, a100_kernels);
+    // The H100 has a profile of its own eager servers: host-bound steps there too, at its host's
+    // pace (its decode table at 16 requests is 63.9 ms where the H200's is 61.5).
+    let (h100, said) = tpot(&["--gpu", "h100", "--warm-kernels"]);
+    assert!(
+        said.contains("built-in NVIDIA H100 80GB HBM3 engine profile"),
+        "{said}"
+    );
+    assert!(
+        (40.0..100.0).contains(&h100) && h100 != engine,
+        "{h100} against {engine}"
+    );
     // An AFD pair (the seed recipe) takes the profile's front end for its Attention server, vLLM's
     // own API server and engine core, and real vLLM's host pace for the steps its roles issue op
     // by op: one 1,024-token prompt at a rate that queues nothing is prefilled in 16 chunks of 64

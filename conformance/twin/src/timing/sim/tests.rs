@@ -254,6 +254,14 @@ fn the_cost_source_names_the_profile_or_the_roofline() {
         source.starts_with("built-in h200 profile ") && !source.contains("host pace"),
         "{source}"
     );
+    // The H100 prices its kernels by its roofline and its steps without graphs by its own eager
+    // servers' engine profile; the A100 has neither measured.
     let h100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::H100).cost_source();
-    assert_eq!(h100, "h100 roofline");
+    assert!(
+        h100.starts_with("h100 roofline, steps without graphs at real vLLM")
+            && h100.contains("built-in NVIDIA H100 80GB HBM3 engine profile"),
+        "{h100}"
+    );
+    let a100 = SimPricing::new("/models/DeepSeek-V2-Lite", GpuKind::A100).cost_source();
+    assert_eq!(a100, "a100 roofline");
 }
