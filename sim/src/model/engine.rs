@@ -483,7 +483,19 @@ enum FrontendReading {
 
 /// The profile's evidence key that says where the front end's latency was read from, where it was
 /// not the graph modes' injected requests (the shipped profile's reading, which writes none).
-pub const FRONTEND_EVIDENCE: &str = "frontend";
+const FRONTEND_EVIDENCE: &str = "frontend";
+
+/// [`FRONTEND_EVIDENCE`] of a front end read from lone prompts alone.
+const FRONTEND_LONE_PROMPTS: &str =
+    "lone prompts on an idle engine (no mode's injected requests among the runs)";
+
+/// Whether `profile`'s front end was read from lone prompts alone (no mode's injected requests),
+/// which on eager servers keeps most of a step: `engine-profile` warns of it.
+pub fn frontend_from_lone_prompts(profile: &VllmEngineProfile) -> bool {
+    profile.modes.iter().any(|m| {
+        m.evidence.get(FRONTEND_EVIDENCE).map(String::as_str) == Some(FRONTEND_LONE_PROMPTS)
+    })
+}
 
 /// What a front end read without the graph modes' injections means, in every mode's evidence
 /// ([`FRONTEND_EVIDENCE`]; `engine-profile` warns on the lone prompts' reading).
@@ -494,9 +506,7 @@ fn note_frontend_reading(modes: &mut [EngineModeCosts], read: FrontendReading) {
             "eager servers' injected requests, each less the next step's issue (no graph mode's \
              injected requests among the runs)"
         }
-        FrontendReading::LonePrompts => {
-            "lone prompts on an idle engine (no mode's injected requests among the runs)"
-        }
+        FrontendReading::LonePrompts => FRONTEND_LONE_PROMPTS,
     };
     for m in modes {
         m.evidence.insert(FRONTEND_EVIDENCE.into(), said.into());
@@ -518,16 +528,9 @@ fn eager_split_s(
 ) -> Option<(f64, f64)> {
     let stepping_s = median_over_servers(stepping_frontend_s(injected, intake_s, 1.0))?.max(0.0);
     let decode_s = interpolate(&costs.decode_period_ns, 1) as f64 / 1e9;
-    let idle = fixed_records(runs)
+    let idle = lone_floor_prompts(runs)
         .into_iter()
-        .filter(|(name, r, _)| {
-            let (w, run) = (&r.workload, runs.iter().find(|(n, _)| n == name));
-            let fits = run
-                .and_then(|(_, run)| budget(run))
-                .is_some_and(|b| w.input_len <= b);
-            w.num_prompts == 1 && w.inject.is_empty() && FLOOR_INPUTS.contains(&w.input_len) && fits
-        })
-        .filter_map(|(name, r, q)| {
+        .map(|(name, r, ttft_s)| {
             // A profile whose injections priced no prefill extra takes the decode step alone.
             let extra = if costs.prefill_extra_ns.is_empty() {
                 0
@@ -535,10 +538,7 @@ fn eager_split_s(
                 interpolate(&costs.prefill_extra_ns, r.workload.input_len)
             };
             let step_s = decode_s + extra as f64 / 1e9;
-            Some((
-                name,
-                isolated_ttft(q)? - intake_s - stepping_s - step_s - decode_s,
-            ))
+            (name, ttft_s - intake_s - stepping_s - step_s - decode_s)
         });
     Some((
         stepping_s,
@@ -786,23 +786,14 @@ fn isolated_prefill_steps(
     frontend_s: f64,
     evidence: &mut BTreeMap<String, String>,
 ) -> Vec<f64> {
-    let mut prefills: Vec<(u32, f64, String)> = runs
-        .iter()
-        .flat_map(|&(name, run)| {
-            let budget = budget(run);
-            fixed_records(&[(name, run)])
-                .into_iter()
-                .filter(move |(_, r, _)| {
-                    let input = r.workload.input_len;
-                    FLOOR_INPUTS.contains(&input) && budget.is_some_and(|b| input <= b)
-                })
-        })
-        .filter_map(|(name, r, q)| {
-            Some((
+    let mut prefills: Vec<(u32, f64, String)> = lone_floor_prompts(runs)
+        .into_iter()
+        .map(|(name, r, ttft_s)| {
+            (
                 r.workload.input_len,
-                isolated_ttft(q)? - frontend_s,
+                ttft_s - frontend_s,
                 format!("{name}:{}", r.workload.name),
-            ))
+            )
         })
         .collect();
     prefills.sort_by_key(|p| p.0);
@@ -810,6 +801,25 @@ fn isolated_prefill_steps(
         evidence.insert(format!("floor_p{}", p.0), p.2.clone());
     }
     prefills.into_iter().map(|p| p.1).collect()
+}
+
+/// The lone prompts of [`FLOOR_INPUTS`] tokens that fit their server's budget (one step each, on an
+/// idle engine), with their first token from sending, seconds.
+fn lone_floor_prompts<'a>(
+    runs: &[(&'a str, &'a VllmRun)],
+) -> Vec<(&'a str, &'a WorkloadRecord, f64)> {
+    runs.iter()
+        .flat_map(|&(name, run)| {
+            let budget = budget(run);
+            fixed_records(&[(name, run)])
+                .into_iter()
+                .filter_map(move |(_, r, q)| {
+                    let input = r.workload.input_len;
+                    let fits = FLOOR_INPUTS.contains(&input) && budget.is_some_and(|b| input <= b);
+                    Some((name, r, isolated_ttft(q).filter(|_| fits)?))
+                })
+        })
+        .collect()
 }
 
 /// Seconds by decode batch, each with the record it was read from (`file:workload`).

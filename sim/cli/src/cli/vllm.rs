@@ -256,12 +256,7 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
         profile.role_division =
             engine::role_division(&summaries).map_err(|e| anyhow::anyhow!("--modules: {e}"))?;
     }
-    let lone = profile.modes.iter().any(|m| {
-        m.evidence
-            .get(engine::FRONTEND_EVIDENCE)
-            .is_some_and(|e| e.starts_with("lone prompts"))
-    });
-    if lone {
+    if engine::frontend_from_lone_prompts(&profile) {
         // No mode's injected requests told the running engine's front end from the idle engine's
         // first step: the figure is what lone prompts met beyond their steps.
         eprintln!(
