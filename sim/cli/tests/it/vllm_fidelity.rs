@@ -36,6 +36,21 @@ fn committed(folder: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
     paths
 }
 
+/// `afd-sim engine-profile` of `runs` as the built-in profiles are derived: beside the profiled
+/// servers' module summaries (the AFD roles' division, in name order), written to `out`.
+fn engine_profile_as_shipped(runs: &[String], out: &std::path::Path) -> std::process::Output {
+    let modules = committed("vllm/modules", |name| {
+        name.contains(".modules-") && name.ends_with(".json")
+    });
+    assert_eq!(modules.len(), 10, "{modules:?}");
+    let mut args: Vec<&str> = vec!["engine-profile"];
+    args.extend(runs.iter().map(String::as_str));
+    args.push("--modules");
+    args.extend(modules.iter().map(String::as_str));
+    args.extend(["--out", out.to_str().expect("a UTF-8 path")]);
+    afd_sim(&args)
+}
+
 /// A plain result of the ramp test's shape sent all at once, written into `dir`.
 fn plain_inf(dir: &tempfile::TempDir) -> String {
     let path = dir.path().join("inf.json");
@@ -219,17 +234,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
     // Every committed run file, in name order (as the shell's glob gives them).
     let runs = committed("vllm", |name| name.ends_with(".json.xz"));
     assert_eq!(runs.len(), 58, "{runs:?}");
-    // The profiled servers' module summaries (the AFD roles' division), in name order.
-    let modules = committed("vllm/modules", |name| {
-        name.contains(".modules-") && name.ends_with(".json")
-    });
-    assert_eq!(modules.len(), 10, "{modules:?}");
-    let mut args: Vec<&str> = vec!["engine-profile"];
-    args.extend(runs.iter().map(String::as_str));
-    args.push("--modules");
-    args.extend(modules.iter().map(String::as_str));
-    args.extend(["--out", out_path.to_str().unwrap()]);
-    let out = afd_sim(&args);
+    let out = engine_profile_as_shipped(&runs, &out_path);
     assert!(
         out.status.success(),
         "{}",
@@ -259,15 +264,7 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_eager_runs() {
         n.contains("eager") && n.ends_with(".json.xz")
     });
     assert_eq!(runs.len(), 11, "{runs:?}");
-    let modules = committed("vllm/modules", |name| {
-        name.contains(".modules-") && name.ends_with(".json")
-    });
-    let mut args: Vec<&str> = vec!["engine-profile"];
-    args.extend(runs.iter().map(String::as_str));
-    args.push("--modules");
-    args.extend(modules.iter().map(String::as_str));
-    args.extend(["--out", profile.to_str().unwrap()]);
-    let out = afd_sim(&args);
+    let out = engine_profile_as_shipped(&runs, &profile);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(!said.contains("read from lone prompts"), "{said}");
