@@ -693,7 +693,8 @@ impl VllmEngineProfile {
 
 /// The engine profile shipped for `gpu`, derived by `afd-sim engine-profile` from the committed
 /// runs: `h200` from every H200 run under `data/vllm/` (eager, FULL_DECODE_ONLY and
-/// FULL_AND_PIECEWISE), `h100` from the eager H100 servers under `data/vllm/h100/` (eager alone).
+/// FULL_AND_PIECEWISE), `h100` from every H100 server under `data/vllm/h100/` (eager and
+/// FULL_DECODE_ONLY).
 pub fn builtin_engine_profile(gpu: &str) -> Option<&'static str> {
     match gpu {
         "h200" => Some(include_str!("../data/engine/h200-dsv2l-vllm-engine.json")),

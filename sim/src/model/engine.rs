@@ -712,7 +712,11 @@ fn mode_costs(
     let nonuniform_token_ns = burst_token_s(runs, &mut evidence)
         .or_else(|| burst_token_s(all_runs, &mut evidence))
         .ok_or_else(|| {
-            missing("burst of 8 or more prompts filling 4 or more full-budget steps of 4,096 tokens or more")
+            missing(
+                "burst of 8 or more prompts filling 4 or more full-budget steps of 4,096 tokens or \
+                 more (gpu-probes/plans/engine-dsv2l-eager-256-8192-r2.json's fx-d256-c128 and \
+                 fx-d64-c2048 are two)",
+            )
         })?
         * 1e9;
     // The requests injected into standing bursts price the step tables here and the front end's

@@ -415,11 +415,16 @@ fn the_built_in_engine_prices_deepseek_v2_lite_on_h200() {
     let dsv2l = ModelArch::deepseek_v2_lite();
     let engine = builtin_engine(&dsv2l, GpuKind::H200).expect("the shipped H200 profile reads");
     assert!(engine.prices(&crate::serving::GraphMode::Eager));
-    // The H100's measured eager servers alone: its graph modes stay the kernel model's.
+    // The H100's measured servers: eager and FULL_DECODE_ONLY; vLLM's default FULL_AND_PIECEWISE,
+    // never run there, stays the kernel model's.
     let h100 = builtin_engine(&dsv2l, GpuKind::H100).expect("the shipped H100 profile reads");
     assert!(h100.prices(&crate::serving::GraphMode::Eager));
-    assert!(!h100.prices(&crate::serving::GraphMode::FullDecodeOnly {
+    assert!(h100.prices(&crate::serving::GraphMode::FullDecodeOnly {
         capture_sizes: vec![1, 2, 4, 8],
+    }));
+    assert!(!h100.prices(&crate::serving::GraphMode::FullAndPiecewise {
+        capture_sizes: vec![1, 2, 4, 8],
+        piecewise_sizes: vec![1, 2, 4, 8],
     }));
     assert!(builtin_engine(&dsv2l, GpuKind::A100).is_none());
     let qwen = ModelArch::builtin("qwen3-30b-a3b")

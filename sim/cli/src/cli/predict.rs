@@ -110,7 +110,7 @@ pub(crate) struct PredictArgs {
     /// Price the deployment as real vLLM 0.26.0 runs it, where an engine profile measured its GPU
     /// kind, model and graph mode (the built-in ones: DeepSeek-V2-Lite on H200, --enforce-eager,
     /// FULL_DECODE_ONLY or vLLM's default FULL_AND_PIECEWISE, cudagraph_mode NONE of the compiled
-    /// model by FULL_DECODE_ONLY's steps without graphs; on H100, --enforce-eager alone). The
+    /// model by FULL_DECODE_ONLY's steps without graphs; on H100, --enforce-eager and FULL_DECODE_ONLY). The
     /// default; the flag says so explicitly.
     /// A plain server steps at the engine's measured periods, with its front end and asynchronous
     /// scheduling, as `afd-sim compare` prices it. An AFD pair takes the profile's front end and
