@@ -427,7 +427,8 @@ pub struct VllmEngineProfile {
     /// The front end's serial cost per streamed token, nanoseconds: calibration bench runs' mean
     /// time per output token over their batch, where that is well above the engine's own decode
     /// period (the API server and `vllm bench serve`'s client, not the engine, set the pace), the
-    /// median of them. Zero when no run showed it, and in profiles written before it existed.
+    /// median of them (each run and its figure in its mode's evidence, `stream_token`). Zero when
+    /// no run showed it, and in profiles written before it existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stream_token_ns: u64,
     /// What a text prompt adds to the intake per prompt token (the API server's tokenizer),

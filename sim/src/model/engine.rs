@@ -206,6 +206,7 @@ pub fn derive_with_logs(
     note_frontend_reading(&mut modes, read);
     share_decode_context(&mut modes);
     share_graphless_decode(&mut modes);
+    let stream_token_s = stream_token_s(&by_mode, &mut modes);
     let sources = runs
         .iter()
         .zip(names)
@@ -227,7 +228,7 @@ pub fn derive_with_logs(
         frontend_ns: (frontend_s * 1e9).round() as u64,
         idle_start_ns: (idle_start_s * 1e9).round() as u64,
         intake_ns: (intake_s * 1e9).round() as u64,
-        stream_token_ns: (stream_token_s(&by_mode, &modes).unwrap_or(0.0) * 1e9).round() as u64,
+        stream_token_ns: (stream_token_s.unwrap_or(0.0) * 1e9).round() as u64,
         text_token_ns: median(runs.iter().flat_map(text_token_s).collect())
             .map_or(0.0, |s| (s * 1e9 * 1000.0).round() / 1000.0),
         modes,
@@ -1639,10 +1640,11 @@ fn text_token_s(run: &VllmRun) -> Vec<f64> {
 /// steps (about 90 ms each) beside 32 decode steps of 8 ms set most of `cal16`'s 23-30 ms a token,
 /// not its front end. The mean time per output token, not the median inter-token latency: `vllm
 /// bench serve` stamps each server-sent event as it parses it, so events read together show gaps
-/// near zero (vllm/benchmarks/lib/endpoint_request_func.py).
+/// near zero (vllm/benchmarks/lib/endpoint_request_func.py). Each mode's evidence names its runs
+/// that gave a figure, with the figure (`stream_token`).
 fn stream_token_s(
     by_mode: &BTreeMap<&'static str, Vec<(&str, &VllmRun)>>,
-    modes: &[EngineModeCosts],
+    modes: &mut [EngineModeCosts],
 ) -> Option<f64> {
     let mut per_token = Vec::new();
     for ((mode, runs), costs) in by_mode.iter().zip(modes) {
@@ -1650,7 +1652,8 @@ fn stream_token_s(
         if *mode == EAGER {
             continue;
         }
-        for (_, run) in runs {
+        let mut read = Vec::new();
+        for (name, run) in runs {
             for r in &run.records {
                 if !few_prefill_steps(run, &r.workload) {
                     continue;
@@ -1663,9 +1666,20 @@ fn stream_token_s(
                 let batch = r.workload.num_prompts;
                 let engine_s = interpolate(&costs.decode_period_ns, batch) as f64 / 1e9;
                 if front_s > FRONTEND_BOUND_RATIO * engine_s {
-                    per_token.push(front_s / f64::from(batch));
+                    let token_s = front_s / f64::from(batch);
+                    per_token.push(token_s);
+                    read.push(format!(
+                        "{name}:{} ({:.1} µs)",
+                        r.workload.name,
+                        token_s * 1e6
+                    ));
                 }
             }
+        }
+        if !read.is_empty() {
+            costs
+                .evidence
+                .insert("stream_token".into(), read.join(", "));
         }
     }
     median(per_token)

@@ -847,6 +847,11 @@ fn bench_calibration_runs_set_the_decode_period_where_the_engine_set_their_pace(
         vec![(64, 4_400_000), (256, 6_000_000)]
     );
     assert_eq!(p.stream_token_ns, (13.0e6 / 256.0_f64).round() as u64);
+    // The evidence names the run that read it, with its figure; the engine-paced run is absent.
+    assert_eq!(
+        p.modes[0].evidence["stream_token"],
+        "g:cal-bench-d256 (50.8 µs)"
+    );
     // Eager steps are the host's: a bench run 30 % above the probe is the client's share of the
     // host, not the front end's pace, and it sets the table; eager runs price no front end.
     let eager = with_floor_records(vec![
@@ -863,6 +868,7 @@ fn bench_calibration_runs_set_the_decode_period_where_the_engine_set_their_pace(
     .unwrap();
     assert_eq!(p.modes[0].decode_period_ns, vec![(64, 78_000_000)]);
     assert_eq!(p.stream_token_ns, 0);
+    assert!(!p.modes[0].evidence.contains_key("stream_token"));
 }
 
 #[test]
