@@ -2337,6 +2337,8 @@ mod roles;
 #[cfg(test)]
 pub(crate) mod tests;
 mod trained;
+mod unmeasured;
 
 pub use jit::{JitCache, MoeKernelKey, moe_kernel_key};
 pub use roles::{division_at, division_words, role_division};
+pub use unmeasured::unmeasured_terms;

@@ -267,6 +267,10 @@ pub(crate) fn engine_profile(args: &EngineProfileArgs) -> anyhow::Result<ExitCod
             profile.frontend_ns as f64 / 1e6
         );
     }
+    for term in engine::unmeasured_terms(&profile) {
+        // Priced as nothing: right only where the term is small on this host.
+        eprintln!("note: {term}");
+    }
     let text = profile.to_json();
     match &args.out {
         Some(path) => {
