@@ -70,7 +70,11 @@ run.json), its stamped steps price the first use of a fused-MoE kernel specializ
 JIT compile of the step's kernels, each first use in a warm-up or fixed-shape record against the
 same server's steps of half to twice its tokens (jit_compile_ns; docs/fidelity.md). --modules adds
 how an eager step's host time divides between the AFD roles (role_division), from a profiled eager
-server's steps (gpu-probes/scripts/profile-modules.py; AFD pairs' steps without graphs take it).")]
+server's steps (gpu-probes/scripts/profile-modules.py; AFD pairs' steps without graphs take it).
+Every figure's records are named in its mode's evidence. A term no run measured (a decode step's
+context slope, the graph-less decode term, the pure-prefill ratio, the stream's cost per token) adds
+nothing: stderr notes each one, what its absence means and the committed plan under
+gpu-probes/plans/ whose workloads measure it.")]
 pub(crate) struct EngineProfileArgs {
     /// Run files written by `afd-probe vllm`.
     #[arg(value_name = "RUN.json[.xz|.gz]", required = true)]
