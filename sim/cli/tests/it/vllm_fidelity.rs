@@ -51,6 +51,28 @@ fn engine_profile_as_shipped(runs: &[String], out: &std::path::Path) -> std::pro
     afd_sim(&args)
 }
 
+/// Every committed run file under `traces/data/{folder}` (there must be `files`), in name order as
+/// the shell's glob gives them, derived as the built-in profiles are: it must succeed and write
+/// byte for byte `traces/data/engine/{gpu}-dsv2l-vllm-engine.json`. Returns what `engine-profile`
+/// said on stderr and the profile's text.
+fn rederive_shipped_profile(folder: &str, gpu: &str, files: usize) -> (String, String) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let out_path = dir.path().join("engine.json");
+    let runs = committed(folder, |name| name.ends_with(".json.xz"));
+    assert_eq!(runs.len(), files, "{runs:?}");
+    let out = engine_profile_as_shipped(&runs, &out_path);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    let derived = std::fs::read_to_string(&out_path).expect("the profile was written");
+    let shipped = std::fs::read_to_string(data(&format!("engine/{gpu}-dsv2l-vllm-engine.json")))
+        .expect("the shipped profile");
+    assert_eq!(
+        derived, shipped,
+        "run `afd-sim engine-profile traces/data/{folder}/{gpu}-dsv2l-*.json.xz --modules traces/data/vllm/modules/*.modules-*.json --out traces/data/engine/{gpu}-dsv2l-vllm-engine.json`"
+    );
+    (said, derived)
+}
+
 /// A plain result of the ramp test's shape sent all at once, written into `dir`.
 fn plain_inf(dir: &tempfile::TempDir) -> String {
     let path = dir.path().join("inf.json");
@@ -229,22 +251,9 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
 
 #[test]
 fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
-    let dir = tempfile::tempdir().unwrap();
-    let out_path = dir.path().join("engine.json");
-    // Every committed run file, in name order (as the shell's glob gives them).
-    let runs = committed("vllm", |name| name.ends_with(".json.xz"));
-    assert_eq!(runs.len(), 58, "{runs:?}");
-    let out = engine_profile_as_shipped(&runs, &out_path);
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    let (said, _) = rederive_shipped_profile("vllm", "h200", 58);
     // Every optional term was measured on the H200.
     assert!(!said.contains("no run measured"), "{said}");
-    let derived = std::fs::read_to_string(&out_path).unwrap();
-    let shipped = std::fs::read_to_string(data("engine/h200-dsv2l-vllm-engine.json")).unwrap();
-    assert_eq!(
-        derived, shipped,
-        "run `afd-sim engine-profile traces/data/vllm/h200-dsv2l-*.json.xz --modules traces/data/vllm/modules/*.modules-*.json --out traces/data/engine/h200-dsv2l-vllm-engine.json`"
-    );
 }
 
 /// The model on a GPU no term was read from: the built-in H100 profile is derived from the H100
@@ -254,13 +263,7 @@ fn the_builtin_engine_profile_is_what_the_committed_runs_give() {
 /// when committed; docs/fidelity.md, "The thirty-seventh batch").
 #[test]
 fn a_profile_of_h100_runs_alone_prices_the_h100_judged_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("h100.json");
-    let runs = committed("vllm/h100", |n| n.ends_with(".json.xz"));
-    assert_eq!(runs.len(), 19, "{runs:?}");
-    let out = engine_profile_as_shipped(&runs, &profile);
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    let (said, text) = rederive_shipped_profile("vllm/h100", "h100", 19);
     // Three of FULL_DECODE_ONLY's optional terms were never measured on the H100, and the note
     // names the plan that would measure each.
     assert_eq!(
@@ -272,12 +275,6 @@ fn a_profile_of_h100_runs_alone_prices_the_h100_judged_runs() {
     assert!(
         said.contains("engine-dsv2l-cal27-graph-256-2048.json"),
         "{said}"
-    );
-    let text = std::fs::read_to_string(&profile).unwrap();
-    assert_eq!(
-        text,
-        std::fs::read_to_string(data("engine/h100-dsv2l-vllm-engine.json")).unwrap(),
-        "run `afd-sim engine-profile traces/data/vllm/h100/h100-dsv2l-*.json.xz --modules traces/data/vllm/modules/*.modules-*.json --out traces/data/engine/h100-dsv2l-vllm-engine.json`"
     );
     let derived: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(derived["gpu"], "NVIDIA H100 80GB HBM3");
