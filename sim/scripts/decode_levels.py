@@ -26,6 +26,7 @@ import re
 import statistics
 import sys
 
+from injected_steps import budget_of, graph_mode, interpolate
 from stamped_steps import fail, read_json, read_run, usage
 
 BURST = re.compile(r"fx-d(\d+)-c128")
@@ -33,44 +34,11 @@ MIN_GAPS = 5
 DEFAULT_BUDGET = 8192
 
 
-def serve_mode(run):
-    """The profile's name for a run's graph mode, from its serve words."""
-    words = " ".join(run.get("serve_args", []))
-    if "--enforce-eager" in words:
-        return "eager"
-    if "FULL_DECODE_ONLY" in words:
-        return "full-decode-only"
-    return "full-and-piecewise"
-
-
-def interpolate(points, batch):
-    """The table at `batch`: linear between its points, flat below the first, the last segment's
-    line past the last (as `interpolate` in sim/src/model/engine.rs)."""
-    if len(points) == 1 or batch <= points[0][0]:
-        return points[0][1]
-    i = next((k for k, p in enumerate(points) if p[0] >= batch), len(points) - 1)
-    i = max(i, 1)
-    (xa, ya), (xb, yb) = points[i - 1], points[i]
-    return max(0.0, ya + (yb - ya) * (batch - xa) / (xb - xa))
-
-
-def budget(run):
-    """The server's `--max-num-batched-tokens`, vLLM's default on these GPUs where it is absent."""
-    words = run.get("serve_args", [])
-    for flag, value in zip(words, words[1:]):
-        if flag == "--max-num-batched-tokens":
-            try:
-                return int(value)
-            except ValueError:
-                fail(f"--max-num-batched-tokens {value!r} is not a number")
-    return DEFAULT_BUDGET
-
-
 def few_prefill_steps(run, workload):
     """Whether a burst's prefill takes at most a quarter as many steps as its answer has tokens
     (`few_prefill_steps` in sim/src/model/engine.rs)."""
     tokens = workload.get("num_prompts", 0) * workload.get("input_len", 0)
-    steps = -(-tokens // budget(run))
+    steps = -(-tokens // (budget_of(run) or DEFAULT_BUDGET))
     return steps * 4 <= workload.get("output_len", 0)
 
 
@@ -105,7 +73,7 @@ def main(args):
     print(f"{'server':44} {'mode':17} {'launch us':>9} {'loop ns':>8} {'level':>6} bursts  TPOT real/pred")
     for path in args[2:]:
         run = read_run(path)
-        mode = serve_mode(run)
+        mode = graph_mode(run)
         table = tables.get(mode)
         if not table:
             continue
