@@ -44,6 +44,9 @@ impl Endpoint {
             reason: reason.to_owned(),
         };
         let trimmed = url.trim();
+        if trimmed.contains(char::is_whitespace) {
+            return Err(fail("a URL holds no spaces (write %20)"));
+        }
         let rest = if let Some(rest) = trimmed.strip_prefix("http://") {
             rest
         } else if trimmed.starts_with("https://") {
@@ -67,15 +70,30 @@ impl Endpoint {
             let Some((host, after)) = inner.split_once(']') else {
                 return Err(fail("unclosed '[' in the host"));
             };
-            (host, after.strip_prefix(':'))
+            let port = match after.strip_prefix(':') {
+                Some(port) => Some(port),
+                None if after.is_empty() => None,
+                None => return Err(fail("expected ':PORT' after the bracketed host")),
+            };
+            if !host.chars().all(|c| c == ':' || host_char(c)) {
+                return Err(fail("a bracketed host holds an IPv6 address only"));
+            }
+            (host, port)
         } else {
-            match authority.rsplit_once(':') {
+            let (host, port) = match authority.rsplit_once(':') {
                 Some((host, port)) => (host, Some(port)),
                 None => (authority, None),
+            };
+            if host.contains(':') {
+                return Err(fail("an IPv6 host goes in brackets: http://[::1]:PORT"));
             }
+            (host, port)
         };
         if host.is_empty() {
             return Err(fail("no host"));
+        }
+        if let Some(bad) = host.chars().find(|&c| c != ':' && !host_char(c)) {
+            return Err(fail(&format!("the host holds {bad:?}")));
         }
         let port = match port_text {
             None => 80,
@@ -112,6 +130,11 @@ impl Endpoint {
     pub fn same_socket(&self, other: &Endpoint) -> bool {
         self.port == other.port && normalise_host(&self.host) == normalise_host(&other.host)
     }
+}
+
+/// A character a host name, IPv4 address or IPv6 address (with a `%` zone) may hold besides `:`.
+fn host_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '%')
 }
 
 fn normalise_host(host: &str) -> String {

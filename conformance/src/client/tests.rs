@@ -51,6 +51,32 @@ fn urls() {
         expect!["invalid URL 'http://x:99999': the port must be 1..65535"],
     );
     check_url("http://:80", expect!["invalid URL 'http://:80': no host"]);
+    // Found by `any_url_text_parses_or_is_refused`: an unbracketed host with ':' once parsed
+    // into an endpoint whose own URL did not parse back.
+    check_url(
+        "http://]::1/",
+        expect!["invalid URL 'http://]::1/': an IPv6 host goes in brackets: http://[::1]:PORT"],
+    );
+    check_url(
+        "http://[::1]x",
+        expect!["invalid URL 'http://[::1]x': expected ':PORT' after the bracketed host"],
+    );
+    check_url(
+        "http://[a*b]:1",
+        expect!["invalid URL 'http://[a*b]:1': a bracketed host holds an IPv6 address only"],
+    );
+    check_url(
+        "http://a b:80",
+        expect!["invalid URL 'http://a b:80': a URL holds no spaces (write %20)"],
+    );
+    check_url(
+        "http://0/ /",
+        expect!["invalid URL 'http://0/ /': a URL holds no spaces (write %20)"],
+    );
+    check_url(
+        "http://a*b:80",
+        expect!["invalid URL 'http://a*b:80': the host holds '*'"],
+    );
     check_url(
         "http://x:80/a?b",
         expect!["invalid URL 'http://x:80/a?b': query strings and fragments are not supported"],
