@@ -14,5 +14,6 @@ pub mod pipeline;
 pub mod report;
 pub mod sweep;
 pub mod timeline;
+pub mod vllm_cli;
 pub mod vllm_run;
 pub mod workload;

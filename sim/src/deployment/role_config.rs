@@ -152,7 +152,6 @@ pub const TIMING_NEUTRAL_FLAGS: &[&str] = &[
     "--chat-template",
     "--api-key",
     "--seed",
-    "--disable-log-requests",
     "--enable-log-requests",
     "--disable-log-stats",
     "--uvicorn-log-level",

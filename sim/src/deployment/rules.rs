@@ -361,6 +361,11 @@ catalogue! {
         source: "DESIGN §3",
         statement: "a flag given twice takes its last value, as argparse does",
     },
+    NoteAbbreviatedFlag {
+        id: "note.abbreviated-flag", severity: Note, sets: [V026, Latest],
+        source: "vllm/utils/argparse_utils.py (argparse's allow_abbrev)",
+        statement: "a flag written as the beginning of one vllm serve option is read as that option, as vLLM reads it",
+    },
 }
 
 impl Rule {

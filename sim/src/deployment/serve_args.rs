@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use afd_traces::vllm_cli::FlagValues;
 use serde_json::Value;
 
 use crate::deployment::afd_config::{parse_afd_block, parse_python_int};
@@ -48,33 +49,6 @@ fn render_all(errors: &[ArgError]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
-
-/// Flags without a value that this model does not interpret; they must not swallow the next word.
-const KNOWN_SWITCHES: &[&str] = &[
-    "--trust-remote-code",
-    "--disable-log-requests",
-    "--enable-log-requests",
-    "--disable-log-stats",
-    "--async-scheduling",
-    "--language-model-only",
-    "--disable-cascade-attn",
-    "--enable-sleep-mode",
-    "--disable-custom-all-reduce",
-    "--enable-auto-tool-choice",
-    "--enable-prompt-tokens-details",
-    "--enable-force-include-usage",
-    "--enable-server-load-tracking",
-    "--disable-uvicorn-access-log",
-    "--disable-fastapi-docs",
-    "--enable-lora",
-    "--skip-tokenizer-init",
-    "--enable-return-routed-experts",
-    "--data-parallel-hybrid-lb",
-    "--data-parallel-external-lb",
-    "--enable-ep-weight-filter",
-    "--enable-log-outputs",
-    "--disable-frontend-multiprocessing",
-];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SizeField {
@@ -201,9 +175,7 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
         // (`vllm/utils/argparse_utils.py:322-333`).
         "--optimization-level" | "-O" => ("--optimization-level", OptimizationLevel),
         "--max-cudagraph-capture-size" => ("--max-cudagraph-capture-size", MaxCaptureSize),
-        "--cudagraph-capture-sizes" | "--cuda-graph-sizes" => {
-            ("--cudagraph-capture-sizes", CaptureSizes)
-        }
+        "--cudagraph-capture-sizes" => ("--cudagraph-capture-sizes", CaptureSizes),
         "--config" => (
             "--config",
             Reject("vLLM YAML config files are not modelled; put the flags on the command line"),
@@ -218,14 +190,12 @@ fn lookup(name: &str) -> Option<(&'static str, FlagKind)> {
     })
 }
 
-/// `-tp2`-style short options with the value attached.
+/// `-O3`: vLLM 0.26.0's `FlexibleArgumentParser` rewrites `-O<n>` to `--optimization-level <n>`
+/// (`vllm/utils/argparse_utils.py:322-333`). No other short option takes an attached value:
+/// argparse attaches one only to a one-letter option, and vLLM refuses `-tp2`.
 fn split_attached_short(name: &str) -> Option<(&str, &str)> {
-    ["-dpl", "-dcp", "-pcp", "-dp", "-tp", "-pp", "-O"]
-        .into_iter()
-        .find_map(|short| {
-            let rest = name.strip_prefix(short)?;
-            (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())).then_some((short, rest))
-        })
+    let rest = name.strip_prefix("-O")?;
+    (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())).then_some(("-O", rest))
 }
 
 /// A word that argparse would take as an option rather than a value.
@@ -262,6 +232,12 @@ pub(crate) fn remove_flag(args: &[String], canonical: &str) -> Vec<String> {
         if !inline && let Some((short, _)) = split_attached_short(&name) {
             name = short.to_owned();
             inline = true;
+        } else if let options::Resolved::Known {
+            option, attached, ..
+        } = options::resolve(&name, inline)
+        {
+            name = option.to_owned();
+            inline |= attached.is_some();
         }
         let negated = name
             .strip_prefix("--no-")
@@ -518,11 +494,15 @@ impl Parser {
     /// Reads the flag `word`, taking its value from `rest` (the words after it) where it has
     /// one; returns how many words of `rest` it took.
     fn flag(&mut self, word: &Word, rest: &[Word]) -> usize {
-        let spelt = FlagWord::new(word);
+        let mut spelt = FlagWord::new(word);
         let next_is_value = rest.first().is_some_and(|w| !looks_like_flag(&w.text));
         if let Some(message) = refused_level(&spelt.name, spelt.raw_name) {
             self.error(word.location, Some(Subject::flag(spelt.raw_name)), message);
             return 0;
+        }
+        if spelt.name != "-O" && !self.resolve(word, &mut spelt) {
+            // vLLM refuses the word and any value after it.
+            return usize::from(next_is_value);
         }
         let negated = spelt
             .name
@@ -554,27 +534,79 @@ impl Parser {
         self.value_flag(word, spelt.inline, canonical, kind, rest)
     }
 
-    /// Keeps a flag this model does not interpret, with its value: the inline one, else the next
-    /// word unless the flag is a known switch; returns how many words of `rest` it took.
+    /// Keeps a flag this model does not interpret, with its value, as vLLM's parser reads it: a
+    /// switch takes none, an option of one value the inline one or the next word, an optional
+    /// value the next word that is not a flag, one of several values every such word; a value
+    /// outside the option's choices, or a missing one, is vLLM's error. Returns how many words of
+    /// `rest` it took.
     fn unknown_flag(&mut self, word: &Word, spelt: FlagWord<'_>, rest: &[Word]) -> usize {
         let name = spelt.name;
-        let takes_value = spelt.inline.is_none()
-            && !name.starts_with("--no-")
-            && !KNOWN_SWITCHES.contains(&name.as_str())
-            && rest
-                .first()
-                .is_some_and(|next| !looks_like_flag(&next.text));
-        let value = match spelt.inline {
-            Some((value, _)) => Some(value),
-            None if takes_value => Some(rest[0].text.clone()),
-            None => None,
+        let flag = options::flag(&name);
+        let arity = flag.map_or(FlagValues::One, |f| f.values);
+        let following = rest
+            .iter()
+            .take_while(|next| !looks_like_flag(&next.text))
+            .count();
+        let (values, taken): (Vec<String>, usize) = match (arity, spelt.inline) {
+            (FlagValues::None | FlagValues::Help, Some((value, _))) => {
+                self.error(
+                    word.location,
+                    Some(Subject::Flag(name.clone())),
+                    format!(
+                        "{name} takes no value: vLLM refuses the explicit argument '{}' (write {name} alone)",
+                        truncate(&value)
+                    ),
+                );
+                return 0;
+            }
+            (FlagValues::None | FlagValues::Help, None) => (Vec::new(), 0),
+            (_, Some((value, _))) => (vec![value], 0),
+            (FlagValues::One | FlagValues::Optional, None) => {
+                let taken = following.min(1);
+                (
+                    rest[..taken].iter().map(|w| w.text.clone()).collect(),
+                    taken,
+                )
+            }
+            (FlagValues::OneOrMore, None) => (
+                rest[..following].iter().map(|w| w.text.clone()).collect(),
+                following,
+            ),
         };
+        if values.is_empty() && matches!(arity, FlagValues::One | FlagValues::OneOrMore) {
+            let expected = if arity == FlagValues::One {
+                "one argument"
+            } else {
+                "at least one argument"
+            };
+            self.error(
+                word.location,
+                Some(Subject::Flag(name.clone())),
+                format!("{name} expected {expected} (vLLM refuses it bare)"),
+            );
+            return 0;
+        }
+        if let Some(choices) = flag.and_then(|f| f.choices.as_ref())
+            && let Some(bad) = values.iter().find(|v| !choices.contains(v))
+        {
+            self.error(
+                word.location,
+                Some(Subject::Flag(name.clone())),
+                format!(
+                    "invalid choice: '{}' (vLLM 0.26.0 takes {})",
+                    truncate(bad),
+                    choices.join(", ")
+                ),
+            );
+            return taken;
+        }
+        let value = (!values.is_empty()).then(|| values.join(" "));
         self.config.unknown_flags.push(UnknownFlag {
             flag: name,
             value,
             location: word.location,
         });
-        usize::from(takes_value)
+        taken
     }
 
     /// Reads a flag that takes a value: inline `=value` (its text starts after the `=`) or the
@@ -665,6 +697,71 @@ impl Parser {
             return;
         }
         self.config.model = Some(Located::new(word.text.clone(), word.location));
+    }
+
+    /// Names `spelt`'s option as vLLM's parser does (`options.rs`): its full spelling, with a
+    /// one-letter option's attached value as its inline one; a prefix is noted. False, with the
+    /// error vLLM gives, for a word that names no option or several, or asks for the help.
+    fn resolve(&mut self, word: &Word, spelt: &mut FlagWord<'_>) -> bool {
+        let raw = spelt.raw_name;
+        match options::resolve(&spelt.name, spelt.inline.is_some()) {
+            options::Resolved::Known {
+                option,
+                abbreviated,
+                attached,
+            } => {
+                if options::flag(option).is_some_and(|f| f.values == FlagValues::Help) {
+                    self.error(
+                        word.location,
+                        Some(Subject::flag(option)),
+                        format!(
+                            "{raw} prints vllm serve's help and exits: the server never starts"
+                        ),
+                    );
+                    return false;
+                }
+                if abbreviated {
+                    self.config.parse_findings.push(
+                        Finding::new(
+                            Rule::NoteAbbreviatedFlag,
+                            None,
+                            format!("read as {option}, the one vLLM 0.26.0 option it begins"),
+                        )
+                        .with_subject(Subject::flag(raw))
+                        .at(Some(word.location)),
+                    );
+                }
+                spelt.name = option.to_owned();
+                if attached.is_some() {
+                    spelt.inline = attached;
+                }
+                true
+            }
+            options::Resolved::Ambiguous(matches) => {
+                self.error(
+                    word.location,
+                    Some(Subject::flag(raw)),
+                    format!(
+                        "ambiguous option: {raw} could match {} (vLLM 0.26.0 refuses it; write the option in full)",
+                        matches.join(", ")
+                    ),
+                );
+                false
+            }
+            options::Resolved::Unrecognized { hint } => {
+                let message = match lookup(&spelt.name) {
+                    Some((_, FlagKind::Reject(message))) => message.to_owned(),
+                    _ => {
+                        let hint = hint.map_or(String::new(), |h| format!("; {h}"));
+                        format!(
+                            "unrecognized argument: vLLM 0.26.0's vllm serve has no option {raw}, and refuses it{hint}"
+                        )
+                    }
+                };
+                self.error(word.location, Some(Subject::flag(raw)), message);
+                false
+            }
+        }
     }
 
     fn switch(
@@ -1168,6 +1265,7 @@ fn truncate(text: &str) -> String {
 
 mod dotted;
 pub(crate) use dotted::fold_args as fold_dotted_args;
+mod options;
 
 #[cfg(test)]
 mod tests;

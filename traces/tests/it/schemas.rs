@@ -7,6 +7,7 @@ use std::path::Path;
 use afd_traces::hardware::Datasheets;
 use afd_traces::input::{InputKind, read_text};
 use afd_traces::pipeline::PipelineResults;
+use afd_traces::vllm_cli::ServeFlags;
 use afd_traces::vllm_run::{VllmEngineProfile, VllmPlan, VllmRun};
 
 fn committed(path: &str) -> String {
@@ -53,6 +54,10 @@ fn each_reader_refuses_another_schema_version() {
     let plan = committed("../gpu-probes/plans/engine-dsv2l-graph-64-64.json");
     VllmPlan::from_json(&plan).unwrap();
     refused(VllmPlan::from_json(&bumped(&plan)));
+
+    let flags = committed("data/vllm-cli/serve-flags-0.26.0.json");
+    ServeFlags::from_json(&flags).unwrap();
+    refused(ServeFlags::from_json(&bumped(&flags)));
 }
 
 /// Every committed engine-probe plan reads as a plan (a plan that does not costs a device call),

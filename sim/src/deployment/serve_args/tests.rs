@@ -38,7 +38,9 @@ fn space_and_equals_forms_underscores_and_short_options_agree() {
     let spaced = parse(
         "vllm serve /m --data-parallel-size 2 --tensor-parallel-size 4 --max-num-seqs 32 --enable-dbo",
     );
-    let mixed = parse("/m --data_parallel_size=2 -tp4 --max-num-seqs=32 --enable_dbo");
+    // A unique prefix is the option it begins, as vLLM's argparse reads it.
+    let mixed =
+        parse("/m --data_parallel_size=2 --tensor-parallel=4 --max-num-seq=32 --enable_dbo");
     let short = parse("/m -dp 2 -tp=4 --max-num-seqs +32 --enable-dbo");
     for config in [&spaced, &mixed, &short] {
         assert_eq!(
@@ -72,7 +74,7 @@ fn switches_take_no_value_and_have_negative_forms() {
 #[test]
 fn unknown_flags_are_kept_with_or_without_values() {
     let config = parse(
-        "--trust-remote-code /m --kv-transfer-config '{\"a\":1}' --seed -1 --no-enable-prefix-caching --swap-space=4 --disable-log-requests",
+        "--trust-remote-code /m --kv-transfer-config '{\"a\":1}' --seed -1 --no-enable-prefix-caching --max-logprobs=4 --enable-log-requests",
     );
     assert_eq!(config.model(), Some("/m"));
     let kept: Vec<String> = config
@@ -85,8 +87,8 @@ fn unknown_flags_are_kept_with_or_without_values() {
             "--trust-remote-code None",
             "--kv-transfer-config Some(\"{\\\"a\\\":1}\")",
             "--seed Some(\"-1\")",
-            "--swap-space Some(\"4\")",
-            "--disable-log-requests None",
+            "--max-logprobs Some(\"4\")",
+            "--enable-log-requests None",
         ]
     "#]]
     .assert_debug_eq(&kept);
@@ -521,4 +523,110 @@ fn dotted_errors_point_at_their_word() {
             1:90 [--kernel-config.x]: --kernel-config.x expects a value
         "#]],
     );
+}
+
+/// Every command line vLLM 0.26.0's own parser read (`traces/data/vllm-cli/`, written by
+/// `sim/scripts/vllm_serve_flags.py` from the wheel) is accepted or refused here alike, and an
+/// accepted one's interpreted values are the ones vLLM read.
+#[test]
+fn vllms_own_parser_and_this_one_accept_and_refuse_the_same_lines() {
+    // argparse reads it; vLLM's SchedulerConfig then refuses it (`max_num_seqs` ge=1), as we do.
+    let refused_later: [&[&str]; 1] = [&["/m", "--max-num-seqs", "0"]];
+    let samples = &afd_traces::vllm_cli::builtin_serve_flags().samples;
+    assert!(samples.len() >= 40);
+    for sample in samples {
+        let words = &sample.words;
+        let later = refused_later.iter().any(|r| r.iter().eq(words.iter()));
+        let ours = RoleConfig::from_serve_args(words);
+        match (sample.accepted && !later, ours) {
+            (true, Ok(config)) => {
+                let set = sample.set.as_ref().expect("an accepted sample's values");
+                for (dest, value) in set {
+                    let read = match dest.as_str() {
+                        "model_tag" => config.model().map(Into::into),
+                        "max_num_seqs" => Some(config.max_num_seqs().into()),
+                        "max_num_batched_tokens" => Some(config.max_num_batched_tokens().into()),
+                        "tensor_parallel_size" => Some(config.tp_size().into()),
+                        "data_parallel_size" => Some(config.dp_size().into()),
+                        "enforce_eager" => Some(config.enforce_eager().into()),
+                        "enable_prefix_caching" => Some(config.prefix_caching().into()),
+                        "enable_expert_parallel" => Some(config.expert_parallel().into()),
+                        "max_model_len" => config.max_model_len().map(Into::into),
+                        "compilation_config.cudagraph_mode" => {
+                            Some(config.cudagraph_mode().as_str().into())
+                        }
+                        // Kept, not interpreted (or the level, read through the graph mode).
+                        _ => continue,
+                    };
+                    assert_eq!(read.as_ref(), Some(value), "{words:?}: {dest}");
+                }
+            }
+            (false, Err(_)) => {}
+            (expected, got) => panic!("{words:?}: vLLM accepts it: {expected}; here: {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn words_vllm_refuses_are_refused_with_its_reason() {
+    check_errors(
+        "/m --max-num-seqz 8",
+        expect![[r#"
+            1:4 [--max-num-seqz]: unrecognized argument: vLLM 0.26.0's vllm serve has no option --max-num-seqz, and refuses it; did you mean --max-num-seqs?
+        "#]],
+    );
+    check_errors(
+        "/m -tp2 --swap-space 4",
+        expect![[r#"
+            1:4 [-tp2]: unrecognized argument: vLLM 0.26.0's vllm serve has no option -tp2, and refuses it; argparse attaches a value only to a one-letter option: write -tp 2
+            1:9 [--swap-space]: unrecognized argument: vLLM 0.26.0's vllm serve has no option --swap-space, and refuses it
+        "#]],
+    );
+    check_errors(
+        "/m --max-num 8",
+        expect![[r#"
+            1:4 [--max-num]: ambiguous option: --max-num could match --max-num-batched-tokens, --max-num-scheduled-tokens, --max-num-seqs, --max-num-partial-prefills (vLLM 0.26.0 refuses it; write the option in full)
+        "#]],
+    );
+    check_errors(
+        "/m --help",
+        expect![[r#"
+            1:4 [--help]: --help prints vllm serve's help and exits: the server never starts
+        "#]],
+    );
+    check_errors(
+        "/m --kv-cache-dtype fp9 --load-format",
+        expect![[r#"
+            1:4 [--kv-cache-dtype]: invalid choice: 'fp9' (vLLM 0.26.0 takes auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, turboquant_3bit_nc, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_k8v4)
+            1:25 [--load-format]: --load-format expected one argument (vLLM refuses it bare)
+        "#]],
+    );
+    check_errors(
+        "/m --trust-remote-code=yes --afd-config '{}'",
+        expect![[r#"
+            1:4 [--trust-remote-code]: --trust-remote-code takes no value: vLLM refuses the explicit argument 'yes' (write --trust-remote-code alone)
+            1:28 [--afd-config]: --afd-config belongs to the pre-plugin vLLM fork; the afd-plugin reads --additional-config '{"afd": {…}}' (afd-spec §1.1)
+        "#]],
+    );
+}
+
+#[test]
+fn a_prefix_is_read_as_its_option_and_noted() {
+    let config = parse("/m --max-num-seq 8 --enforce -t 2");
+    assert_eq!((config.max_num_seqs(), config.tp_size()), (8, 2));
+    assert!(config.enforce_eager());
+    let noted: Vec<String> = config
+        .parse_findings()
+        .iter()
+        .filter(|f| f.rule.id() == "note.abbreviated-flag")
+        .map(|f| f.message.clone())
+        .collect();
+    expect![[r#"
+        [
+            "read as --max-num-seqs, the one vLLM 0.26.0 option it begins",
+            "read as --enforce-eager, the one vLLM 0.26.0 option it begins",
+            "read as -tp, the one vLLM 0.26.0 option it begins",
+        ]
+    "#]]
+    .assert_debug_eq(&noted);
 }
