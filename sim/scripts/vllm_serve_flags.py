@@ -20,7 +20,8 @@ inside `suppress_logging`; only a flag's default, never its option strings or ar
 The output (`afd-vllm-serve-flags`) lists each option's spellings, how many values it takes (argparse's
 nargs: none, one, one or more, optional) and its choices; then sample command lines parsed by the real
 parser (`parse_args`, as vllm/entrypoints/cli/main.py calls it), each accepted (with the values it set)
-or refused (with argparse's message): the cases the simulator's own reading of serve words is tested
+or refused (with argparse's message), and the attention backends `--attention-backend` may name
+(`AttentionBackendEnum`, which the attention config's validator reads the value as): the cases the simulator's own reading of serve words is tested
 against (sim/src/deployment/serve_args/tests.rs).
 """
 import argparse
@@ -257,6 +258,11 @@ def main():
         if action.choices is not None and not isinstance(action.choices, dict):
             choices = sorted(str(choice) for choice in action.choices)
         flags.append({"options": list(action.option_strings), "values": kind, "choices": choices})
+    # `--attention-backend` takes any text at parse time; AttentionConfig's validator then reads it
+    # as a member of this enum, case-insensitively, or "auto" (vllm/config/attention.py).
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    attention_backends = [member.name for member in AttentionBackendEnum]
     samples = [
         run_sample(lambda: make_arg_parser(FlexibleArgumentParser(prog="vllm serve")), words)
         for words in SAMPLES
@@ -272,6 +278,7 @@ def main():
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         "flags": flags,
+        "attention_backends": attention_backends,
         "samples": samples,
     }
     tmp = out + ".tmp"

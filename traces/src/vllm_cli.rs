@@ -24,6 +24,9 @@ pub struct ServeFlags {
     pub schema_version: u32,
     pub provenance: ServeFlagsProvenance,
     pub flags: Vec<ServeFlag>,
+    /// What `--attention-backend` may name: the members of vLLM's `AttentionBackendEnum`, which
+    /// the attention config's validator reads the value as (upper-cased; `auto` selects one).
+    pub attention_backends: Vec<String>,
     /// Command lines the real parser read, each accepted or refused.
     pub samples: Vec<ServeSample>,
 }
@@ -175,6 +178,9 @@ impl ServeFlags {
                 return Err(invalid(format!("flags[{i}].choices"), "empty"));
             }
         }
+        if self.attention_backends.is_empty() {
+            return Err(invalid("attention_backends".to_owned(), "empty"));
+        }
         for (i, sample) in self.samples.iter().enumerate() {
             if sample.accepted != sample.set.is_some()
                 || sample.accepted == sample.message.is_some()
@@ -193,6 +199,15 @@ impl ServeFlags {
         self.flags
             .iter()
             .find(|flag| flag.options.iter().any(|o| o == option))
+    }
+
+    /// Whether vLLM's attention config accepts `--attention-backend value`.
+    pub fn is_attention_backend(&self, value: &str) -> bool {
+        value.eq_ignore_ascii_case("auto")
+            || self
+                .attention_backends
+                .iter()
+                .any(|name| *name == value.to_uppercase())
     }
 
     /// Every spelling, each with its option.

@@ -586,18 +586,11 @@ impl Parser {
             );
             return 0;
         }
-        if let Some(choices) = flag.and_then(|f| f.choices.as_ref())
-            && let Some(bad) = values.iter().find(|v| !choices.contains(v))
+        if let Some(problem) = values
+            .iter()
+            .find_map(|value| options::refused_value(&name, value))
         {
-            self.error(
-                word.location,
-                Some(Subject::Flag(name.clone())),
-                format!(
-                    "invalid choice: '{}' (vLLM 0.26.0 takes {})",
-                    truncate(bad),
-                    choices.join(", ")
-                ),
-            );
+            self.error(word.location, Some(Subject::Flag(name.clone())), problem);
             return taken;
         }
         let value = (!values.is_empty()).then(|| values.join(" "));
@@ -644,6 +637,10 @@ impl Parser {
             );
             return used;
         };
+        if let Some(problem) = options::refused_value(canonical, &value.text) {
+            self.error(word.location, Some(Subject::flag(canonical)), problem);
+            return used;
+        }
         self.note_repeat(canonical, word.location);
         let more = rest[used..]
             .iter()

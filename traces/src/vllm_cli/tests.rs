@@ -37,6 +37,8 @@ fn the_shipped_flags_read_and_hold_the_options_the_simulator_interprets() {
     ] {
         assert!(flags.option(gone).is_none(), "{gone}");
     }
+    assert!(flags.is_attention_backend("FLASH_ATTN_MLA") && flags.is_attention_backend("flashmla"));
+    assert!(flags.is_attention_backend("Auto") && !flags.is_attention_backend("FLASH"));
     assert!(flags.samples.iter().any(|s| s.accepted));
     assert!(flags.samples.iter().any(|s| !s.accepted));
 }

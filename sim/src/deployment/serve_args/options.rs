@@ -78,6 +78,26 @@ pub(super) fn resolve(name: &str, inline: bool) -> Resolved {
     }
 }
 
+/// Why vLLM refuses `value` for the option spelt `canonical`, where it does: a value outside the
+/// option's argparse choices, or an `--attention-backend` no member of `AttentionBackendEnum`
+/// names (the attention config's validator).
+pub(super) fn refused_value(canonical: &str, value: &str) -> Option<String> {
+    let flags = builtin_serve_flags();
+    if canonical == "--attention-backend" && !flags.is_attention_backend(value) {
+        return Some(format!(
+            "unknown attention backend '{value}': vLLM 0.26.0 takes auto or one of {}",
+            flags.attention_backends.join(", ")
+        ));
+    }
+    let choices = flag(canonical)?.choices.as_ref()?;
+    (!choices.iter().any(|c| c == value)).then(|| {
+        format!(
+            "invalid choice: '{value}' (vLLM 0.26.0 takes {})",
+            choices.join(", ")
+        )
+    })
+}
+
 /// The option spelt `option` (a spelling [`resolve`] returned).
 pub(super) fn flag(option: &str) -> Option<&'static ServeFlag> {
     builtin_serve_flags().option(option)

@@ -602,6 +602,13 @@ fn words_vllm_refuses_are_refused_with_its_reason() {
         "#]],
     );
     check_errors(
+        "/m --all2all-backend nccl --attention-backend FLASH_MLA",
+        expect![[r#"
+            1:4 [--all2all-backend]: invalid choice: 'nccl' (vLLM 0.26.0 takes allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv, flashinfer_nvlink_one_sided, flashinfer_nvlink_two_sided, mori_high_throughput, mori_low_latency, naive, nixl_ep, pplx)
+            1:27 [--attention-backend]: unknown attention backend 'FLASH_MLA': vLLM 0.26.0 takes auto or one of FLASH_ATTN, FLASH_ATTN_DIFFKV, TRITON_ATTN, TRITON_ATTN_DIFFKV, ROCM_ATTN, ROCM_AITER_MLA, ROCM_AITER_TRITON_MLA, ROCM_AITER_FA, ROCM_AITER_MLA_SPARSE, XPU_MLA_SPARSE, TORCH_SDPA, FLASHINFER, FLASHINFER_MLA, TOKENSPEED_MLA, FLASHINFER_MLA_SPARSE, FLASHINFER_MLA_SPARSE_SM120, TRITON_MLA, CUTLASS_MLA, FLASHMLA, FLASHMLA_SPARSE, FLASHMLA_SPARSE_DSV4, FLASHINFER_MLA_SPARSE_DSV4, ROCM_FLASHMLA_SPARSE_DSV4, FLASH_ATTN_MLA, FLASH_ATTN_MLA_SPARSE, MINIMAX_M3_SPARSE, NO_ATTENTION, FLEX_ATTENTION, HPC_ATTN, ROCM_AITER_UNIFIED_ATTN, CPU_ATTN, TURBOQUANT, CUSTOM
+        "#]],
+    );
+    check_errors(
         "/m --trust-remote-code=yes --afd-config '{}'",
         expect![[r#"
             1:4 [--trust-remote-code]: --trust-remote-code takes no value: vLLM refuses the explicit argument 'yes' (write --trust-remote-code alone)
