@@ -168,7 +168,9 @@ both modes with the same limits (within 10 % of the measured ratio). Each graph 
 servers of one mode and limits (a repeated server) is also set against itself: each real run as the
 prediction of the other, the measurement's own reproducibility beside the bars (`real_against_real`
 in --json), with the least mean error one prediction of both runs can have (half their difference,
-`one_prediction_floor`) and the model's mean error over the two.
+`one_prediction_floor`) and the model's mean error over the two; a repeated graph server's
+graph/eager ratios likewise, each real ratio as the prediction of the other beside the ratio bar
+(`real_against_real.ratios`).
 Exit status: 0, or 1 with --check when a bar is missed; 2 for bad input.")]
 pub(crate) struct ReplayVllmArgs {
     /// Folder of run files (other JSON files are skipped with a note).
@@ -454,6 +456,17 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
                 "worst_abs_error": real_worst,
                 "one_prediction_floor_median": floor,
                 "model_on_repeats_median": on_repeats,
+                "ratios_within_bar": verdict.ratio_repeats.iter().filter(|r| r.agrees()).count(),
+                "ratios_one_prediction_can_meet": verdict.ratio_repeats.iter().filter(|r| r.one_prediction_can_meet_both()).count(),
+                "ratios": verdict.ratio_repeats.iter().map(|r| {
+                    let (a, b) = r.errors();
+                    json!({
+                        "workload": r.workload, "limits": r.limits, "mode": r.mode,
+                        "servers": r.servers, "eager_server": r.eager_server,
+                        "real": r.real, "predicted": r.predicted,
+                        "first_as_prediction": a, "second_as_prediction": b,
+                    })
+                }).collect::<Vec<_>>(),
                 "repeats": verdict.repeats.iter().map(|r| json!({
                     "workload": r.workload, "limits": r.limits, "mode": r.mode, "runs": r.runs,
                     "metrics": r.errors.iter().zip(&r.model).map(|((k, a, b), m)| json!({
@@ -1066,6 +1079,8 @@ fn host_line(h: &HostShare) -> Option<String> {
 struct Ratio {
     workload: String,
     limits: String,
+    /// The graph run's mode.
+    mode: &'static str,
     /// The graph run's server label: a server measured twice gives two ratios.
     server: String,
     /// The eager run's server label (the first eager server that ran the workload at the limits).
@@ -1089,6 +1104,71 @@ struct Verdict {
     /// The same workload on two servers of the same mode and limits: each real run taken as the
     /// prediction of the other, per judged metric (the measurement's own reproducibility).
     repeats: Vec<Repeat>,
+    /// The graph/eager ratios of the repeats whose servers replay graphs.
+    ratio_repeats: Vec<RatioRepeat>,
+}
+
+/// One workload's graph/eager mean-TPOT ratio measured on both graph servers of a repeat (each
+/// over the same eager run): how well one real ratio predicts the other, the measurement's own
+/// reproducibility beside the ratio bar.
+struct RatioRepeat {
+    workload: String,
+    limits: String,
+    mode: &'static str,
+    /// The two graph servers, and the eager server both ratios divide by.
+    servers: [String; 2],
+    eager_server: String,
+    real: [f64; 2],
+    predicted: [f64; 2],
+}
+
+impl RatioRepeat {
+    /// `(|a − b| / b, |b − a| / a)`: each real ratio as the prediction of the other.
+    fn errors(&self) -> (f64, f64) {
+        let [a, b] = self.real;
+        (((a - b) / b).abs(), ((b - a) / a).abs())
+    }
+
+    /// Whether either real ratio predicts the other within the ratio bar.
+    fn agrees(&self) -> bool {
+        let (a, b) = self.errors();
+        a.min(b) <= RATIO_BAR
+    }
+
+    /// Whether one value can lie within the ratio bar of both real ratios: the larger at most
+    /// (1 + bar) / (1 − bar) times the smaller. Where it cannot, a deterministic model misses
+    /// the bar on one server of the pair whatever it predicts.
+    fn one_prediction_can_meet_both(&self) -> bool {
+        let [a, b] = self.real;
+        a.max(b) <= a.min(b) * (1.0 + RATIO_BAR) / (1.0 - RATIO_BAR)
+    }
+
+    /// Every repeat of a graph mode whose two servers each have a ratio for the workload.
+    fn of(repeats: &[Repeat], ratios: &[Ratio]) -> Vec<RatioRepeat> {
+        repeats
+            .iter()
+            .filter_map(|repeat| {
+                let ratio_of = |label: &str| {
+                    ratios.iter().find(|r| {
+                        r.server == label
+                            && r.workload == repeat.workload
+                            && r.limits == repeat.limits
+                            && r.mode == repeat.mode
+                    })
+                };
+                let (a, b) = (ratio_of(&repeat.labels[0])?, ratio_of(&repeat.labels[1])?);
+                (a.eager_server == b.eager_server).then(|| RatioRepeat {
+                    workload: repeat.workload.clone(),
+                    limits: repeat.limits.clone(),
+                    mode: repeat.mode,
+                    servers: [a.server.clone(), b.server.clone()],
+                    eager_server: a.eager_server.clone(),
+                    real: [a.real, b.real],
+                    predicted: [a.predicted, b.predicted],
+                })
+            })
+            .collect()
+    }
 }
 
 struct Repeat {
@@ -1096,6 +1176,8 @@ struct Repeat {
     limits: String,
     mode: &'static str,
     runs: [String; 2],
+    /// The two servers' labels (as ratios name them).
+    labels: [String; 2],
     /// `(metric, |a − b| / b, |b − a| / a)`.
     errors: Vec<(&'static str, f64, f64)>,
     /// Per metric of `errors`, the model's mean |error| over the two records.
@@ -1167,6 +1249,7 @@ fn repeats_of(cases: &[CaseRows]) -> Vec<Repeat> {
                 limits: a.limits.clone(),
                 mode: a.mode,
                 runs: [a.case_run.clone(), b.case_run.clone()],
+                labels: [a.label.clone(), b.label.clone()],
                 errors,
                 model,
             });
@@ -1251,6 +1334,7 @@ impl Verdict {
                 ratios.push(Ratio {
                     workload: graph.workload.clone(),
                     limits: graph.limits.clone(),
+                    mode: graph.mode,
                     server: graph.label.clone(),
                     eager_server: eager.label.clone(),
                     real: g.real / e.real,
@@ -1258,12 +1342,14 @@ impl Verdict {
                 });
             }
         }
+        let ratio_repeats = RatioRepeat::of(&repeats, &ratios);
         Verdict {
             median,
             worst,
             by_mode,
             ratios,
             repeats,
+            ratio_repeats,
         }
     }
 
@@ -1338,6 +1424,39 @@ impl Verdict {
                     r.runs[0],
                     r.runs[1],
                     cells.join(", ")
+                ));
+            }
+        }
+        if !self.ratio_repeats.is_empty() {
+            let agree = self.ratio_repeats.iter().filter(|r| r.agrees()).count();
+            let reachable = self
+                .ratio_repeats
+                .iter()
+                .filter(|r| r.one_prediction_can_meet_both())
+                .count();
+            text.push_str(&format!(
+                "graph/eager mean-TPOT ratios measured on two graph servers of one mode and limits \
+                 (over one eager run): one real ratio predicts the other within {:.0}% in {agree} \
+                 of {}; one value lies within {:.0}% of both in {reachable}\n",
+                100.0 * RATIO_BAR,
+                self.ratio_repeats.len(),
+                100.0 * RATIO_BAR
+            ));
+            for r in &self.ratio_repeats {
+                let (a, b) = r.errors();
+                text.push_str(&format!(
+                    "  {} at {} {} ({} / {} over {}): real {:.3} / {:.3} ({:.1}% apart), predicted {:.3} / {:.3}\n",
+                    r.workload,
+                    r.limits,
+                    r.mode,
+                    r.servers[0],
+                    r.servers[1],
+                    r.eager_server,
+                    r.real[0],
+                    r.real[1],
+                    100.0 * a.min(b),
+                    r.predicted[0],
+                    r.predicted[1]
                 ));
             }
         }

@@ -236,6 +236,24 @@ fn the_committed_vllm_runs_are_predicted_no_worse_than_recorded() {
     let on_repeats = real["model_on_repeats_median"].as_f64().unwrap();
     assert!((0.07..0.085).contains(&floor), "{floor}");
     assert!(on_repeats >= floor && on_repeats <= 0.1155, "{on_repeats}");
+    // A repeated graph server's two real graph/eager ratios (over one eager run): one predicts the
+    // other within the ratio bar in 3 of 12 (docs/fidelity.md, "How far two real ratios lie apart").
+    let ratio_repeats = real["ratios"].as_array().unwrap();
+    assert_eq!(ratio_repeats.len(), 12);
+    let mut agree = 0;
+    for r in ratio_repeats {
+        let (a, b) = (
+            r["real"][0].as_f64().unwrap(),
+            r["real"][1].as_f64().unwrap(),
+        );
+        let first = r["first_as_prediction"].as_f64().unwrap();
+        assert!((first - ((a - b) / b).abs()).abs() < 1e-12, "{r}");
+        agree += usize::from(((a - b) / b).abs().min(((b - a) / a).abs()) <= 0.10);
+    }
+    assert_eq!(real["ratios_within_bar"].as_u64(), Some(agree as u64));
+    assert_eq!(agree, 3);
+    // In 5 of the 12 the two lie more than (1 + 0.1) / (1 − 0.1) apart: no prediction meets both.
+    assert_eq!(real["ratios_one_prediction_can_meet"].as_u64(), Some(7));
     let ratios = value["graph_over_eager_tpot"].as_array().unwrap();
     assert_eq!(ratios.len(), 49);
     let within = ratios
