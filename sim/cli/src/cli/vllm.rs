@@ -456,6 +456,7 @@ pub(crate) fn replay(args: &ReplayVllmArgs) -> anyhow::Result<ExitCode> {
                 "worst_abs_error": real_worst,
                 "one_prediction_floor_median": floor,
                 "model_on_repeats_median": on_repeats,
+                "values_beyond_worst_bar": Repeat::beyond_worst_bar(&verdict.repeats),
                 "ratios_within_bar": verdict.ratio_repeats.iter().filter(|r| r.agrees()).count(),
                 "ratios_one_prediction_can_meet": verdict.ratio_repeats.iter().filter(|r| r.one_prediction_can_meet_both()).count(),
                 "ratios": verdict.ratio_repeats.iter().map(|r| {
@@ -1202,6 +1203,17 @@ impl Repeat {
         a_as_b.min(b_as_a) / 2.0
     }
 
+    /// The repeats' values no one prediction can bring within the worst-value bar of both runs:
+    /// the larger real value more than (1 + bar) / (1 − bar) times the smaller (`|a − b| / b` and
+    /// `|b − a| / a` are that ratio less one, one of them each way).
+    fn beyond_worst_bar(repeats: &[Repeat]) -> usize {
+        repeats
+            .iter()
+            .flat_map(|r| &r.errors)
+            .filter(|&&(_, a, b)| 1.0 + a.max(b) > (1.0 + WORST_BAR) / (1.0 - WORST_BAR))
+            .count()
+    }
+
     /// `(floor, model)` medians over every metric of every repeat: how close one prediction of
     /// both runs could come, and how close the model came.
     fn floor_and_model(repeats: &[Repeat]) -> (f64, f64) {
@@ -1403,12 +1415,16 @@ impl Verdict {
                 "real against real: {} workloads measured on two servers of one mode and limits; \
                  each run as the prediction of the other: median {:.1}%, worst {:.1}%\n\
                  one prediction of both runs of a repeat errs by at least half their difference \
-                 (mean over the two): median {:.1}%; the model's mean over the two: median {:.1}%\n",
+                 (mean over the two): median {:.1}%; the model's mean over the two: median {:.1}%; \
+                 no one value lies within {:.0}% of both runs in {} of their {} values\n",
                 self.repeats.len(),
                 100.0 * median,
                 100.0 * worst,
                 100.0 * floor,
-                100.0 * model
+                100.0 * model,
+                100.0 * WORST_BAR,
+                Repeat::beyond_worst_bar(&self.repeats),
+                self.repeats.iter().map(|r| r.errors.len()).sum::<usize>()
             ));
             for r in &self.repeats {
                 let cells: Vec<String> = r
