@@ -32,8 +32,9 @@ fn the_seed_recipe_is_the_seed_serving_config() {
 
 #[test]
 fn overrides_replace_every_spelling_of_a_flag() {
+    // Prefixes too: vLLM's argparse reads `--max-num-seq` as `--max-num-seqs`.
     let mut server = ServerWords::from_command_line(
-        "vllm serve /m --max_num_seqs=8 -tp 2 --max-num-seqs 16 --enable-dbo --no-enable-dbo --cudagraph-capture-sizes 1 2 4 --port 1",
+        "vllm serve /m --max_num_seqs=8 -tp 2 --max-num-seq 16 --enable-dbo --no-enable-dbo --cudagraph-capture-sizes 1 2 4 --port 1 --tensor-parallel=3",
         &RecipeOptions::default(),
     )
     .unwrap();
