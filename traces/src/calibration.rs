@@ -41,6 +41,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_at::{self, JsonAt};
+
 /// Schema version written by this build; readers accept exactly this version.
 pub const CALIBRATION_SCHEMA_VERSION: u32 = 1;
 
@@ -134,15 +136,8 @@ pub struct SampleStats {
 /// Why a calibration profile could not be read. Every variant names the place in the file.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrationError {
-    #[error(
-        "calibration profile is not valid JSON for this schema at {path} (line {line}, column {column}): {message}"
-    )]
-    Json {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error("calibration profile is not valid JSON for this schema {0}")]
+    Json(#[from] JsonAt),
     #[error("calibration profile has format {found:?}, expected {expected:?}")]
     Format {
         found: String,
@@ -196,18 +191,7 @@ impl CalibrationProfile {
 
     /// Parses and checks a profile; errors name the offending field path.
     pub fn from_json(text: &str) -> Result<CalibrationProfile, CalibrationError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let profile: CalibrationProfile =
-            serde_path_to_error::deserialize(deserializer).map_err(|err| {
-                let path = err.path().to_string();
-                let inner = err.into_inner();
-                CalibrationError::Json {
-                    path,
-                    line: inner.line(),
-                    column: inner.column(),
-                    message: inner.to_string(),
-                }
-            })?;
+        let profile: CalibrationProfile = json_at::from_str(text)?;
         profile.check()?;
         Ok(profile)
     }

@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_at::{self, JsonAt};
+
 /// The `format` tag of a datasheets file.
 pub const DATASHEETS_FORMAT: &str = "afd-hardware-datasheets";
 /// The schema this build reads and writes.
@@ -73,15 +75,8 @@ pub struct LinkDatasheet {
 /// Why a datasheets file could not be read; every variant names the place in the file.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasheetsError {
-    #[error(
-        "hardware datasheets are not valid JSON for this schema at {path} (line {line}, column {column}): {message}"
-    )]
-    Json {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error("hardware datasheets are not valid JSON for this schema {0}")]
+    Json(#[from] JsonAt),
     #[error("hardware datasheets have format {found:?}, expected {expected:?}")]
     Format {
         found: String,
@@ -102,17 +97,7 @@ pub fn builtin_datasheets() -> Datasheets {
 impl Datasheets {
     /// Parses and checks a datasheets file; errors name the offending field path.
     pub fn from_json(text: &str) -> Result<Datasheets, DatasheetsError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let sheets: Datasheets = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            DatasheetsError::Json {
-                path,
-                line: inner.line(),
-                column: inner.column(),
-                message: inner.to_string(),
-            }
-        })?;
+        let sheets: Datasheets = json_at::from_str(text)?;
         sheets.check()?;
         Ok(sheets)
     }

@@ -9,6 +9,7 @@
 pub mod calibration;
 pub mod hardware;
 pub mod input;
+pub mod json_at;
 pub mod model_config;
 pub mod pipeline;
 pub mod report;

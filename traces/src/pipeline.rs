@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_at::{self, JsonAt};
+
 use crate::calibration::{Provenance, SampleStats};
 
 /// Schema version written by this build; readers accept exactly this version.
@@ -125,15 +127,8 @@ pub struct LayerRouting {
 /// Why a pipeline results file could not be read. Every variant names the place in the file.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
-    #[error(
-        "pipeline results are not valid JSON for this schema at {path} (line {line}, column {column}): {message}"
-    )]
-    Json {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error("pipeline results are not valid JSON for this schema {0}")]
+    Json(#[from] JsonAt),
     #[error("pipeline results have format {found:?}, expected {expected:?}")]
     Format {
         found: String,
@@ -164,18 +159,7 @@ impl PipelineResults {
 
     /// Parses and checks a results file; errors name the offending field path.
     pub fn from_json(text: &str) -> Result<PipelineResults, PipelineError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let results: PipelineResults =
-            serde_path_to_error::deserialize(deserializer).map_err(|err| {
-                let path = err.path().to_string();
-                let inner = err.into_inner();
-                PipelineError::Json {
-                    path,
-                    line: inner.line(),
-                    column: inner.column(),
-                    message: inner.to_string(),
-                }
-            })?;
+        let results: PipelineResults = json_at::from_str(text)?;
         results.check()?;
         Ok(results)
     }

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_at::{self, JsonAt};
+
 /// The `format` tag of a serve-flags file.
 pub const SERVE_FLAGS_FORMAT: &str = "afd-vllm-serve-flags";
 /// The schema this build reads and writes.
@@ -88,15 +90,8 @@ pub struct ServeSample {
 /// Why a serve-flags file could not be read; every variant names the place in the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeFlagsError {
-    #[error(
-        "vLLM serve flags are not valid JSON for this schema at {path} (line {line}, column {column}): {message}"
-    )]
-    Json {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error("vLLM serve flags are not valid JSON for this schema {0}")]
+    Json(#[from] JsonAt),
     #[error("vLLM serve flags have format {found:?}, expected {expected:?}")]
     Format {
         found: String,
@@ -120,17 +115,7 @@ pub fn builtin_serve_flags() -> &'static ServeFlags {
 impl ServeFlags {
     /// Parses and checks a serve-flags file; errors name the offending field path.
     pub fn from_json(text: &str) -> Result<ServeFlags, ServeFlagsError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let flags: ServeFlags = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            ServeFlagsError::Json {
-                path,
-                line: inner.line(),
-                column: inner.column(),
-                message: inner.to_string(),
-            }
-        })?;
+        let flags: ServeFlags = json_at::from_str(text)?;
         flags.check()?;
         Ok(flags)
     }
