@@ -199,6 +199,9 @@ pub struct RoleConfig {
     pub max_num_seqs: Option<Located<u32>>,
     pub max_num_batched_tokens: Option<Located<u32>>,
     pub max_model_len: Option<Located<u32>>,
+    /// `--max-model-len auto` (or `-1`) was the flag's last value: vLLM fits the length to the KV
+    /// cache (`_auto_fit_max_model_len`, `vllm/v1/core/kv_cache_utils.py`).
+    pub max_model_len_auto: bool,
     pub gpu_memory_utilization: Option<Located<f64>>,
     pub enable_dbo: Option<Located<bool>>,
     pub dbo_decode_token_threshold: Option<Located<u32>>,
@@ -519,9 +522,15 @@ impl RoleConfig {
         }
     }
 
-    /// `--max-model-len`; `None` means the model's own maximum (its config.json).
+    /// `--max-model-len`; `None` means the model's own maximum (its config.json), or with
+    /// [`Self::max_model_len_auto`] the most the KV cache holds, up to that maximum.
     pub fn max_model_len(&self) -> Option<u32> {
         self.max_model_len.as_ref().map(|m| m.value)
+    }
+
+    /// Whether `--max-model-len auto` (or `-1`) asks vLLM to fit the length to the KV cache.
+    pub fn max_model_len_auto(&self) -> bool {
+        self.max_model_len_auto
     }
 
     /// `--gpu-memory-utilization`, default [`DEFAULT_GPU_MEMORY_UTILIZATION`].

@@ -393,6 +393,7 @@ fn empty_config(location: Location, env: BTreeMap<String, Located<String>>) -> R
         max_num_seqs: None,
         max_num_batched_tokens: None,
         max_model_len: None,
+        max_model_len_auto: false,
         gpu_memory_utilization: None,
         enable_dbo: None,
         dbo_decode_token_threshold: None,
@@ -809,13 +810,21 @@ impl Parser {
             }
             FlagKind::Size(field) => self.size(canonical, field, location, text),
             FlagKind::Count(field) => self.count(canonical, field, location, text),
+            // vLLM's `human_readable_int_or_auto`: `-1` or `auto` fit the length to the KV cache.
+            FlagKind::MaxModelLen if text.trim() == "-1" || text.trim().eq_ignore_ascii_case("auto") => {
+                self.config.max_model_len = None;
+                self.config.max_model_len_auto = true;
+            }
             FlagKind::MaxModelLen => match parse_human_int(text) {
-                Some(len) => self.config.max_model_len = Some(Located::new(len, location)),
+                Some(len) => {
+                    self.config.max_model_len = Some(Located::new(len, location));
+                    self.config.max_model_len_auto = false;
+                }
                 None => self.error(
                     location,
                     subject,
                     format!(
-                        "--max-model-len expects a positive integer, optionally with a k/m/g (×1000) or K/M/G (×1024) suffix, got '{}'",
+                        "--max-model-len expects a positive integer, optionally with a k/m/g/t (×1000, decimals allowed) or K/M/G/T (×1024) suffix, or auto (-1), got '{}'",
                         truncate(text)
                     ),
                 ),
@@ -885,15 +894,28 @@ impl Parser {
 
     /// A size flag: a positive integer (parallel sizes, batch limits, the KV block size).
     fn size(&mut self, canonical: &'static str, field: SizeField, location: Location, text: &str) {
-        let Some(size) = parse_python_int(text)
+        // vLLM reads `--max-num-batched-tokens` as a human-readable integer (`2k`, `1K`,
+        // `vllm/engine/arg_utils.py` `human_readable_int_args`), every other size as `int`.
+        let human = field == SizeField::MaxNumBatchedTokens;
+        let parsed = if human {
+            parse_human_int(text).map(i64::from)
+        } else {
+            parse_python_int(text)
+        };
+        let Some(size) = parsed
             .and_then(|v| u32::try_from(v).ok())
             .filter(|&v| v >= 1)
         else {
+            let suffix = if human {
+                ", optionally with a k/m/g/t (×1000) or K/M/G/T (×1024) suffix"
+            } else {
+                ""
+            };
             self.error(
                 location,
                 Some(Subject::flag(canonical)),
                 format!(
-                    "{canonical} expects a positive integer, got '{}'",
+                    "{canonical} expects a positive integer{suffix}, got '{}'",
                     truncate(text)
                 ),
             );
@@ -1237,18 +1259,40 @@ fn char_index_of(text: &str, line: usize, column: usize) -> usize {
 
 /// vLLM's human-readable integers for `--max-model-len`: digits with an optional k/m/g (×1000) or
 /// K/M/G (×1024) suffix.
+/// vLLM 0.26.0's `human_readable_int` (`vllm/utils/argparse_utils.py:29-72`), positive and within
+/// `u32`: digits with an optional decimal part and one of `k m g t` (×1000, the product truncated,
+/// `25.6k` is 25,600) or `K M G T` (×1024, whole numbers only); else Python's `int`.
 fn parse_human_int(text: &str) -> Option<u32> {
     let text = text.trim();
-    let (digits, multiplier) = match text.chars().last()? {
-        'k' => (&text[..text.len() - 1], 1_000),
-        'm' => (&text[..text.len() - 1], 1_000_000),
-        'g' => (&text[..text.len() - 1], 1_000_000_000),
-        'K' => (&text[..text.len() - 1], 1 << 10),
-        'M' => (&text[..text.len() - 1], 1 << 20),
-        'G' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
+    let last = text.chars().last()?;
+    let number = &text[..text.len() - last.len_utf8()];
+    let decimal = |n: &str| {
+        let (whole, fraction) = n.split_once('.').unwrap_or((n, ""));
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        digits(whole) && (fraction.is_empty() && !n.ends_with('.') || digits(fraction))
     };
-    let value = parse_python_int(digits)?.checked_mul(multiplier)?;
+    let power = match last.to_ascii_lowercase() {
+        'k' => 1,
+        'm' => 2,
+        'g' => 3,
+        't' => 4,
+        _ => 0,
+    };
+    let value: i64 = if power > 0 && last.is_ascii_lowercase() && decimal(number) {
+        // int(float(number) * mult), as Python computes it: IEEE doubles, truncated.
+        let product = number.parse::<f64>().ok()? * 1_000f64.powi(power);
+        if !(1.0..=f64::from(u32::MAX)).contains(&product.trunc()) {
+            return None;
+        }
+        product as i64
+    } else if power > 0 && last.is_ascii_uppercase() && decimal(number) {
+        number
+            .parse::<i64>()
+            .ok()?
+            .checked_mul(1i64 << (10 * power))?
+    } else {
+        parse_python_int(text)?
+    };
     u32::try_from(value).ok().filter(|&v| v >= 1)
 }
 

@@ -208,7 +208,7 @@ fn interpreted_values_parse_strictly_and_every_error_is_reported() {
             1:57 [--tensor-parallel-size]: --tensor-parallel-size expects a positive integer, got '0'
             1:66 [--port]: --port expects a TCP port 1..65535, got '70000'
             1:97 [--gpu-memory-utilization]: --gpu-memory-utilization expects a number, got 'high'
-            1:118 [--max-model-len]: --max-model-len expects a positive integer, optionally with a k/m/g (×1000) or K/M/G (×1024) suffix, got '4x'
+            1:118 [--max-model-len]: --max-model-len expects a positive integer, optionally with a k/m/g/t (×1000, decimals allowed) or K/M/G/T (×1024) suffix, or auto (-1), got '4x'
             1:150 [--dbo-decode-token-threshold]: --dbo-decode-token-threshold expects a non-negative integer, got '-2'
             1:153: unexpected positional argument 'extra': the model is already given
         "#]],
@@ -551,6 +551,8 @@ fn vllms_own_parser_and_this_one_accept_and_refuse_the_same_lines() {
                         "enforce_eager" => Some(config.enforce_eager().into()),
                         "enable_prefix_caching" => Some(config.prefix_caching().into()),
                         "enable_expert_parallel" => Some(config.expert_parallel().into()),
+                        // -1: fit to the KV cache (`--max-model-len auto`).
+                        "max_model_len" if config.max_model_len_auto() => Some((-1).into()),
                         "max_model_len" => config.max_model_len().map(Into::into),
                         "compilation_config.cudagraph_mode" => {
                             Some(config.cudagraph_mode().as_str().into())
