@@ -469,7 +469,7 @@ impl Launch {
     }
 
     /// [`Launch::check`] plus, when no rule is broken, whether every role fits on a `gpu` serving
-    /// `model` (rules `memory.role-fits` and `memory.state-blocks`).
+    /// `model` (rules `memory.role-fits`, `memory.state-blocks` and `memory.max-model-len-fits`).
     pub fn check_on(&self, gpu: GpuKind, model: &ModelArch) -> Report {
         let report = self.check();
         if !report.is_clean() {
@@ -489,6 +489,7 @@ impl Launch {
                 let (rule, flag) = match err {
                     MemoryError::RoleFits(_) => (Rule::MemoryRoleFits, "--gpu-memory-utilization"),
                     MemoryError::StateBlocks(_) => (Rule::MemoryStateBlocks, "--max-num-seqs"),
+                    MemoryError::MaxLenFits(_) => (Rule::MemoryMaxLenFits, "--max-model-len"),
                 };
                 let mut findings = report.findings().to_vec();
                 let finding =
@@ -510,12 +511,23 @@ impl Launch {
         gpu: GpuKind,
         model: &ModelArch,
     ) -> Result<ServingConfig, ServingConfigError> {
-        match self {
-            Launch::Afd(deployment) => ServingConfig::from_deployment(deployment, gpu),
-            Launch::Plain(plain) => {
-                ServingConfig::from_plain(&plain.server, plain.rules, gpu, model)
-            }
+        let (mut config, auto) = match self {
+            Launch::Afd(deployment) => (
+                ServingConfig::from_deployment(deployment, gpu)?,
+                deployment.attention.max_model_len_auto(),
+            ),
+            Launch::Plain(plain) => (
+                ServingConfig::from_plain(&plain.server, plain.rules, gpu, model)?,
+                plain.server.max_model_len_auto(),
+            ),
+        };
+        if auto {
+            // vLLM fits the length to the KV cache once it has sized it; where nothing fits, the
+            // memory plan refuses the model's maximum, as vLLM refuses to auto-fit.
+            config.max_model_len =
+                memory::auto_fit_max_model_len(&config, model, gpu.spec().memory_bytes);
         }
+        Ok(config)
     }
 
     /// Whether the deployment fills its weights at random (`--load-format dummy`,

@@ -17,6 +17,10 @@
 //! block pool (`cluster::kv_layout`), so nothing is set aside for them; but a role that replays
 //! full CUDA graphs needs a block per sequence: vLLM refuses to capture when `--max-num-seqs`
 //! exceeds the pool's blocks (`vllm/config/compilation.py:1476-1497`, vLLM 0.26.0).
+//!
+//! vLLM also refuses to start when the KV cache cannot hold one request of `max_model_len` tokens
+//! (`_check_enough_kv_cache_memory`, `vllm/v1/core/kv_cache_utils.py`), and with
+//! `--max-model-len auto` (or `-1`) it fits the length to what the cache holds instead.
 //! Nothing here reads the GPU: the sizes come from the model's config and the datasheet.
 
 use crate::model::arch::ModelArch;
@@ -46,6 +50,8 @@ pub enum MemoryError {
     RoleFits(#[from] RoleFitsError),
     #[error(transparent)]
     StateBlocks(#[from] StateBlocksError),
+    #[error(transparent)]
+    MaxLenFits(#[from] MaxLenFitsError),
 }
 
 impl MemoryError {
@@ -54,6 +60,7 @@ impl MemoryError {
         match self {
             MemoryError::RoleFits(err) => err.role,
             MemoryError::StateBlocks(err) => err.role,
+            MemoryError::MaxLenFits(err) => err.role,
         }
     }
 }
@@ -90,6 +97,24 @@ pub struct StateBlocksError {
     pub free_bytes: u64,
 }
 
+/// A role whose KV cache cannot hold one request of `--max-model-len` tokens: vLLM refuses to
+/// start (`_check_enough_kv_cache_memory`, `vllm/v1/core/kv_cache_utils.py`, vLLM 0.26.0).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {role} role's KV cache cannot hold one request of max_model_len {max_model_len} tokens: it needs {needed_blocks} blocks of {block_size} tokens ({block_bytes} bytes each) and the {free_bytes} bytes left after weights and reserve hold {blocks}, so vLLM refuses to start (the most they hold is {fits} tokens; raise --gpu-memory-utilization, or lower --max-model-len or give --max-model-len auto)"
+)]
+pub struct MaxLenFitsError {
+    pub role: &'static str,
+    pub max_model_len: u32,
+    pub needed_blocks: u64,
+    pub blocks: u64,
+    pub block_size: u32,
+    pub block_bytes: u64,
+    pub free_bytes: u64,
+    /// The longest request the blocks hold (what `--max-model-len auto` would give).
+    pub fits: u64,
+}
+
 /// Weight bytes on the fullest rank of each role: `(attention, ffn)`; for a colocated deployment
 /// both are the per-GPU figure.
 pub fn weight_bytes_per_rank(config: &ServingConfig, model: &ModelArch) -> (u64, u64) {
@@ -123,7 +148,9 @@ pub fn weight_bytes_per_rank(config: &ServingConfig, model: &ModelArch) -> (u64,
     }
 }
 
-/// Every role's memory, or the first role (Attention first) that does not fit on `memory_bytes`.
+/// Every role's memory, or the first role (Attention first) that does not fit on `memory_bytes`,
+/// then the first role whose KV cache vLLM refuses (too few blocks for its full graphs' states or
+/// for one request of `max_model_len`).
 pub fn plan(
     config: &ServingConfig,
     model: &ModelArch,
@@ -156,9 +183,6 @@ pub fn plan(
             }));
         }
         let free_bytes = budget - needed;
-        if role != "ffn" {
-            state_blocks(config, model, role, free_bytes)?;
-        }
         plans.push(RoleMemory {
             role,
             rank: 0,
@@ -168,7 +192,71 @@ pub fn plan(
             free_bytes,
         });
     }
+    // Every role fits before any KV cache is judged: a role without room for its weights is the
+    // first thing to fix.
+    for role in plans.iter().filter(|r| r.role != "ffn") {
+        state_blocks(config, model, role.role, role.free_bytes)?;
+        max_len_fits(config, model, role.role, role.free_bytes)?;
+    }
     Ok(plans)
+}
+
+/// The longest request, in tokens, that `free_bytes` of KV cache hold: whole blocks, each request
+/// taking one per `block_size` tokens in each full-attention group and one per linear-attention
+/// group whatever its length.
+pub fn tokens_one_request_fits(config: &ServingConfig, model: &ModelArch, free_bytes: u64) -> u64 {
+    let layout = crate::cluster::kv_layout(config, model);
+    let blocks = free_bytes / layout.block_bytes.max(1);
+    let per_token_group = blocks.saturating_sub(u64::from(layout.state_groups))
+        / u64::from(layout.token_groups.max(1));
+    per_token_group * u64::from(layout.block_size)
+}
+
+/// What `--max-model-len auto` (or `-1`) gives on `memory_bytes` GPUs: the model's maximum, or
+/// the longest request the KV cache of the role that keeps one holds where that is shorter
+/// (`_auto_fit_max_model_len`, `vllm/v1/core/kv_cache_utils.py`); `None` where it holds none or
+/// the role does not fit (the memory plan then says why).
+pub fn auto_fit_max_model_len(
+    config: &ServingConfig,
+    model: &ModelArch,
+    memory_bytes: u64,
+) -> Option<u32> {
+    let (attention, _) = weight_bytes_per_rank(config, model);
+    let budget = (memory_bytes as f64 * config.gpu_memory_utilization) as u64;
+    let free_bytes = budget.checked_sub(attention + config.kv_reserve_bytes)?;
+    let fits = tokens_one_request_fits(config, model, free_bytes);
+    let fits = u32::try_from(fits).unwrap_or(u32::MAX);
+    (fits > 0).then(|| fits.min(model.max_position_embeddings()))
+}
+
+/// vLLM's check that the KV cache holds one request of the server's `max_model_len`.
+fn max_len_fits(
+    config: &ServingConfig,
+    model: &ModelArch,
+    role: &'static str,
+    free_bytes: u64,
+) -> Result<(), MaxLenFitsError> {
+    let layout = crate::cluster::kv_layout(config, model);
+    let max_model_len = config
+        .max_model_len
+        .unwrap_or(model.max_position_embeddings());
+    let blocks = free_bytes / layout.block_bytes.max(1);
+    let needed_blocks = u64::from(layout.token_groups)
+        * u64::from(max_model_len.div_ceil(layout.block_size.max(1)))
+        + u64::from(layout.state_groups);
+    if needed_blocks <= blocks {
+        return Ok(());
+    }
+    Err(MaxLenFitsError {
+        role,
+        max_model_len,
+        needed_blocks,
+        blocks,
+        block_size: layout.block_size,
+        block_bytes: layout.block_bytes,
+        free_bytes,
+        fits: tokens_one_request_fits(config, model, free_bytes),
+    })
 }
 
 /// vLLM's check that a hybrid model replaying full decode graphs has a state block for each of

@@ -37,7 +37,7 @@ fn list_prints_the_catalog_and_its_counts() {
     assert!(text.contains("routing.request-conservation") && text.contains("afd.port-range"));
     assert!(
         text.trim_end()
-            .ends_with("invariants (62 static, 36 live, 4 stateful)"),
+            .ends_with("invariants (63 static, 36 live, 4 stateful)"),
         "{text}"
     );
     let out = conformance(&["list", "--json", "--kind", "stateful"]);

@@ -351,6 +351,11 @@ catalogue! {
         source: "afd-spec §3.2",
         statement: "both roles load the same model path (each loads its half of the same checkpoint)",
     },
+    MemoryMaxLenFits {
+        id: "memory.max-model-len-fits", severity: Error, sets: [V026, Latest],
+        source: "vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory)",
+        statement: "the KV cache of a role that keeps one holds one request of --max-model-len tokens (the model's maximum by default)",
+    },
     NoteUnknownFlag {
         id: "note.unknown-flag", severity: Note, sets: [V026, Latest],
         source: "DESIGN §3",

@@ -147,14 +147,15 @@ fn full_graphs_of_a_hybrid_model_need_a_block_per_sequence_eager_does_not() {
     assert_eq!(roles[0].reserve_bytes, roomy.kv_reserve_bytes);
     let layout = crate::cluster::kv_layout(&roomy, &model);
     assert_eq!(blocks(&roomy), roles[0].free_bytes / layout.block_bytes);
-    // Find a utilization that leaves fewer blocks than 256 sequences need.
+    // Find a utilization that leaves fewer blocks than 256 sequences need, but the few that one
+    // short request takes (a block per full-attention and per linear-attention group).
     let tight = (10..900)
         .map(|permille| qwen_on_h200(256, graphs.clone(), f64::from(permille) / 1000.0))
         .find(|config| {
             let b = blocks(config);
-            b > 0 && b < 256
+            (8..256).contains(&b)
         })
-        .expect("some utilization leaves between 1 and 255 blocks");
+        .expect("some utilization leaves between 8 and 255 blocks");
     let err = plan(&tight, &model, memory).unwrap_err();
     let MemoryError::StateBlocks(short) = &err else {
         panic!("{err}")
@@ -167,13 +168,17 @@ fn full_graphs_of_a_hybrid_model_need_a_block_per_sequence_eager_does_not() {
         "{text}"
     );
     // The same memory serves eagerly, and with as many sequences as it has blocks.
+    // (With requests as short as the blocks hold: vLLM refuses a max_model_len they cannot.)
     let eager = ServingConfig {
         graph: GraphMode::Eager,
+        max_model_len: Some(1),
         ..tight.clone()
     };
-    assert!(plan(&eager, &model, memory).is_ok());
+    let eager_plan = plan(&eager, &model, memory);
+    assert!(eager_plan.is_ok(), "{eager_plan:?}");
     let fewer = ServingConfig {
         max_num_seqs: u32::try_from(short.blocks).unwrap(),
+        max_model_len: Some(1),
         ..tight
     };
     assert!(plan(&fewer, &model, memory).is_ok());

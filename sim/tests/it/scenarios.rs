@@ -259,6 +259,8 @@ fn leave_kv_for_a_few_hundred_tokens(config: &mut ServingConfig, model: &ModelAr
     let memory = GpuKind::H200.spec().memory_bytes as f64;
     config.kv_reserve_bytes = 0;
     config.gpu_memory_utilization = (weights + kv) as f64 / memory;
+    // vLLM starts only where one request of max_model_len fits (`memory.max-model-len-fits`).
+    config.max_model_len = Some(64 * 6);
 }
 
 /// Two runs of `config` on `w` are the same to the byte: summary (event-log hash included) and

@@ -218,14 +218,6 @@ pub enum SimSourceError {
     Cluster(#[from] ClusterError),
     #[error("the simulator cannot price this pair: {0}")]
     Pricing(#[from] ProfileError),
-    #[error(
-        "the model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV cache ({kv_tokens}) of an Attention engine on {gpu}; try increasing --gpu-memory-utilization or decreasing --max-model-len"
-    )]
-    KvCache {
-        max_model_len: u32,
-        kv_tokens: u64,
-        gpu: &'static str,
-    },
 }
 
 /// The live engine behind a twin, with the id maps.
@@ -269,15 +261,9 @@ impl SimSource {
             ModelOptions::default(),
             Seed(local.seed),
         )?;
-        let source = SimSource::new(engine);
-        if u64::from(source.max_model_len()) > source.kv_tokens_per_engine() {
-            return Err(SimSourceError::KvCache {
-                max_model_len: source.max_model_len(),
-                kv_tokens: source.kv_tokens_per_engine(),
-                gpu: pricing.gpu.as_str(),
-            });
-        }
-        Ok(source)
+        // The engine refuses, as vLLM does, a KV cache that cannot hold one request of
+        // max_model_len tokens (the simulator's `memory.max-model-len-fits`).
+        Ok(SimSource::new(engine))
     }
 
     pub fn new(engine: LiveEngine) -> SimSource {

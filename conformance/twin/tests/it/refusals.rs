@@ -66,7 +66,7 @@ async fn a_pair_the_simulator_cannot_serve_is_refused_by_both_roles() {
         assert_eq!(status.code(), Some(2), "{}", twin.log());
         let log = twin.log();
         assert!(
-            log.contains("max seq len (100000000) is larger than the maximum number of tokens"),
+            log.contains("cannot hold one request of max_model_len 100000000 tokens"),
             "{log}"
         );
         assert!(!log.contains("Application startup complete."), "{log}");

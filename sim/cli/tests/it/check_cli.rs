@@ -147,10 +147,10 @@ fn the_rules_command_lists_the_catalogue() {
     let v026 = json(&afd_sim(&["rules", "--rules", "v0.26", "--json"]));
     let latest = json(&afd_sim(&["rules", "--rules", "latest", "--json"]));
     let count = |v: &serde_json::Value| v["rules"].as_array().unwrap().len();
-    assert_eq!((count(&all), count(&v026), count(&latest)), (62, 57, 58));
+    assert_eq!((count(&all), count(&v026), count(&latest)), (63, 58, 59));
     let text = afd_sim(&["rules"]);
     assert!(text.stdout.contains("afd.port-range"));
-    assert!(text.stdout.ends_with("62 rules\n"));
+    assert!(text.stdout.ends_with("63 rules\n"));
 }
 
 #[test]

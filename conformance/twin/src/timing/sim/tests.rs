@@ -191,7 +191,12 @@ fn pairs_the_simulator_cannot_serve_are_refused_naming_the_cause() {
         GpuKind::H200,
     )
     .expect_err("no KV cache holds that");
-    assert!(matches!(err, SimSourceError::KvCache { .. }), "{err}");
+    assert!(matches!(err, SimSourceError::Cluster(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot hold one request of max_model_len 100000000 tokens"),
+        "{err}"
+    );
     assert!(err.to_string().contains("--max-model-len"), "{err}");
     let err = pair(
         &["--gpu-memory-utilization", "0.02"],
