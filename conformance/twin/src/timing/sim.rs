@@ -254,7 +254,15 @@ impl SimSource {
             Role::Ffn => (peer, local.config.clone()),
         };
         let deployment = Deployment::new(attention, ffn, local.rules);
-        let config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
+        let mut config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
+        if deployment.attention.max_model_len_auto() {
+            // `--max-model-len auto`: vLLM fits the length to the KV cache it sized.
+            config.max_model_len = afd_sim::memory::auto_fit_max_model_len(
+                &config,
+                &pricing.model,
+                pricing.gpu.spec().memory_bytes,
+            );
+        }
         let engine = LiveEngine::new(
             &config,
             pricing.cost(&config)?,

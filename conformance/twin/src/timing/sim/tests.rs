@@ -181,6 +181,24 @@ fn the_context_length_is_the_flag_or_the_models() {
     )
     .expect("simulates");
     assert_eq!(source.max_model_len(), 4096);
+    // `auto` fits the length to the KV cache: the model's own where it fits, less where not.
+    let auto = |utilization: &str| {
+        pair(
+            &[
+                "--max-model-len",
+                "auto",
+                "--gpu-memory-utilization",
+                utilization,
+            ],
+            "/models/DeepSeek-V2-Lite",
+            GpuKind::H200,
+        )
+        .expect("auto fits the cache")
+    };
+    assert_eq!(auto("0.9").max_model_len(), 163_840);
+    let short = auto("0.05");
+    assert!(short.max_model_len() < 163_840, "{}", short.max_model_len());
+    assert!(u64::from(short.max_model_len()) <= short.kv_tokens_per_engine());
 }
 
 #[test]
