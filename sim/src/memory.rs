@@ -23,7 +23,8 @@
 //! `--max-model-len auto` (or `-1`) it fits the length to what the cache holds instead.
 //! Nothing here reads the GPU: the sizes come from the model's config and the datasheet.
 
-use crate::model::arch::ModelArch;
+use crate::cluster::{kv_capacity, kv_layout};
+use crate::model::arch::{KvLayout, ModelArch};
 use crate::serving::{GraphMode, Placement, ServingConfig};
 
 /// One role's memory on its fullest rank (every rank of a role holds the same, up to rounding).
@@ -194,19 +195,18 @@ pub fn plan(
     }
     // Every role fits before any KV cache is judged: a role without room for its weights is the
     // first thing to fix.
+    let layout = kv_layout(config, model);
     for role in plans.iter().filter(|r| r.role != "ffn") {
-        state_blocks(config, model, role.role, role.free_bytes)?;
-        max_len_fits(config, model, role.role, role.free_bytes)?;
+        state_blocks(config, &layout, role.role, role.free_bytes)?;
+        max_len_fits(config, model, &layout, role.role, role.free_bytes)?;
     }
     Ok(plans)
 }
 
-/// The longest request, in tokens, that `free_bytes` of KV cache hold: whole blocks, each request
-/// taking one per `block_size` tokens in each full-attention group and one per linear-attention
-/// group whatever its length.
-pub fn tokens_one_request_fits(config: &ServingConfig, model: &ModelArch, free_bytes: u64) -> u64 {
-    let layout = crate::cluster::kv_layout(config, model);
-    let blocks = free_bytes / layout.block_bytes.max(1);
+/// The longest request, in tokens, that `blocks` of `layout` hold: each request takes one block
+/// per `block_size` tokens in each full-attention group and one per linear-attention group
+/// whatever its length.
+fn tokens_in_blocks(layout: &KvLayout, blocks: u64) -> u64 {
     let per_token_group = blocks.saturating_sub(u64::from(layout.state_groups))
         / u64::from(layout.token_groups.max(1));
     per_token_group * u64::from(layout.block_size)
@@ -221,10 +221,8 @@ pub fn auto_fit_max_model_len(
     model: &ModelArch,
     memory_bytes: u64,
 ) -> Option<u32> {
-    let (attention, _) = weight_bytes_per_rank(config, model);
-    let budget = (memory_bytes as f64 * config.gpu_memory_utilization) as u64;
-    let free_bytes = budget.checked_sub(attention + config.kv_reserve_bytes)?;
-    let fits = tokens_one_request_fits(config, model, free_bytes);
+    let (blocks, _) = kv_capacity(config, model, memory_bytes);
+    let fits = tokens_in_blocks(&kv_layout(config, model), blocks);
     let fits = u32::try_from(fits).unwrap_or(u32::MAX);
     (fits > 0).then(|| fits.min(model.max_position_embeddings()))
 }
@@ -233,10 +231,10 @@ pub fn auto_fit_max_model_len(
 fn max_len_fits(
     config: &ServingConfig,
     model: &ModelArch,
+    layout: &KvLayout,
     role: &'static str,
     free_bytes: u64,
 ) -> Result<(), MaxLenFitsError> {
-    let layout = crate::cluster::kv_layout(config, model);
     let max_model_len = config
         .max_model_len
         .unwrap_or(model.max_position_embeddings());
@@ -255,7 +253,7 @@ fn max_len_fits(
         block_size: layout.block_size,
         block_bytes: layout.block_bytes,
         free_bytes,
-        fits: tokens_one_request_fits(config, model, free_bytes),
+        fits: tokens_in_blocks(layout, blocks),
     })
 }
 
@@ -263,11 +261,10 @@ fn max_len_fits(
 /// `--max-num-seqs` sequences in the `free_bytes` its KV cache gets.
 fn state_blocks(
     config: &ServingConfig,
-    model: &ModelArch,
+    layout: &KvLayout,
     role: &'static str,
     free_bytes: u64,
 ) -> Result<(), StateBlocksError> {
-    let layout = crate::cluster::kv_layout(config, model);
     let full_graphs = match &config.graph {
         GraphMode::Eager | GraphMode::Compiled => false,
         GraphMode::FullDecodeOnly { .. } => true,

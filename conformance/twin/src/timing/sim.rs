@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use afd_sim::deployment::{Deployment, RoleConfig};
+use afd_sim::launch::Launch;
 use afd_sim::live::{
     ClusterError, LiveEngine, LiveRequest, ModelOptions, RequestId as SimRequestId,
 };
@@ -253,16 +254,9 @@ impl SimSource {
             Role::Attention => (local.config.clone(), peer),
             Role::Ffn => (peer, local.config.clone()),
         };
-        let deployment = Deployment::new(attention, ffn, local.rules);
-        let mut config = ServingConfig::from_deployment(&deployment, pricing.gpu)?;
-        if deployment.attention.max_model_len_auto() {
-            // `--max-model-len auto`: vLLM fits the length to the KV cache it sized.
-            config.max_model_len = afd_sim::memory::auto_fit_max_model_len(
-                &config,
-                &pricing.model,
-                pricing.gpu.spec().memory_bytes,
-            );
-        }
+        // The launch's timing view: `--max-model-len auto` fitted to the KV cache as vLLM does.
+        let config = Launch::Afd(Deployment::new(attention, ffn, local.rules))
+            .serving_config(pricing.gpu, &pricing.model)?;
         let engine = LiveEngine::new(
             &config,
             pricing.cost(&config)?,
