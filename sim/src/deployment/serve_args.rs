@@ -501,7 +501,7 @@ impl Parser {
             self.error(word.location, Some(Subject::flag(spelt.raw_name)), message);
             return 0;
         }
-        if spelt.name != "-O" && !self.resolve(word, &mut spelt) {
+        if !self.resolve(word, &mut spelt) {
             // vLLM refuses the word and any value after it.
             return usize::from(next_is_value);
         }

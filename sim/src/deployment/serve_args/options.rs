@@ -31,6 +31,15 @@ pub(super) enum Resolved {
 /// The option `name` names. `name` is the word's flag name as `FlexibleArgumentParser` hands it
 /// on (a long flag's `_` read as `-`) without any `=value`; `inline` says the word had one.
 pub(super) fn resolve(name: &str, inline: bool) -> Resolved {
+    // `FlexibleArgumentParser` rewrites `-O`, `-O<n>` and `-O=<n>` to `--optimization-level`
+    // before argparse sees them (`vllm/utils/argparse_utils.py:322-333`), so its parser lists no `-O`.
+    if name == "-O" {
+        return Resolved::Known {
+            option: "--optimization-level",
+            abbreviated: false,
+            attached: None,
+        };
+    }
     let flags = builtin_serve_flags();
     if let Some((option, _)) = flags.spellings().find(|(option, _)| *option == name) {
         return Resolved::Known {
